@@ -1,0 +1,40 @@
+# Statekeeper: one entry point for setup, the demo (main job on the embedded default), tests and benchmarks.
+# Everything is idempotent: a second run reuses .venv and the download caches.
+
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+UV     := $(VENV)/bin/uv
+# Caches live outside the repository so a fresh clone reuses them (Flink jars, uv wheels, fixtures).
+export STATEKEEPER_CACHE ?= $(HOME)/.cache/statekeeper
+export UV_CACHE_DIR ?= $(HOME)/.cache/uv
+export PYTHONDONTWRITEBYTECODE = 1
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: setup demo test bench clean help
+help:
+	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
+	@echo "make test   - set up and run the whole test suite"
+	@echo "make bench  - run the benchmarks (prints ratios against a same-run baseline)"
+	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(UV) || $(PY) -m pip install -q uv==0.13.9
+	$(UV) pip install -q --python $(PY) -r requirements.lock
+	$(UV) pip install -q --python $(PY) --no-deps -e .
+	@rm -f $(VENV)/.installed-* && touch $@
+
+demo: setup
+	$(PY) -m statekeeper.demo
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,11 @@
+"""Session-wide test infrastructure.
+
+Each area of real infrastructure has its own plugin module, so they can evolve independently:
+the real-Flink harness (fixtures written by real Flink, the oracle, the restore verifier), the
+moto S3 server on loopback, and the shared local SparkSession.
+"""
+pytest_plugins = [
+    "tests.plugins.flink",
+    "tests.plugins.s3",
+    "tests.plugins.spark",
+]
