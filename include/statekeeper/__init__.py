@@ -1,0 +1,10 @@
+"""Statekeeper: maintenance for Apache Flink checkpoint storage.
+
+Layers (side effects at the edges):
+  statekeeper.format   - the `_metadata` codec (pure; no I/O beyond a byte stream it is handed)
+  statekeeper.storage  - FileIO for file:// and s3:// (boto3), no Spark or Airflow
+  statekeeper.tables   - Delta table IO (delta-rs default, delta-spark when its jars exist)
+  statekeeper.index ... the Spark jobs' logic; spark_jobs/ and dags/ are thin entry points.
+"""
+
+__version__ = "0.1.0"
