@@ -16,6 +16,7 @@ short buffer at end-of-file is translated into a truncation error.
 """
 from __future__ import annotations
 
+import gc
 import struct
 from typing import Any, Optional
 
@@ -76,6 +77,15 @@ _qqiH = struct.Struct(">qqiH").unpack_from
 _b = struct.Struct(">b").unpack_from
 
 _ERR = (struct.error, IndexError)
+
+# Hot-path construction of the two most numerous frozen records without the generated frozen
+# __init__ (which routes every field through object.__setattr__): allocate, then set the slots
+# through their member descriptors. Semantically identical; ~2x faster per object.
+_new = object.__new__
+_FH_path = FileHandle.path.__set__
+_FH_size = FileHandle.size.__set__
+_NH_name = NamedHandle.local_name.__set__
+_NH_handle = NamedHandle.handle.__set__
 
 
 class _Reader:
@@ -610,50 +620,73 @@ class _Reader:
         raise self._bad_tag(at, tag, "keyed-state")
 
     def _named_list(self, what: str, depth: int) -> tuple:
-        """SharedList/PrivateList: (local name, stream handle) pairs; the hottest loop."""
+        """SharedList/PrivateList: (local name, stream handle) pairs; the hottest loop.
+
+        Buffer and position live in locals; the common entry (ASCII name + tag-2 file handle with
+        an ASCII path) is decoded inline, anything else goes through the general `_stream`.
+        """
         at = self.base + self.pos
         n = self.count(self.i32(f"number of {what} entries"), 3, f"number of {what} entries", at)
         out = []
         append = out.append
-        decode = self._decode
+        H = _H
+        qH = _qH
+        FH = FileHandle
+        NH = NamedHandle
+        new = _new
+        fh_path = _FH_path
+        fh_size = _FH_size
+        nh_name = _NH_name
+        nh_handle = _NH_handle
+        window = _WINDOW
+        buf = self.buf
+        pos = self.pos
+        end = len(buf)
         for _ in range(n):
-            if len(self.buf) - self.pos < _WINDOW:
-                self._fill(_WINDOW)
-            buf = self.buf
-            pos = self.pos
+            if end - pos < window:
+                self.pos = pos
+                self._fill(window)
+                buf = self.buf
+                pos = self.pos
+                end = len(buf)
             try:
-                (ln,) = _H(buf, pos)
+                ln = H(buf, pos)[0]
                 s = pos + 2
                 e = s + ln
                 raw = buf[s:e]
                 tag = buf[e]
+                if tag == 2:
+                    size, pl = qH(buf, e + 1)
+                    s2 = e + 11
+                    pos = s2 + pl
+                    praw = buf[s2:pos]
+                    if pos > end:
+                        raise IndexError
+                    if raw.isascii() and praw.isascii() and b"\x00" not in raw and b"\x00" not in praw:
+                        fh = new(FH)
+                        fh_path(fh, praw.decode("ascii"))
+                        fh_size(fh, size)
+                        nh = new(NH)
+                        nh_name(nh, raw.decode("ascii"))
+                        nh_handle(nh, fh)
+                        append(nh)
+                        continue
+                    self.pos = pos
+                    append(NH(
+                        self._decode(raw, s, f"{what} local name"),
+                        FH(self._decode(praw, s2, "file path"), size),
+                    ))
+                    continue
             except _ERR:
+                self.pos = pos
                 raise self._truncated(f"{what} entry", 3) from None
-            if len(raw) != ln:
-                raise self._truncated(f"{what} entry name", ln)
-            if raw.isascii() and b"\x00" not in raw:
-                name = raw.decode("ascii")
-            else:
-                name = decode(raw, s, f"{what} local name")
-            if tag == 2:
-                try:
-                    size, pl = _qH(buf, e + 1)
-                except _ERR:
-                    raise self._truncated("file handle", 10) from None
-                s = e + 11
-                e2 = s + pl
-                praw = buf[s:e2]
-                if len(praw) != pl:
-                    raise self._truncated("file handle path", pl)
-                self.pos = e2
-                if praw.isascii() and b"\x00" not in praw:
-                    path = praw.decode("ascii")
-                else:
-                    path = decode(praw, s, "file path")
-                append(NamedHandle(name, FileHandle(path, size)))
-            else:
-                self.pos = e
-                append(NamedHandle(name, self._stream(depth)))
+            self.pos = e
+            name = raw.decode("ascii") if raw.isascii() and b"\x00" not in raw else self._decode(raw, s, f"{what} local name")
+            append(NH(name, self._stream(depth)))
+            buf = self.buf
+            pos = self.pos
+            end = len(buf)
+        self.pos = pos
         return tuple(out)
 
     # ------------------------------------------------------------------ stream handles
@@ -678,9 +711,10 @@ class _Reader:
             if len(raw) != n:
                 raise self._truncated("file handle path", n)
             self.pos = e
-            if raw.isascii() and b"\x00" not in raw:
-                return FileHandle(raw.decode("ascii"), size)
-            return FileHandle(self._decode(raw, s, "file path"), size)
+            fh = _new(FileHandle)
+            _FH_path(fh, raw.decode("ascii") if raw.isascii() and b"\x00" not in raw else self._decode(raw, s, "file path"))
+            _FH_size(fh, size)
+            return fh
         if tag == 6:
             try:
                 (n,) = _H(buf, pos + 1)
@@ -788,17 +822,21 @@ def read_metadata(source: Any, uri: Optional[str] = None, *, load_inline: bool =
     """
     if uri is None:
         uri = str(source) if not hasattr(source, "read") else getattr(source, "name", "<stream>")
+    # Parsing allocates millions of acyclic objects for big files; the cyclic GC would rescan the
+    # growing heap over and over (≈40% of parse time) while it can free nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         with opened(source) as src:
             size = source_size(src)
-            start = src.tell()
-            if start:
+            if src.tell():
                 src.seek(0)
             return _Reader(src, str(uri), size, load_inline).parse()
-    except MetadataFormatError:
-        raise
     except RecursionError:
         raise CorruptMetadataError(str(uri), None, "handles nested too deeply") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def open_metadata(path_or_uri: Any, *, load_inline: bool = False) -> CheckpointMetadata:

@@ -14,6 +14,7 @@ blobs are not state and are counted only by statekeeper.format.accounting.
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -132,6 +133,34 @@ class MetadataReferences:
         return [f for f in self.files if not f.uri.startswith(prefix)]
 
 
+_FR_SETTERS = tuple(getattr(FileReference, f).__set__ for f in FileReference.__dataclass_fields__)
+(_s_uri, _s_stored, _s_kind, _s_scope, _s_size, _s_start, _s_len, _s_op, _s_name, _s_uid, _s_sub,
+ _s_slot, _s_role, _s_local) = _FR_SETTERS
+_new = object.__new__
+
+
+def _file_ref(uri, stored, kind, scope, size, start, length, op_id, op_name, op_uid, subtask, slot,
+              role, local_name) -> FileReference:
+    """FileReference(...) without the frozen __init__'s per-field object.__setattr__ (hot path:
+    one call per referenced file; see reader.py for the same technique)."""
+    r = _new(FileReference)
+    _s_uri(r, uri)
+    _s_stored(r, stored)
+    _s_kind(r, kind)
+    _s_scope(r, scope)
+    _s_size(r, size)
+    _s_start(r, start)
+    _s_len(r, length)
+    _s_op(r, op_id)
+    _s_name(r, op_name)
+    _s_uid(r, op_uid)
+    _s_sub(r, subtask)
+    _s_slot(r, slot)
+    _s_role(r, role)
+    _s_local(r, local_name)
+    return r
+
+
 def _scope_of(uri: str, snapshot_prefix: str, role: str) -> str:
     if uri.startswith(snapshot_prefix):
         return EXCLUSIVE
@@ -153,24 +182,42 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
     files: list[FileReference] = []
     add = files.append
     inline: dict[tuple, list] = {}
-    norm_cache: dict[str, str] = {}
+    dir_cache: dict[str, str] = {}
 
     def norm(path: str) -> str:
-        u = norm_cache.get(path)
-        if u is None:
-            try:
-                u = normalize_uri(path)
-            except ValueError as exc:
-                raise UnresolvableReferenceError(
-                    metadata_uri, None, f"stored path {path!r} is not an absolute URI: {exc}"
-                ) from None
-            if len(norm_cache) < 100_000:
-                norm_cache[path] = u
-        return u
+        # Thousands of files share a directory: normalize each directory once and append the
+        # file name when appending cannot change the result (no '%', not '.'/'..', non-empty).
+        head, sep, name = path.rpartition("/")
+        if sep and name and name not in (".", "..") and "%" not in name and head:
+            d = dir_cache.get(head)
+            if d is None:
+                try:
+                    d = normalize_uri(head)
+                except ValueError:
+                    return _normalize(path)
+                if len(dir_cache) < 100_000:
+                    dir_cache[head] = d
+            return d + name if d.endswith("/") else d + "/" + name
+        return _normalize(path)
+
+    def _normalize(path: str) -> str:
+        try:
+            return normalize_uri(path)
+        except ValueError as exc:
+            raise UnresolvableReferenceError(
+                metadata_uri, None, f"stored path {path!r} is not an absolute URI: {exc}"
+            ) from None
+
+    last = [None, (None, None, None)]
 
     def who(site):
+        if site is last[0]:
+            return last[1]
         op = site.operator
-        return (None, None, None) if op is None else (op.operator_id, op.name, op.uid)
+        w = (None, None, None) if op is None else (op.operator_id, op.name, op.uid)
+        last[0] = site
+        last[1] = w
+        return w
 
     def add_inline(site, role, kind, nbytes, count=1):
         op_id, name, uid = who(site)
@@ -185,10 +232,11 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
     def visit(site, role, local_name, node):
         t = type(node)
         if t is FileHandle:
-            uri = norm(node.path)
+            path = node.path
+            uri = norm(path)
             op_id, name, uid = who(site)
-            add(FileReference(
-                uri, node.path, "FILE_STREAM_STATE_HANDLE", _scope_of(uri, prefix, role),
+            add(_file_ref(
+                uri, path, "FILE_STREAM_STATE_HANDLE", _scope_of(uri, prefix, role),
                 node.size, None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
             ))
         elif t is RelativeFileHandle:
@@ -240,7 +288,13 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
             )
         return node
 
-    transform(model, visit)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of acyclic records; see reader.read_metadata
+    try:
+        transform(model, visit)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     inline_list = [
         InlineState(k[0], k[1], k[2], k[3], k[4], k[5], k[6], v[0], v[1]) for k, v in inline.items()
     ]
