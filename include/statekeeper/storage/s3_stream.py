@@ -37,6 +37,11 @@ class S3RangedInput(io.RawIOBase):
         self._buf_start = 0
         self.requests = 0  # ranged GETs issued (for tests and progress counters)
 
+    @property
+    def size(self) -> int:
+        """Object size (the codec reads it instead of seeking to the end)."""
+        return self._size
+
     # -- io.RawIOBase -------------------------------------------------------------------------
 
     def readable(self) -> bool:

@@ -124,12 +124,13 @@ INLINE_STATE = TableSpec(
         _f("operator_name", pa.string()),
         _f("operator_uid", pa.string()),
         _f("handle_kind", pa.string(), False),
+        _f("slot", pa.string()),
         _f("inline_bytes", pa.int64(), False),
         _f("handle_count", pa.int64(), False),
         _f("subtask_count", pa.int32(), False),
     ]),
     PARTITION_BY,
-    "State bytes stored inside `_metadata`, per snapshot, operator and handle kind.",
+    "State bytes stored inside `_metadata`, per snapshot, operator, handle kind and slot.",
 )
 
 INDEX_RUNS = TableSpec(
