@@ -105,7 +105,7 @@ def test_references_and_accounting_of_sample():
     refs = extract_references(m, URI)
     kg = [f for f in refs.files if f.stored_path == "kg-file"]
     assert kg and kg[0].uri.endswith("/chk-7/kg-file") and kg[0].scope == "exclusive"
-    by_path = {f.stored_path: f for f in refs.files if not f.role.startswith("materialized/")}
+    by_path = {f.stored_path: f for f in refs.files}
     assert by_path["chan"].handle_kind == "RELATIVE_STREAM_STATE_HANDLE"
     other = by_path["s3a://bucket/ckpt/ffffffffffffffffffffffffffffffff/shared/sst-b"]
     assert other.uri == "s3://bucket/ckpt/ffffffffffffffffffffffffffffffff/shared/sst-b"
