@@ -90,7 +90,7 @@ _NH_handle = NamedHandle.handle.__set__
 
 class _Reader:
     __slots__ = (
-        "src", "uri", "size", "load", "version", "buf", "pos", "base", "src_pos", "ctx",
+        "src", "uri", "size", "load", "version", "max_tag", "buf", "pos", "base", "src_pos", "ctx",
     )
 
     def __init__(self, src: Any, uri: str, size: int, load_inline: bool):
@@ -99,6 +99,7 @@ class _Reader:
         self.size = size
         self.load = load_inline
         self.version = 0
+        self.max_tag = 17
         self.buf = b""
         self.pos = 0
         self.base = 0  # file offset of buf[0]
@@ -179,6 +180,12 @@ class _Reader:
 
     def _corrupt(self, at: int, problem: str, cls=CorruptMetadataError) -> MetadataFormatError:
         return cls(self.uri, at, f"{problem} (in {self._where()})")
+
+    def _too_new(self, at: int, tag: int) -> MetadataFormatError:
+        return self._corrupt(
+            at, f"tag {tag} ({T.tag_name(tag)}) cannot appear in a V{self.version} file: no Flink "
+            f"release writing V{self.version} knows it (highest: {self.max_tag})",
+        )
 
     def _bad_tag(self, at: int, tag: int, position: str) -> MetadataFormatError:
         if tag < 0 or tag > 17:
@@ -310,6 +317,7 @@ class _Reader:
         if version not in T.SUPPORTED_VERSIONS:
             raise UnsupportedMetadataVersionError(self.uri, 4, f"unsupported metadata version {version}")
         self.version = version
+        self.max_tag = T.MAX_TAG_FOR_VERSION[version]
         self.ctx = ("checkpoint header",)
         at = self.base + self.pos
         checkpoint_id = self.i64("checkpoint id")
@@ -495,6 +503,8 @@ class _Reader:
             raise self._corrupt(at, f"{what} presence flag is {flag}, expected 0 or 1")
         at = self.base + self.pos
         tag = self.i8(f"{what} handle tag")
+        if tag > self.max_tag and tag <= 17:
+            raise self._too_new(at, tag)
         if tag == T.PARTITIONABLE_OPERATOR_STATE_HANDLE or tag == T.SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
             at_n = self.base + self.pos
             n = self.count(self.i32("number of operator states"), 7, "number of operator states", at_n)
@@ -541,6 +551,8 @@ class _Reader:
         tag = self.i8("keyed state handle tag")
         if tag == 0:
             return None
+        if tag > self.max_tag and tag <= 17:
+            raise self._too_new(at, tag)
         if depth > MAX_NESTING:
             raise self._corrupt(at, f"keyed handles nested deeper than {MAX_NESTING}")
         if tag == T.KEY_GROUPS_HANDLE_V2 or tag == T.KEY_GROUPS_HANDLE or tag == T.SAVEPOINT_KEY_GROUPS_HANDLE:
@@ -716,6 +728,8 @@ class _Reader:
             _FH_size(fh, size)
             return fh
         if tag == 6:
+            if self.max_tag < 6:
+                raise self._too_new(self.base + pos, tag)
             try:
                 (n,) = _H(buf, pos + 1)
                 s = pos + 3
@@ -737,6 +751,9 @@ class _Reader:
         if tag == 0:
             self.pos = pos + 1
             return None
+        if tag == 15 or tag == 16:
+            if self.max_tag < 15:
+                raise self._too_new(self.base + pos, tag)
         if tag == 15:
             at = self.base + pos
             try:

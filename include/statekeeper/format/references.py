@@ -168,8 +168,7 @@ def _scope_of(uri: str, snapshot_prefix: str, role: str) -> str:
         return TASK_OWNED
     if "/shared/" in uri:
         return SHARED
-    last = role.rsplit("/", 1)[-1]
-    if last in ("shared", "private", "changelog"):
+    if role in ("shared", "private", "delta"):
         return SHARED
     return EXCLUSIVE
 
