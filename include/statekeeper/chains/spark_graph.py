@@ -1,0 +1,167 @@
+"""The chain graph as Spark DataFrame transformations (no driver collects).
+
+    uses    = file_uses(references, snapshots)      one row per (snapshot, referenced file), located
+    direct  = direct_edges(uses, files)             one row per (snapshot, target directory)
+    trans   = lineage(direct)                       transitive rows, same columns
+
+Location and relation rules are the pure functions of statekeeper.chains.locate, run inside
+`mapInArrow`; the lineage rules are those of statekeeper.chains.graph (tests compare the two).
+Validation reuses `file_uses` and `direct_edges`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from statekeeper.chains.errors import ChainDepthError
+from statekeeper.chains.locate import (
+    ANNOTATION_FIELDS,
+    FOREIGN_RELATIONS,
+    annotate_batches,
+    relate_batches,
+)
+from statekeeper.chains.tables import DIRECT, TRANSITIVE
+
+RELATIVE_HANDLE = "RELATIVE_STREAM_STATE_HANDLE"
+MANAGED_DIR_KIND = "file_merging_managed_dir"
+
+SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
+TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
+                "target_job_id", "target_job_location")
+
+
+def _F() -> Any:
+    from pyspark.sql import functions as F
+
+    return F
+
+
+def _with_fields(schema: Any, fields: Any) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType(list(schema.fields) + [StructField(f.name, from_arrow_type(f.type), True) for f in fields])
+
+
+def file_uses(references: Any, snapshots: Any) -> Any:
+    """One row per (snapshot, referenced file or managed directory) with the file's target.
+
+    Columns: snapshot_uri, root, root_id, job_dir, file_uri, file_root, file_job_dir, file_job_id,
+    extent (largest stated end: size, or segment start + length), is_dir (a tag-17 managed
+    directory, not a file), relative (named by a tag-6 handle), relative_name (its stored name),
+    handles (how many handles name it), parent_snapshot_uri/type (the indexed snapshot whose
+    directory holds the file, if any), and locate.ANNOTATION_FIELDS.
+    """
+    F = _F()
+    refs = references.select(
+        "snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
+        "file_kind", "handle_kind", "stored_path", "stated_size", "segment_start", "segment_length")
+    extent = F.coalesce(F.col("segment_start") + F.col("segment_length"), F.col("stated_size"))
+    is_relative = F.col("handle_kind") == F.lit(RELATIVE_HANDLE)
+    grouped = (refs.groupBy("snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir",
+                            "file_job_id")
+               .agg(F.max(extent).alias("extent"),
+                    F.max(F.col("file_kind") == F.lit(MANAGED_DIR_KIND)).alias("is_dir"),
+                    F.max(is_relative).alias("relative"),
+                    F.min(F.when(is_relative, F.col("stored_path"))).alias("relative_name"),
+                    F.count(F.lit(1)).alias("handles")))
+    dirs = snapshots.select(
+        F.regexp_replace("uri", "/_metadata$", "").alias("parent_dir"),
+        F.col("uri").alias("parent_snapshot_uri"),
+        F.col("snapshot_type").alias("parent_snapshot_type"))
+    located = (grouped.withColumn("parent_dir", F.regexp_extract("file_uri", "^(.*)/[^/]*$", 1))
+               .join(dirs, "parent_dir", "left").drop("parent_dir"))
+    return located.mapInArrow(annotate_batches, _with_fields(located.schema, ANNOTATION_FIELDS))
+
+
+def direct_edges(uses: Any, files: Any) -> Any:
+    """One row per (snapshot, target): distinct files, managed directories and bytes it uses there.
+
+    Bytes are the listed sizes from `files` (what the files occupy), the stated extent for files
+    the listing does not have (missing or outside every root).
+    """
+    F = _F()
+    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
+    u = uses.join(sizes, "file_uri", "left")
+    file_bytes = F.coalesce(F.col("listed_size"), F.col("extent"), F.lit(0))
+    # Rows of one target agree on its attributes, except that files below a snapshot directory's
+    # subdirectories do not see the snapshot: prefer the attributes seen with it.
+    best = F.max_by(F.struct(*TARGET_ATTRS, "relation"), F.col("target_snapshot_uri").isNotNull().cast("int"))
+    grouped = (u.groupBy(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri")
+               .agg(best.alias("t"),
+                    F.sum(F.when(~F.col("is_dir"), 1).otherwise(0)).cast("long").alias("files"),
+                    F.sum(F.when(F.col("is_dir"), 1).otherwise(0)).cast("long").alias("directories"),
+                    F.sum(F.when(~F.col("is_dir"), file_bytes).otherwise(0)).cast("long").alias("bytes")))
+    return grouped.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
+                          *[F.col(f"t.{a}").alias(a) for a in TARGET_ATTRS], F.col("t.relation").alias("relation"),
+                          F.lit(DIRECT).alias("dependency"), F.lit(1).cast("int").alias("depth"),
+                          F.array().cast("array<string>").alias("via"), "files", "directories", "bytes")
+
+
+def _checkpoint(df: Any) -> Any:
+    # Materialize each BFS level: bounded lineage, and every level is computed once.
+    return df.localCheckpoint(eager=True)
+
+
+def node_closure(direct: Any, max_depth: int = 64) -> Any:
+    """(x, t, depth, via): target t reachable from target x through cross-directory dependencies of
+    x's member snapshots. Breadth first, one Spark round per level; see chains.graph.node_closure."""
+    F = _F()
+    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
+    edges = _checkpoint(foreign.select(
+        F.explode(F.array_distinct(F.array("snapshot_dir", "snapshot_job_location"))).alias("x"),
+        F.col("target_uri").alias("t")).where(F.col("x") != F.col("t")).distinct())
+    frontier = _checkpoint(edges.select("x", "t", F.lit(1).cast("int").alias("depth"),
+                                        F.array().cast("array<string>").alias("via")))
+    closure = frontier
+    for _level in range(2, max_depth + 2):
+        f, e = frontier.alias("f"), edges.alias("e")
+        step = (f.join(e, F.col("f.t") == F.col("e.x"))
+                .select(F.col("f.x").alias("x"), F.col("e.t").alias("t"), (F.col("f.depth") + 1).alias("depth"),
+                        F.concat(F.col("f.via"), F.array(F.col("f.t"))).alias("via"))
+                .where(F.col("x") != F.col("t"))
+                .join(closure.select("x", "t"), ["x", "t"], "left_anti")
+                .groupBy("x", "t").agg(F.min(F.struct("depth", "via")).alias("m"))
+                .select("x", "t", F.col("m.depth").alias("depth"), F.col("m.via").alias("via")))
+        step = _checkpoint(step)
+        if step.isEmpty():
+            return closure
+        closure = _checkpoint(closure.unionByName(step))
+        frontier = step
+    raise ChainDepthError(
+        f"lineage between job directories did not converge within {max_depth} levels; raise max_depth if "
+        "chains of restores really are that long")
+
+
+def lineage(direct: Any, max_depth: int = 64) -> Any:
+    """Transitive dependency rows (dependency 'transitive', depth >= 2) with direct_edges' columns;
+    files/directories/bytes are null: the snapshot uses none of those files itself."""
+    F = _F()
+    closure = node_closure(direct, max_depth)
+    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
+    first = foreign.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("target_uri").alias("t1"))
+    cand = (first.join(closure.withColumnRenamed("x", "t1"), "t1")
+            .where((F.col("t") != F.col("snapshot_dir")) & (F.col("t") != F.col("snapshot_job_location")))
+            .select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "t", (F.col("depth") + 1).alias("depth"),
+                    F.concat(F.array(F.col("t1")), F.col("via")).alias("via")))
+    direct_targets = direct.select("snapshot_uri", F.col("target_uri").alias("t"))
+    cand = cand.join(direct_targets, ["snapshot_uri", "t"], "left_anti")
+    trans = (cand.groupBy(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "t")
+             .agg(F.min(F.struct("depth", "via")).alias("m")))
+    best = F.max_by(F.struct(*TARGET_ATTRS), F.col("target_snapshot_uri").isNotNull().cast("int"))
+    targets = direct.groupBy(F.col("target_uri").alias("t")).agg(best.alias("a"))
+    rows = (trans.join(targets, "t")
+            .select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("t").alias("target_uri"),
+                    *[F.col(f"a.{a}").alias(a) for a in TARGET_ATTRS],
+                    F.lit(TRANSITIVE).alias("dependency"), F.col("m.depth").cast("int").alias("depth"),
+                    F.col("m.via").alias("via"), F.lit(None).cast("long").alias("files"),
+                    F.lit(None).cast("long").alias("directories"), F.lit(None).cast("long").alias("bytes")))
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    related = rows.mapInArrow(relate_batches, StructType(list(rows.schema.fields)
+                                                         + [StructField("relation", StringType(), True)]))
+    return related.select(*direct_edges_columns())
+
+
+def direct_edges_columns() -> list[str]:
+    return [*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri", *TARGET_ATTRS, "relation",
+            "dependency", "depth", "via", "files", "directories", "bytes"]
