@@ -217,3 +217,15 @@ def relate_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch
         rel = [relation_of(s, r, j, Target(k, u, su, tr, tri, tj, tji))
                for s, r, j, k, u, su, tr, tri, tj, tji in zip(*cols, strict=True)]
         yield batch.append_column(pa.field("relation", pa.string()), pa.array(rel, pa.string()))
+
+
+def unit_kind(job_dir: str) -> str:
+    """What a unit's job directory is, for per-job reports: job, savepoint or directory."""
+    if is_flat(job_dir):
+        return JOB
+    child = classify_child(job_dir)
+    if child == LocationKind.SAVEPOINT:
+        return SAVEPOINT
+    if child == LocationKind.JOB:
+        return JOB
+    return DIRECTORY

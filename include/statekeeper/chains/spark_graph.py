@@ -46,7 +46,8 @@ def file_uses(references: Any, snapshots: Any) -> Any:
     """One row per (snapshot, referenced file or managed directory) with the file's target.
 
     Columns: snapshot_uri, root, root_id, job_dir, file_uri, file_root, file_job_dir, file_job_id,
-    extent (largest stated end: size, or segment start + length), is_dir (a tag-17 managed
+    extent (largest stated end: size, or segment start + length), segmented (named by a
+    segment handle), is_dir (a tag-17 managed
     directory, not a file), relative (named by a tag-6 handle), relative_name (its stored name),
     handles (how many handles name it), parent_snapshot_uri/type (the indexed snapshot whose
     directory holds the file, if any), and locate.ANNOTATION_FIELDS.
@@ -61,6 +62,7 @@ def file_uses(references: Any, snapshots: Any) -> Any:
                             "file_job_id")
                .agg(F.max(extent).alias("extent"),
                     F.max(F.col("file_kind") == F.lit(MANAGED_DIR_KIND)).alias("is_dir"),
+                    F.max(F.col("segment_start").isNotNull()).alias("segmented"),
                     F.max(is_relative).alias("relative"),
                     F.min(F.when(is_relative, F.col("stored_path"))).alias("relative_name"),
                     F.count(F.lit(1)).alias("handles")))
