@@ -77,7 +77,7 @@ def check_one(mutated: bytes) -> None:
 
 
 FUZZ = settings(
-    max_examples=150,
+    max_examples=200,
     deadline=timedelta(seconds=3),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
@@ -115,7 +115,7 @@ def test_fuzz_real_flink_metadata(flink_fixture, version, scenario):
     # the smallest file of the store keeps examples fast; real structure is what matters
     seed = min((p.read_bytes() for p in files), key=len)
 
-    @settings(FUZZ, max_examples=60)
+    @settings(FUZZ, max_examples=120)
     @given(mutations(seed))
     def run(mutated):
         check_one(mutated)

@@ -18,6 +18,7 @@ from statekeeper.format import (
     EmptySegmentFileHandle,
     FileHandle,
     FileMergingOperatorHandle,
+    MergedChannelStateHandle,
     RelativeFileHandle,
     SegmentFileHandle,
     account,
@@ -144,6 +145,13 @@ def test_codec_matches_flink_and_round_trips(flink_harness, flink_fixture, versi
 
         # --- every leaf handle, with position, path, sizes, segments, managed dirs
         assert codec_handles(model, uri) == oracle_handles(oracle), where
+
+        # --- V6 merged channel blobs decode and account for the whole handle
+        for op in model.operators:
+            for st in op.subtasks:
+                for h in st.input_channels + st.output_channels:
+                    if isinstance(h, MergedChannelStateHandle):
+                        assert sum(e.size for e in h.entries(path)) == h.state_size, where
 
         # --- referenced files and inline bytes, through the public extraction API
         refs = extract_references(model, uri)
