@@ -26,7 +26,7 @@ from statekeeper.format import (
 from statekeeper.uri import normalize_uri
 from tests.harness import FLINK_VERSIONS
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 
 def _local(uri: str) -> Path:
