@@ -56,3 +56,20 @@ def flink_fixture(flink_harness):
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def flink_oracle(flink_fixture):
+    """Callable (version, scenario) -> {metadata path: oracle dict}, one oracle JVM per store."""
+    cache: dict[tuple[str, str], dict] = {}
+
+    def get(version: str, scenario: str) -> dict:
+        key = (version, scenario)
+        if key not in cache:
+            fixture = flink_fixture(version, scenario)
+            files = fixture.metadata_files()
+            results = harness.run_oracle(version, files)
+            cache[key] = {str(path): result for path, result in zip(files, results)}
+        return cache[key]
+
+    return get
