@@ -26,12 +26,12 @@ _CHK = re.compile(r"^chk-(\d+)$")
 
 
 def generator_hash(version: str, scenario: str) -> str:
-    """Hash of everything that determines a store: the Java sources, this scenario's plan as the
-    generator receives it, and this module (leftovers, manifest). Editing another scenario does
-    not invalidate this one's cached store."""
+    """Hash of everything that determines a store: the generator's Java sources, this scenario's
+    plan as the generator receives it, and this module (leftovers, manifest). Editing another
+    scenario, the oracle or the verifier does not invalidate this store."""
     plan = scenarios.PLANS[scenario]
     digest = hashlib.sha256()
-    digest.update(java_sources_hash().encode())
+    digest.update(java_sources_hash(generator_only=True).encode())
     digest.update(json.dumps(plan.fingerprint(), sort_keys=True).encode())
     digest.update(scenarios.properties(plan, "<checkpoints>", "<savepoints>").encode())
     digest.update(Path(__file__).read_bytes())

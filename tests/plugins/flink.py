@@ -15,6 +15,7 @@ import shutil
 import pytest
 
 import tests.harness as harness
+from tests.harness.cache import prune_stale
 from tests.harness.flink import HarnessSetupError, harness_classes
 
 
@@ -41,6 +42,7 @@ def flink_harness():
             raise HarnessSetupError(f"{tool} not found on PATH: the real-Flink tests need a JDK 17")
     for version in harness.FLINK_VERSIONS:
         harness_classes(version)   # downloads Flink once per cache, compiles once per source hash
+    prune_stale()                  # fixtures/classes of old source hashes, untouched for a day
     return harness
 
 
