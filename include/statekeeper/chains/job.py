@@ -150,6 +150,13 @@ class ComputeChains:
 
     def _run(self, engine: Any, warehouse: Warehouse, run_id: str, started: datetime,
              versions: dict[str, int]) -> ChainsResult:
+        from statekeeper.chains.spark_graph import Materialized
+
+        with Materialized() as keep:
+            return self._compute(engine, warehouse, run_id, started, versions, keep)
+
+    def _compute(self, engine: Any, warehouse: Warehouse, run_id: str, started: datetime,
+                 versions: dict[str, int], keep: Any) -> ChainsResult:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, direct_edges_columns, file_uses, lineage
@@ -168,18 +175,17 @@ class ComputeChains:
             log.warning("chains run %s: %d snapshot(s) could not be parsed; their references are unknown (%s)",
                         run_id, unparsed, ", ".join(examples))
 
-        direct = direct_edges(file_uses(refs, snaps), files).localCheckpoint(eager=True)
+        direct = keep(direct_edges(file_uses(refs, snaps), files))
         log.info("chains run %s: direct dependencies computed (%.1fs)", run_id, time.monotonic() - clock)
-        trans = lineage(direct, self._max_depth).localCheckpoint(eager=True)
+        trans = keep(lineage(direct, keep, self._max_depth))
         log.info("chains run %s: lineage computed (%.1fs)", run_id, time.monotonic() - clock)
 
         info = snaps.select(F.col("uri").alias("snapshot_uri"), F.col("job_id").alias("snapshot_job_id"),
                             F.coalesce("checkpoint_id", "dir_checkpoint_id").alias("snapshot_checkpoint_id"),
                             "snapshot_type")
-        edges = (direct.select(*direct_edges_columns()).unionByName(trans)
-                 .join(info, "snapshot_uri", "left")
-                 .withColumn("run_id", F.lit(run_id))
-                 .localCheckpoint(eager=True))
+        edges = keep(direct.select(*direct_edges_columns()).unionByName(trans)
+                     .join(info, "snapshot_uri", "left")
+                     .withColumn("run_id", F.lit(run_id)))
         stats = edges.agg(
             F.sum(F.when(F.col("dependency") == DIRECT, 1).otherwise(0)).alias("direct"),
             F.sum(F.when(F.col("dependency") == TRANSITIVE, 1).otherwise(0)).alias("transitive"),

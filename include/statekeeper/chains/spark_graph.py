@@ -10,7 +10,11 @@ Validation reuses `file_uses` and `direct_edges`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from statekeeper.chains.errors import ChainDepthError
 from statekeeper.chains.locate import (
@@ -33,6 +37,35 @@ def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
+
+
+class Materialized:
+    """Caches DataFrames a job reuses and computes them once, now; unpersists them on exit.
+
+    Used instead of localCheckpoint: Spark 4.2 fails to plan some unions of locally checkpointed
+    plans ("key not found" in UnionBase.rewriteConstraints), and caching keeps stat calls and
+    Python UDF passes from running twice.
+    """
+
+    def __init__(self) -> None:
+        self._frames: list[Any] = []
+
+    def __call__(self, df: Any) -> Any:
+        df = df.persist()
+        self._frames.append(df)
+        df.count()
+        return df
+
+    def __enter__(self) -> Materialized:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for df in reversed(self._frames):
+            try:
+                df.unpersist()
+            except Exception:  # noqa: BLE001 - best effort: the session may be gone
+                pass
+        self._frames.clear()
 
 
 def _with_fields(schema: Any, fields: Any) -> Any:
@@ -99,47 +132,68 @@ def direct_edges(uses: Any, files: Any) -> Any:
                           F.array().cast("array<string>").alias("via"), "files", "directories", "bytes")
 
 
-def _checkpoint(df: Any) -> Any:
-    # Materialize each BFS level: bounded lineage, and every level is computed once.
-    return df.localCheckpoint(eager=True)
+@dataclass
+class ClosureTask:
+    """mapInArrow over the whole target graph in ONE task: (x, t) edges -> (x, t, depth, via).
+
+    The target graph has one node per directory that some snapshot depends on (job directories,
+    savepoints, snapshot directories), not per file or snapshot, so it fits one task; running the
+    pure `graph.node_closure` there keeps a single definition of lineage and costs one Spark stage
+    instead of a join round per level. Nothing is collected to the driver.
+    """
+
+    max_depth: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.chains.graph import node_closure
+
+        adjacency: dict[str, set[str]] = {}
+        for batch in batches:
+            for x, t in zip(batch.column("x").to_pylist(), batch.column("t").to_pylist(), strict=True):
+                adjacency.setdefault(x, set()).add(t)
+        if not adjacency:
+            return
+        try:
+            closure = node_closure(adjacency, self.max_depth)
+        except RecursionError:
+            raise ChainDepthError(
+                f"lineage between directories is deeper than {self.max_depth} levels; raise max_depth if chains "
+                "of restores really are that long") from None
+        items = sorted(closure.items())
+        for offset in range(0, len(items), 50_000):
+            chunk = items[offset:offset + 50_000]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([k[0] for k, _ in chunk], pa.string()), pa.array([k[1] for k, _ in chunk], pa.string()),
+                 pa.array([v[0] for _, v in chunk], pa.int32()),
+                 pa.array([list(v[1]) for _, v in chunk], pa.list_(pa.string()))],
+                names=["x", "t", "depth", "via"])
 
 
 def node_closure(direct: Any, max_depth: int = 64) -> Any:
     """(x, t, depth, via): target t reachable from target x through cross-directory dependencies of
-    x's member snapshots. Breadth first, one Spark round per level; see chains.graph.node_closure."""
+    x's member snapshots (statekeeper.chains.graph.node_closure, run in one Spark task)."""
     F = _F()
     foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
-    edges = _checkpoint(foreign.select(
+    # Lineage is only ever asked from a target and only expands through targets: keep the edges
+    # leaving directories that something depends on.
+    targets = foreign.select(F.col("target_uri").alias("x")).distinct()
+    edges = (foreign.select(
         F.explode(F.array_distinct(F.array("snapshot_dir", "snapshot_job_location"))).alias("x"),
-        F.col("target_uri").alias("t")).where(F.col("x") != F.col("t")).distinct())
-    frontier = _checkpoint(edges.select("x", "t", F.lit(1).cast("int").alias("depth"),
-                                        F.array().cast("array<string>").alias("via")))
-    closure = frontier
-    for _level in range(2, max_depth + 2):
-        f, e = frontier.alias("f"), edges.alias("e")
-        step = (f.join(e, F.col("f.t") == F.col("e.x"))
-                .select(F.col("f.x").alias("x"), F.col("e.t").alias("t"), (F.col("f.depth") + 1).alias("depth"),
-                        F.concat(F.col("f.via"), F.array(F.col("f.t"))).alias("via"))
-                .where(F.col("x") != F.col("t"))
-                .join(closure.select("x", "t"), ["x", "t"], "left_anti")
-                .groupBy("x", "t").agg(F.min(F.struct("depth", "via")).alias("m"))
-                .select("x", "t", F.col("m.depth").alias("depth"), F.col("m.via").alias("via")))
-        step = _checkpoint(step)
-        if step.isEmpty():
-            return closure
-        closure = _checkpoint(closure.unionByName(step))
-        frontier = step
-    raise ChainDepthError(
-        f"lineage between job directories did not converge within {max_depth} levels; raise max_depth if "
-        "chains of restores really are that long")
+        F.col("target_uri").alias("t")).where(F.col("x") != F.col("t"))
+        .join(targets, "x", "left_semi").distinct())
+    return edges.repartition(1).mapInArrow(ClosureTask(max_depth),
+                                           "x string, t string, depth int, via array<string>")
 
 
-def lineage(direct: Any, max_depth: int = 64) -> Any:
+def lineage(direct: Any, keep: Materialized, max_depth: int = 64) -> Any:
     """Transitive dependency rows (dependency 'transitive', depth >= 2) with direct_edges' columns;
     files/directories/bytes are null: the snapshot uses none of those files itself."""
     F = _F()
-    closure = node_closure(direct, max_depth)
-    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
+    foreign = keep(direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS))))
+    if foreign.isEmpty():
+        # No cross-directory dependency at all (e.g. only NO_CLAIM restores): no lineage.
+        return lineage_schema_frame(direct)
+    closure = keep(node_closure(direct, max_depth))
     first = foreign.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("target_uri").alias("t1"))
     cand = (first.join(closure.withColumnRenamed("x", "t1"), "t1")
             .where((F.col("t") != F.col("snapshot_dir")) & (F.col("t") != F.col("snapshot_job_location")))
@@ -162,6 +216,16 @@ def lineage(direct: Any, max_depth: int = 64) -> Any:
     related = rows.mapInArrow(relate_batches, StructType(list(rows.schema.fields)
                                                          + [StructField("relation", StringType(), True)]))
     return related.select(*direct_edges_columns())
+
+
+def lineage_schema_frame(direct: Any) -> Any:
+    """An empty DataFrame with the lineage rows' columns and types."""
+    F = _F()
+    return direct.limit(0).select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
+                                  *TARGET_ATTRS, "relation", F.lit("transitive").alias("dependency"), "depth", "via",
+                                  F.lit(None).cast("long").alias("files"),
+                                  F.lit(None).cast("long").alias("directories"),
+                                  F.lit(None).cast("long").alias("bytes"))
 
 
 def direct_edges_columns() -> list[str]:

@@ -201,6 +201,14 @@ class ValidateCheckpoints:
 
     def _run(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
              started: datetime, versions: dict[str, int], optional: dict[str, int]) -> ValidationResult:
+        from statekeeper.chains.spark_graph import Materialized
+
+        with Materialized() as keep:
+            return self._compute(engine, warehouse, storage, roots, run_id, started, versions, optional, keep)
+
+    def _compute(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
+                 started: datetime, versions: dict[str, int], optional: dict[str, int],
+                 keep: Any) -> ValidationResult:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, file_uses
@@ -212,27 +220,24 @@ class ValidateCheckpoints:
         tables = read_pinned(spark, engine, warehouse, versions)
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
 
-        uses = file_uses(refs, snaps).localCheckpoint(eager=True)
+        uses = keep(file_uses(refs, snaps))
         statted = spark.sparkContext.accumulator(0)
-        stat = (sc.outside_files(uses)
-                .mapInArrow(StatTask(roots, storage, self._stat_threads, statted), STAT_SPARK_SCHEMA)
-                .localCheckpoint(eager=True))
+        stat = keep(sc.outside_files(uses)
+                    .mapInArrow(StatTask(roots, storage, self._stat_threads, statted), STAT_SPARK_SCHEMA))
         log.info("validation run %s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
                  run_id, statted.value, time.monotonic() - clock)
 
-        found = (sc.file_findings(sc.evidence(uses, files, stat), files)
-                 .unionByName(sc.cross_directory_findings(direct_edges(uses, files)))
-                 .unionByName(sc.metadata_findings(snaps))
-                 .localCheckpoint(eager=True))
+        found = keep(sc.file_findings(sc.evidence(uses, files, stat), files)
+                     .unionByName(sc.cross_directory_findings(direct_edges(uses, files)))
+                     .unionByName(sc.metadata_findings(snaps)))
         summary = sc.snapshot_summary(snaps, uses, found)
         now = datetime.now(timezone.utc)
         info = sc.snapshot_info(snaps).drop("status", "error")
-        results = (found.withColumn("restorable", F.lit(None).cast("boolean")).unionByName(summary)
-                   .join(info, "snapshot_uri", "inner")
-                   .withColumn("run_id", F.lit(run_id)).withColumn("validated_at", F.lit(now))
-                   .select(*VALIDATION_RESULTS.schema.names)
-                   .localCheckpoint(eager=True))
-        jobs = sc.job_health(results).select(*VALIDATION_JOBS.schema.names).localCheckpoint(eager=True)
+        results = keep(found.withColumn("restorable", F.lit(None).cast("boolean")).unionByName(summary)
+                       .join(info, "snapshot_uri", "inner")
+                       .withColumn("run_id", F.lit(run_id)).withColumn("validated_at", F.lit(now))
+                       .select(*VALIDATION_RESULTS.schema.names))
+        jobs = keep(sc.job_health(results).select(*VALIDATION_JOBS.schema.names))
         log.info("validation run %s: checks done (%.1fs)", run_id, time.monotonic() - clock)
 
         counts = results.where(F.col("check") == SNAPSHOT).agg(
