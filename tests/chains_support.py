@@ -241,6 +241,9 @@ def relocate_store(src: Path, target: str, fileio: FileIO | None = None, *, thre
             assert fileio is not None, "an S3 target needs a FileIO"
             fileio.write(dest(p), p.read_bytes() if data is None else data)
 
+    if new.startswith("file://"):
+        for d in (p for p in src.rglob("*") if p.is_dir()):   # empty directories too (roots, shared/)
+            Path(dest(d)[len("file://"):]).mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=threads) as pool:
         list(pool.map(copy, files))
     return new
@@ -259,3 +262,66 @@ def oracle_references(version: str, metadata: list[Path]) -> dict[str, dict[str,
         assert "error" not in reading, reading
         out[normalize_uri(str(path))] = {normalize_uri(f["path"]): f["size"] for f in reading["referenced_files"]}
     return out
+
+
+# -- FLINK-39964: checkpoints after a CLAIM restore of a native savepoint -------------------------
+
+def _generate_one(version: str, lines: list[str], root: Path) -> dict:
+    import json
+    import tempfile
+
+    from tests.harness.runner import HarnessRunError, run_java, tail
+
+    with tempfile.TemporaryDirectory(prefix="statekeeper-gen-") as work:
+        plan, result = Path(work) / "plan.properties", Path(work) / "result.jsonl"
+        plan.write_text("\n".join([f"checkpoint_root={root / 'checkpoints'}", f"savepoint_root={root / 'savepoints'}",
+                                   *lines]) + "\n")
+        run = run_java(version, "Generate", [str(plan), str(result)], timeout=300)
+        rows = [json.loads(x) for x in result.read_text().splitlines()] if result.exists() else []
+        if run.returncode != 0 or len(rows) != 1:
+            raise HarnessRunError(f"Flink {version} generator exited {run.returncode}:\n{tail(run.output)}")
+    return rows[0]
+
+
+def claim_native_savepoint_store(version: str, root: Path) -> dict:
+    """Job A takes a NATIVE savepoint; job B restores it in CLAIM mode and takes two checkpoints.
+
+    Built from the harness's generator and job plans (the harness has no such scenario). Returns
+    {"savepoint": dir, "B": B's result row, "b_plan": B's JobPlan}. RocksDB compaction is off so
+    B keeps referencing the savepoint's SSTs instead of compacting them away.
+    """
+    from tests.harness import scenarios
+
+    (root / "checkpoints").mkdir(parents=True)
+    (root / "savepoints").mkdir(parents=True)
+    a = scenarios.JobPlan("A", {"checkpoints": 2, "savepoints": "NATIVE", "compaction_style": "NONE"})
+    ra = _generate_one(version, ["jobs=A", *scenarios.job_properties(a)], root)
+    (sp,) = [s["path"] for s in ra["savepoints"] if s["format"] == "NATIVE"]
+    sp_dir = Path(sp[len("file:"):].lstrip("/")) if sp.startswith("file:") else Path(sp)
+    sp_dir = Path("/" + str(sp_dir).lstrip("/"))
+    b = scenarios.JobPlan("B", {"checkpoints": 2, "compaction_style": "NONE"})
+    rb = _generate_one(version, ["jobs=B", *scenarios.job_properties(b), f"B.restore={sp_dir}",
+                                 "B.claim_mode=CLAIM"], root)
+    return {"savepoint": sp_dir, "A": ra, "B": rb, "b_plan": b}
+
+
+def verify_job(version: str, snapshot_dir: Path, job: Any, timeout: float = 300) -> Any:
+    """The harness verifier for a job plan that is not part of a harness scenario."""
+    import tempfile
+
+    from tests.harness import scenarios
+    from tests.harness._fs import cache_root
+    from tests.harness.runner import run_java
+    from tests.harness.verify import VerifyResult
+
+    parent = cache_root() / "tmp"
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="verify-", dir=parent))
+    try:
+        plan = work / "plan.properties"
+        plan.write_text("\n".join(scenarios.job_properties(job)) + "\n")
+        run = run_java(version, "Verify", [str(plan), job.name, str(snapshot_dir), str(work / "checkpoints")],
+                       timeout=timeout)
+        return VerifyResult(ok=run.returncode == 0, returncode=run.returncode, output=run.output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

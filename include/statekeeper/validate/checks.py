@@ -102,15 +102,18 @@ def file_findings(e: FileEvidence) -> list[Finding]:
     return []
 
 
-def relative_hint(detail: str, candidates: list[str] | None) -> str:
+def relative_hint(detail: str, candidates: list[str] | None, snapshot_type: str | None = None) -> str:
     """Extend a relative_resolves detail with where a file of that name does exist."""
     if not candidates:
         return detail + "; no file with this name exists under any indexed root"
     shown = ", ".join(sorted(candidates)[:3]) + (f" (+{len(candidates) - 3} more)" if len(candidates) > 3 else "")
-    return (detail + f"; a file with this name exists at {shown}: the FLINK-39964 pattern (a checkpoint taken "
-            "after a CLAIM restore of a native savepoint keeps that savepoint's files as relative handles, "
-            "which Flink resolves against the checkpoint's own directory); rewrite the handle as an absolute "
-            "path to repair it")
+    if snapshot_type == "checkpoint":
+        return (detail + f"; a file with this name exists at {shown}: the FLINK-39964 pattern (a checkpoint taken "
+                "after a CLAIM restore of a native savepoint keeps that savepoint's files as relative handles, "
+                "which Flink resolves against the checkpoint's own directory); rewrite the handle as an absolute "
+                "path to repair it")
+    return (detail + f"; a file with this name exists at {shown}; if it is a copy of the missing file, putting "
+            "it back beside _metadata repairs the snapshot")
 
 
 EVIDENCE_COLUMNS = ("snapshot_uri", "file_uri", "indexed_root", "listed_size", "stat_status", "stat_size",

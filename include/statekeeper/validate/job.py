@@ -227,7 +227,7 @@ class ValidateCheckpoints:
         log.info("validation run %s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
                  run_id, statted.value, time.monotonic() - clock)
 
-        found = keep(sc.file_findings(sc.evidence(uses, files, stat), files)
+        found = keep(sc.file_findings(sc.evidence(uses, files, stat), files, snaps)
                      .unionByName(sc.cross_directory_findings(direct_edges(uses, files)))
                      .unionByName(sc.metadata_findings(snaps)))
         summary = sc.snapshot_summary(snaps, uses, found)

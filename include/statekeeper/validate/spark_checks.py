@@ -80,7 +80,7 @@ def evidence(uses: Any, files: Any, stat: Any) -> Any:
                     F.coalesce(F.col("relative"), F.lit(False)).alias("relative"), "relative_name"))
 
 
-def file_findings(ev: Any, files: Any) -> Any:
+def file_findings(ev: Any, files: Any, snapshots: Any) -> Any:
     """Findings of the referenced files: SQL picks the rows that cannot be fine, Python words them."""
     F = _F()
     present_size = F.when(F.col("indexed_root"), F.col("listed_size")).otherwise(
@@ -100,7 +100,9 @@ def file_findings(ev: Any, files: Any) -> Any:
                        "left")
               .groupBy(*[F.col(f"r.{c}").alias(c) for c in FINDING_COLUMNS])
               .agg(F.sort_array(F.collect_set("n.candidate")).alias("candidates")))
-    hinted = _append(hinted, relative_hint, ("detail", "candidates"), "hinted_detail")
+    types = snapshots.select(F.col("uri").alias("snapshot_uri"), "snapshot_type")
+    hinted = _append(hinted.join(types, "snapshot_uri", "left"), relative_hint,
+                     ("detail", "candidates", "snapshot_type"), "hinted_detail")
     rel_out = hinted.select("snapshot_uri", "check", "severity", "subject", F.col("hinted_detail").alias("detail"),
                             "files", "bytes")
     return other.select(*FINDING_COLUMNS).unionByName(rel_out)
