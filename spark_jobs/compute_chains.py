@@ -56,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
                    help="table engine (auto: delta-spark when its jars and extension are configured, else delta-rs)")
     p.add_argument("--max-depth", type=int, default=64,
                    help="fail if restore lineage is deeper than this many levels (default 64)")
+    p.add_argument("--progress-interval", type=float, default=10.0, help="seconds between progress log lines")
     p.add_argument("--result-json", default="", help="also write the run's result as JSON to this local file")
     p.add_argument("--master", default="", help="Spark master when not started by spark-submit (e.g. local[2])")
     return p
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = configure_builder(builder).getOrCreate()
     try:
         job = (ComputeChains(spark).warehouse(args.warehouse).storage(storage).engine(args.engine)
-               .airflow_run(args.airflow_run_id).max_depth(args.max_depth))
+               .airflow_run(args.airflow_run_id)
+               .progress_interval(args.progress_interval).max_depth(args.max_depth))
         try:
             result = job.execute()
         except _config_errors() as exc:

@@ -68,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-quality-suite", action="store_true",
                    help="skip the Great Expectations suite over the index tables")
     p.add_argument("--stat-threads", type=int, default=8, help="concurrent stat requests per Spark task")
+    p.add_argument("--progress-interval", type=float, default=10.0, help="seconds between progress log lines")
     p.add_argument("--result-json", default="", help="also write the run's result as JSON to this local file")
     p.add_argument("--master", default="", help="Spark master when not started by spark-submit (e.g. local[2])")
     return p
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = configure_builder(builder).getOrCreate()
     try:
         job = (ValidateCheckpoints(spark).warehouse(args.warehouse).roots(*roots).storage(storage)
-               .engine(args.engine).airflow_run(args.airflow_run_id).quality_suite(not args.no_quality_suite)
+               .engine(args.engine).airflow_run(args.airflow_run_id)
+               .progress_interval(args.progress_interval).quality_suite(not args.no_quality_suite)
                .stat_threads(args.stat_threads))
         try:
             result = job.execute()

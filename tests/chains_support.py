@@ -56,7 +56,8 @@ def _file_row(roots: list[str], uri: str, size: int) -> dict:
             "size": size, "mtime": T0, "etag": f"e-{abs(hash(uri)) % 10**8}", "index_run_id": RUN}
 
 
-def synthetic_index(seed: int, base: str, jobs: int = 7, missing_rate: float = 0.05) -> SyntheticIndex:
+def synthetic_index(seed: int, base: str, jobs: int = 7, missing_rate: float = 0.05,
+                    short_rate: float = 0.04) -> SyntheticIndex:
     rng = random.Random(seed)
     ckpt, sps = f"{base}/checkpoints", f"{base}/savepoints"
     idx = SyntheticIndex([ckpt, sps])
@@ -134,6 +135,8 @@ def synthetic_index(seed: int, base: str, jobs: int = 7, missing_rate: float = 0
     for uri, size in sorted(exists.items()):
         if "/_metadata" not in uri and rng.random() < missing_rate:
             continue
+        if "/_metadata" not in uri and rng.random() < short_rate:
+            size //= 2      # a torn upload: shorter than every handle states
         idx.sizes[uri] = size
         idx.files.append(_file_row(idx.roots, uri, size))
     return idx
@@ -192,6 +195,39 @@ def expected_direct(idx: SyntheticIndex) -> dict[tuple[str, str], dict[str, Any]
         else:
             e["files"] += 1
             e["bytes"] += idx.sizes.get(f, v["end"] or 0)
+    return out
+
+
+def expected_findings(idx: SyntheticIndex, stat_roots: tuple[str, ...] = ()) -> dict[str, set[tuple[str, str]]]:
+    """snapshot -> {(check, subject)} errors, applied row by row to the synthetic rows (no stat:
+    files outside the roots are unverifiable unless under `stat_roots`, where they count as missing)."""
+    ends: dict[tuple[str, str], tuple[int | None, bool, dict]] = {}
+    for r in idx.references:
+        if r["file_kind"] == "file_merging_managed_dir":
+            continue
+        end = r["segment_start"] + r["segment_length"] if r["segment_start"] is not None else r["stated_size"]
+        key = (r["snapshot_uri"], r["file_uri"])
+        prev = ends.get(key)
+        rel = r["handle_kind"] == "RELATIVE_STREAM_STATE_HANDLE"
+        if prev is None:
+            ends[key] = (end, rel, r)
+        else:
+            best = prev[0] if end is None or (prev[0] is not None and prev[0] >= end) else end
+            ends[key] = (best, prev[1] or rel, r)
+    out: dict[str, set[tuple[str, str]]] = {}
+    for (s, f), (end, rel, r) in ends.items():
+        if r["file_root"] is None and not any(f.startswith(x + "/") for x in stat_roots):
+            check = "file_unverifiable"
+        elif f not in idx.sizes:
+            check = "relative_resolves" if rel else "file_exists"
+        elif end is not None and idx.sizes[f] < end:
+            check = "file_size"
+        else:
+            continue
+        out.setdefault(s, set()).add((check, f))
+    for snap in idx.snapshots:
+        if snap["status"] != "ok":
+            out.setdefault(snap["uri"], set()).add(("metadata_parses", None))
     return out
 
 

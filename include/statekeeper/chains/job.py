@@ -91,6 +91,7 @@ class ComputeChains:
         self._run_id: str | None = None
         self._airflow_run_id: str | None = None
         self._max_depth = 64
+        self._progress_interval = 10.0
 
     def warehouse(self, location: str | Warehouse) -> ComputeChains:
         self._warehouse = location
@@ -116,6 +117,11 @@ class ComputeChains:
         if levels < 1:
             raise ValueError("max_depth must be >= 1")
         self._max_depth = levels
+        return self
+
+    def progress_interval(self, seconds: float) -> ComputeChains:
+        """Seconds between progress log lines (0 turns them off)."""
+        self._progress_interval = seconds
         return self
 
     # -- run ------------------------------------------------------------------------------------
@@ -150,13 +156,15 @@ class ComputeChains:
 
     def _run(self, engine: Any, warehouse: Warehouse, run_id: str, started: datetime,
              versions: dict[str, int]) -> ChainsResult:
+        from statekeeper.chains.progress import Heartbeat
         from statekeeper.chains.spark_graph import Materialized
 
-        with Materialized() as keep:
-            return self._compute(engine, warehouse, run_id, started, versions, keep)
+        with Materialized() as keep, Heartbeat(self._spark, log, f"chains run {run_id}",
+                                               self._progress_interval) as beat:
+            return self._compute(engine, warehouse, run_id, started, versions, keep, beat)
 
     def _compute(self, engine: Any, warehouse: Warehouse, run_id: str, started: datetime,
-                 versions: dict[str, int], keep: Any) -> ChainsResult:
+                 versions: dict[str, int], keep: Any, beat: Any) -> ChainsResult:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, direct_edges_columns, file_uses, lineage
@@ -175,8 +183,10 @@ class ComputeChains:
             log.warning("chains run %s: %d snapshot(s) could not be parsed; their references are unknown (%s)",
                         run_id, unparsed, ", ".join(examples))
 
+        beat.phase("direct dependencies")
         direct = keep(direct_edges(file_uses(refs, snaps), files))
         log.info("chains run %s: direct dependencies computed (%.1fs)", run_id, time.monotonic() - clock)
+        beat.phase("lineage")
         trans = keep(lineage(direct, keep, self._max_depth))
         log.info("chains run %s: lineage computed (%.1fs)", run_id, time.monotonic() - clock)
 
@@ -204,6 +214,7 @@ class ComputeChains:
         metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "chains",
                     "statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)}
         committed: dict[str, int | None] = {}
+        beat.phase("writing dependencies and pins")
         for spec, df in ((DEPENDENCIES, deps), (PINS, pins)):
             outcome = engine.write(df.repartition(*spec.partition_by), warehouse, spec, mode="overwrite",
                                    metadata=metadata)

@@ -132,6 +132,7 @@ class ValidateCheckpoints:
         self._airflow_run_id: str | None = None
         self._quality = True
         self._stat_threads = 8
+        self._progress_interval = 10.0
 
     def warehouse(self, location: str | Warehouse) -> ValidateCheckpoints:
         self._warehouse = location
@@ -168,6 +169,11 @@ class ValidateCheckpoints:
         self._stat_threads = threads
         return self
 
+    def progress_interval(self, seconds: float) -> ValidateCheckpoints:
+        """Seconds between progress log lines (0 turns them off)."""
+        self._progress_interval = seconds
+        return self
+
     # -- run ------------------------------------------------------------------------------------
 
     def execute(self) -> ValidationResult:
@@ -201,14 +207,16 @@ class ValidateCheckpoints:
 
     def _run(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
              started: datetime, versions: dict[str, int], optional: dict[str, int]) -> ValidationResult:
+        from statekeeper.chains.progress import Heartbeat
         from statekeeper.chains.spark_graph import Materialized
 
-        with Materialized() as keep:
-            return self._compute(engine, warehouse, storage, roots, run_id, started, versions, optional, keep)
+        with Materialized() as keep, Heartbeat(self._spark, log, f"validation run {run_id}",
+                                               self._progress_interval) as beat:
+            return self._compute(engine, warehouse, storage, roots, run_id, started, versions, optional, keep, beat)
 
     def _compute(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
                  started: datetime, versions: dict[str, int], optional: dict[str, int],
-                 keep: Any) -> ValidationResult:
+                 keep: Any, beat: Any) -> ValidationResult:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, file_uses
@@ -220,13 +228,16 @@ class ValidateCheckpoints:
         tables = read_pinned(spark, engine, warehouse, versions)
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
 
+        beat.phase("locating references")
         uses = keep(file_uses(refs, snaps))
         statted = spark.sparkContext.accumulator(0)
+        beat.phase("stat of files outside the indexed roots", lambda: f"{statted.value} file(s) looked at")
         stat = keep(sc.outside_files(uses)
                     .mapInArrow(StatTask(roots, storage, self._stat_threads, statted), STAT_SPARK_SCHEMA))
         log.info("validation run %s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
                  run_id, statted.value, time.monotonic() - clock)
 
+        beat.phase("checks")
         found = keep(sc.file_findings(sc.evidence(uses, files, stat), files, snaps)
                      .unionByName(sc.cross_directory_findings(direct_edges(uses, files)))
                      .unionByName(sc.metadata_findings(snaps)))
@@ -253,6 +264,7 @@ class ValidateCheckpoints:
         metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "validate",
                     "statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)}
         committed: dict[str, int | None] = {}
+        beat.phase("writing validation_results and validation_jobs")
         for spec, df in ((VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)):
             outcome = engine.write(df.repartition(*spec.partition_by), warehouse, spec, mode="overwrite",
                                    metadata=metadata)
@@ -264,6 +276,7 @@ class ValidateCheckpoints:
             from statekeeper.chains.tables import DEPENDENCIES, PINS
             from statekeeper.validate.quality import build_assets, run_suite
 
+            beat.phase("quality suite")
             extra = read_pinned(spark, engine, warehouse, optional)
             specs = {n: index_spec(n) for n in ("files", "snapshots", "references", "inline_state")}
             specs.update({"dependencies": DEPENDENCIES, "pins": PINS})

@@ -1,0 +1,134 @@
+"""Validation on synthetic index tables, the jobs' entry points and the `statekeeper explain` CLI.
+
+The synthetic store (tests.chains_support.synthetic_index) has files missing from the listing,
+files shorter than their handles (segments too), relative handles without their file, files
+outside every root, a `_metadata` that failed to parse and cross-directory dependencies. Expected
+findings are computed row by row in Python from the same rows.
+"""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_jobs.compute_chains import main as chains_main
+from spark_jobs.validate_checkpoints import main as validate_main
+from statekeeper.chains.locate import FOREIGN_RELATIONS, job_location
+from statekeeper.cli import main as cli_main
+from statekeeper.commands.explain import EXIT_REFERENCED
+from statekeeper.tables import Warehouse
+from statekeeper.tables.catalog import FILES
+from statekeeper.tables.engine import DeltaRsEngine
+from tests.chains_support import expected_direct, expected_findings, synthetic_index, write_index
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def synthetic(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("synthetic")
+    idx = synthetic_index(11, "s3://bucket/store")
+    warehouse = Warehouse(str(base / "wh"))
+    write_index(spark, warehouse, idx)
+    chains_json = base / "chains.json"
+    assert chains_main(["--warehouse", warehouse.uri, "--run-id", "dag-1", "--result-json", str(chains_json)]) == 0
+    result_json = base / "validate.json"
+    code = validate_main(["--warehouse", warehouse.uri, "--no-quality-suite", "--result-json", str(result_json)])
+    rows = DeltaTable(warehouse.delta_location("validation_results")).to_pyarrow_table().to_pylist()
+    jobs = DeltaTable(warehouse.delta_location("validation_jobs")).to_pyarrow_table().to_pylist()
+    return {"idx": idx, "warehouse": warehouse, "code": code, "result": json.loads(result_json.read_text()),
+            "chains": json.loads(chains_json.read_text()), "rows": rows, "jobs": jobs, "base": base}
+
+
+def test_findings_follow_the_rules(synthetic):
+    idx, rows = synthetic["idx"], synthetic["rows"]
+    got: dict[str, set] = {}
+    for r in rows:
+        if r["severity"] == "error" and r["check"] != "snapshot":
+            got.setdefault(r["snapshot_uri"], set()).add((r["check"], r["subject"]))
+    want = expected_findings(idx)
+    assert got == want
+    assert {c for v in want.values() for c, _ in v} >= {"file_exists", "relative_resolves", "file_size",
+                                                        "file_unverifiable", "metadata_parses"}
+    warnings = {(r["snapshot_uri"], r["subject"]) for r in rows if r["check"] == "cross_directory"}
+    assert warnings == {k for k, v in expected_direct(idx).items() if v["relation"] in FOREIGN_RELATIONS}
+    summaries = {r["snapshot_uri"]: r for r in rows if r["check"] == "snapshot"}
+    assert set(summaries) == {s["uri"] for s in idx.snapshots}
+    for s, r in summaries.items():
+        assert r["restorable"] == (s not in want)
+        assert r["severity"] == ("error" if s in want else "warning" if any(w[0] == s for w in warnings) else "ok")
+
+
+def test_job_health_and_exit_status(synthetic):
+    idx, jobs, want = synthetic["idx"], synthetic["jobs"], expected_findings(synthetic["idx"])
+    by_location: dict[str, list[dict]] = {}
+    for s in idx.snapshots:
+        by_location.setdefault(job_location(s["root"], s["job_dir"]), []).append(s)
+    assert {j["location"] for j in jobs} == set(by_location)
+    unrestorable = set()
+    for j in jobs:
+        snaps = sorted(by_location[j["location"]], key=lambda s: (s["snapshot_type"] == "checkpoint",
+                                                                   s["checkpoint_id"] or s["dir_checkpoint_id"] or -1))
+        newest = snaps[-1]["uri"]
+        good = [s["uri"] for s in snaps if s["uri"] not in want]
+        assert (j["newest_uri"], j["newest_restorable"], j["latest_restorable_uri"]) == (
+            newest, newest not in want, good[-1] if good else None), j["location"]
+        if j["kind"] == "job" and newest in want:
+            unrestorable.add(newest)
+    result = synthetic["result"]
+    assert unrestorable, "the synthetic store should leave some job without a restorable newest checkpoint"
+    assert synthetic["code"] == 1 and result["status"] == "unrestorable"
+    assert {u["newest_uri"] for u in result["unrestorable"]} == unrestorable
+    assert result["jobs_unrestorable"] == len(unrestorable)
+    assert synthetic["chains"]["status"] == "incomplete" and synthetic["chains"]["unparsed_snapshots"] == 1
+
+
+def test_explain_cli(synthetic, capsys):
+    idx, warehouse = synthetic["idx"], synthetic["warehouse"]
+    parent = next(p for j, p in idx.chains.items() if p)
+    job = f"s3://bucket/store/checkpoints/{parent}"
+    users = {r["snapshot_uri"] for r in idx.references if r["file_uri"].startswith(job + "/")}
+    assert cli_main(["explain", job, "--warehouse", warehouse.uri, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["would_break"]) == users and report["schema_version"] == 1
+    # the unparsed _metadata makes every answer uncertain: --check refuses to vouch
+    assert cli_main(["explain", job, "--warehouse", warehouse.uri, "--check"]) == EXIT_REFERENCED
+    text = capsys.readouterr().out
+    assert "Referenced directly by" in text and "CAVEAT" in text
+    snap = sorted(users)[0]
+    assert cli_main(["explain", snap, "--warehouse", warehouse.uri]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("checkpoint ") and "Needs " in text and "Latest validation" in text
+    assert cli_main(["explain", job, "--warehouse", str(synthetic["base"] / "nowhere")]) == 1
+    assert "run index_checkpoints first" in capsys.readouterr().err
+
+
+def test_entry_points_usage_and_config_errors(synthetic, tmp_path):
+    empty = str(tmp_path / "empty")
+    assert chains_main(["--warehouse", empty]) == 2
+    assert validate_main(["--warehouse", empty]) == 2
+    overlapping = ["--roots", f"{tmp_path}/a,{tmp_path}/a/b"]
+    assert validate_main(["--warehouse", synthetic["warehouse"].uri, *overlapping]) == 2
+    assert validate_main(["--warehouse", "ftp://nope/wh"]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        validate_main(["--help"])
+    assert exit_info.value.code == 0
+
+
+@pytest.mark.timeout(900)
+def test_quality_suite_failure_is_an_internal_failure(spark, tmp_path):
+    """An index that breaks its own invariants (a listed object twice) must not be trusted."""
+    idx = synthetic_index(5, "s3://bucket/small", jobs=3)
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    write_index(spark, warehouse, idx)
+    dup = pa.Table.from_pylist(idx.files[:1], schema=FILES.schema)
+    DeltaRsEngine().write(spark.createDataFrame(dup), warehouse, FILES, mode="append")
+    out = tmp_path / "result.json"
+    assert validate_main(["--warehouse", warehouse.uri, "--result-json", str(out)]) == 3
+    result = json.loads(out.read_text())
+    assert result["status"] == "quality_failed" and result["quality_success"] is False
+    assert any(f.startswith("files: expect_column_values_to_be_unique") for f in result["quality_failures"])
+    runs = DeltaTable(warehouse.delta_location("validation_runs")).to_pyarrow_table().to_pylist()
+    assert runs[-1]["status"] == "quality_failed"
