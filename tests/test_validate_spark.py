@@ -1,4 +1,5 @@
-"""Validation on synthetic index tables, the jobs' entry points and the `statekeeper explain` CLI.
+"""Both jobs end to end on synthetic index tables: chains tables, validation findings, entry points,
+the `statekeeper explain` CLI.
 
 The synthetic store (tests.chains_support.synthetic_index) has files missing from the listing,
 files shorter than their handles (segments too), relative handles without their file, files
@@ -40,6 +41,34 @@ def synthetic(spark, tmp_path_factory):
     jobs = DeltaTable(warehouse.delta_location("validation_jobs")).to_pyarrow_table().to_pylist()
     return {"idx": idx, "warehouse": warehouse, "code": code, "result": json.loads(result_json.read_text()),
             "chains": json.loads(chains_json.read_text()), "rows": rows, "jobs": jobs, "base": base}
+
+
+def test_chains_job_writes_both_views(synthetic):
+    idx, warehouse, result = synthetic["idx"], synthetic["warehouse"], synthetic["chains"]
+    assert result["status"] == "incomplete" and result["unparsed_snapshots"] == 1, result
+    deps = DeltaTable(warehouse.delta_location("dependencies")).to_pyarrow_table().to_pylist()
+    pins = DeltaTable(warehouse.delta_location("pins")).to_pyarrow_table().to_pylist()
+    want = expected_direct(idx)
+    got = {(r["snapshot_uri"], r["target_uri"]): {"relation": r["relation"], "files": r["files"],
+                                                  "directories": r["directories"], "bytes": r["bytes"],
+                                                  "kind": r["target_kind"]}
+           for r in deps if r["dependency"] == "direct"}
+    assert got == want
+    assert result["direct_rows"] == len(want) and result["transitive_rows"] == len(deps) - len(want) > 0
+    # pins hold the same edges, partitioned by the target's unit
+    key = ("snapshot_uri", "target_uri", "relation", "dependency", "depth", "files", "bytes")
+    assert sorted(tuple(r[k] for k in key) for r in pins) == sorted(tuple(r[k] for k in key) for r in deps)
+    for r in pins:
+        assert r["target_uri"].startswith(r["root"] + "/") if r["root"] else r["root_id"] == "external"
+    info = {s["uri"]: s for s in idx.snapshots}
+    for r in deps:
+        s = info[r["snapshot_uri"]]
+        assert (r["root"], r["job_dir"], r["snapshot_checkpoint_id"]) == (s["root"], s["job_dir"], s["checkpoint_id"])
+        assert r["run_id"] == result["run_id"]
+    runs = DeltaTable(warehouse.delta_location("chains_runs")).to_pyarrow_table().to_pylist()
+    assert [(r["run_id"], r["status"], r["unparsed_snapshots"], r["airflow_run_id"]) for r in runs] == [
+        (result["run_id"], "incomplete", 1, "dag-1")]
+    assert dict(runs[0]["source_versions"]) == {"snapshots": 0, "references": 0, "files": 0}
 
 
 def test_findings_follow_the_rules(synthetic):
@@ -93,6 +122,7 @@ def test_explain_cli(synthetic, capsys):
     assert cli_main(["explain", job, "--warehouse", warehouse.uri, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["would_break"]) == users and report["schema_version"] == 1
+    assert any("could not be parsed" in c for c in report["caveats"])
     # the unparsed _metadata makes every answer uncertain: --check refuses to vouch
     assert cli_main(["explain", job, "--warehouse", warehouse.uri, "--check"]) == EXIT_REFERENCED
     text = capsys.readouterr().out
@@ -120,7 +150,7 @@ def test_entry_points_usage_and_config_errors(synthetic, tmp_path):
 @pytest.mark.timeout(900)
 def test_quality_suite_failure_is_an_internal_failure(spark, tmp_path):
     """An index that breaks its own invariants (a listed object twice) must not be trusted."""
-    idx = synthetic_index(5, "s3://bucket/small", jobs=3)
+    idx = synthetic_index(5, "s3://bucket/small", jobs=2)
     warehouse = Warehouse(str(tmp_path / "wh"))
     write_index(spark, warehouse, idx)
     dup = pa.Table.from_pylist(idx.files[:1], schema=FILES.schema)

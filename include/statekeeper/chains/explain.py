@@ -78,10 +78,9 @@ class TableReader:
         dt = self.table(name)
         if dt is None:
             return pa.table({})
-        table = dt.to_pyarrow_table(filters=partitions or None)
-        if filters is not None:
-            table = table.filter(filters)
-        return table.select(columns) if columns else table
+        # `columns` must include every column `filters` uses: only those are loaded.
+        table = dt.to_pyarrow_table(filters=partitions or None, columns=columns)
+        return table.filter(filters) if filters is not None else table
 
     def version(self, name: str) -> int | None:
         dt = self.table(name)
@@ -252,8 +251,8 @@ def _explain_snapshot(reader: TableReader, report: ExplainReport) -> None:
     report.depends_on = sorted((_edge(r) for r in deps), key=lambda e: (e.dependency != DIRECT, e.depth, e.target_uri))
     direct = [e for e in report.depends_on if e.dependency == DIRECT]
     refs = reader.read("references", partitions=part, filters=pc.field("snapshot_uri") == snap["uri"],
-                       columns=["file_uri", "file_root", "file_job_dir", "file_kind", "stated_size", "segment_start",
-                                "segment_length"])
+                       columns=["snapshot_uri", "file_uri", "file_root", "file_job_dir", "file_kind", "stated_size",
+                                "segment_start", "segment_length"])
     extents: dict[str, tuple[int | None, str | None, str | None, str]] = {}
     for r in refs.to_pylist():
         end = (r["segment_start"] + r["segment_length"]) if r["segment_start"] is not None else r["stated_size"]
