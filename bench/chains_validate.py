@@ -13,8 +13,8 @@ Measured in one run and one local SparkSession (warmed up first):
 * chains     - ComputeChains (direct dependencies, lineage, writing dependencies + pins);
 * validate   - ValidateCheckpoints without the GX suite (checks, per-job health, two tables);
 * validate+gx- the same with the Great Expectations suite (--with-gx);
-* explain    - `statekeeper explain` of one job directory (deltalake, partition-pruned) vs a
-               full deltalake read of `references` (explain_baseline).
+* explain    - `statekeeper explain` of one job directory (Delta log + partition-pruned parquet
+               reads, no Spark) vs deltalake reading all of `references` (explain_baseline).
 Ratios are job / baseline (lower is better).
 
     python -m bench chains_validate [--jobs 200] [--checkpoints 10] [--refs 200] [--repeat 1]
@@ -122,7 +122,9 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     sys.path[:0] = [str(REPO / "include"), str(REPO)]
 
-    from statekeeper.chains.explain import TableReader, explain
+    from deltalake import DeltaTable
+
+    from statekeeper.chains.explain import explain
     from statekeeper.chains.job import ComputeChains
     from statekeeper.storage import StorageConfig
     from statekeeper.tables import Warehouse
@@ -172,7 +174,8 @@ def main(argv: list[str]) -> int:
             if args.with_gx:
                 results["validate+gx"].append(_timed(lambda: validate(True)))
             results["explain"].append(_timed(lambda: explain(counts["sample_job"], warehouse)))
-            results["explain_baseline"].append(_timed(lambda: TableReader(warehouse).read("references")))
+            results["explain_baseline"].append(_timed(
+                lambda: DeltaTable(warehouse.delta_location("references")).to_pyarrow_table()))
         best = {k: min(v) for k, v in results.items() if v}
         report = {"input": counts, "seconds": {k: round(v, 2) for k, v in best.items()},
                   "ratios": {"chains/baseline": round(best["chains"] / best["baseline"], 2),

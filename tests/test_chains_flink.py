@@ -176,6 +176,21 @@ def test_claim_and_legacy_restores_depend_on_their_source_job(chained, version):
     assert not report.caveats, report.caveats
     assert {r.relation for r in report.referenced_by if r.snapshot_uri in t.snapshots_of("C")} == {"other_job"}
 
+    # explain one file of A's shared/: exactly its users
+    c_newest = t.snapshots_of("C")[-1]
+    one = min(uri(f["path"]) for f in t.snapshots[c_newest]["referenced_files"] if uri(f["path"]).startswith(shared))
+    users = {m for m, r in t.snapshots.items() if one in {uri(f["path"]) for f in r["referenced_files"]}}
+    assert set(explain(one, c.warehouse).would_break) == users and c_newest in users
+
+    # explain C's newest checkpoint: every file it needs, and where it lives
+    report = explain(c_newest.rsplit("/", 1)[0], c.warehouse)   # the checkpoint directory
+    assert report.kind == "snapshot" and report.snapshot["uri"] == c_newest
+    needs = {n.file_uri: n for n in report.needs}
+    assert set(needs) == {uri(f["path"]) for f in t.snapshots[c_newest]["referenced_files"]}
+    assert all(n.in_listing for n in needs.values())
+    where = {(n.relation, n.target_uri) for n in needs.values()}
+    assert where == {("own_job", t.job_dir("C")), ("other_job", a), ("other_job", b)}
+
 
 @pytest.mark.parametrize("version", harness.FLINK_VERSIONS)
 def test_no_cross_job_dependency_after_no_claim_restores(chained, version):

@@ -48,7 +48,7 @@ def test_spark_graph_equals_the_pure_rules(spark):
     idx = combined(1, 2, 3)
     snaps, refs, files = frames(spark, idx)
     with Materialized() as keep:
-        direct = keep(direct_edges(file_uses(refs, snaps), files))
+        direct = keep(direct_edges(file_uses(refs, snaps, files)))
         rows = direct.collect()
         trans = {(r["snapshot_uri"], r["target_uri"], r["depth"], tuple(r["via"]))
                  for r in lineage(direct, keep).collect()}

@@ -43,48 +43,57 @@ DIRECTORY = "directory"   # a job directory, savepoint directory, shared/, any d
 
 
 class TableReader:
-    """Filtered reads of one warehouse's tables through deltalake."""
+    """Partition-pruned reads of one warehouse's tables, without Spark.
+
+    Files are picked from the Delta log's add actions by partition value and read with pyarrow
+    (statekeeper.tables.files.read_data_file), so a read costs what its partitions hold. Two
+    reasons not to go through deltalake's dataset reader: it builds a filter expression for every
+    data file of the table on each call (seconds on tables with thousands of files), and it turns
+    the missing min/max statistics of long strings (URIs; the writers omit them) into
+    `col >= null`, pruning every file: a pushed-down URI filter silently returns no rows.
+    """
 
     def __init__(self, warehouse: Warehouse) -> None:
         self.warehouse = warehouse
-        self._tables: dict[str, Any] = {}
+        self._states: dict[str, Any] = {}
+        self._io = warehouse.file_io()
 
-    def table(self, name: str) -> Any | None:
-        if name not in self._tables:
-            from deltalake import DeltaTable
+    def state(self, name: str) -> Any | None:
+        if name not in self._states:
+            from statekeeper.tables import delta_log
 
-            location = self.warehouse.delta_location(name)
-            options = self.warehouse.storage_options()
-            self._tables[name] = (DeltaTable(location, storage_options=options)
-                                  if DeltaTable.is_deltatable(location, storage_options=options) else None)
-        return self._tables[name]
+            self._states[name] = delta_log.load_state(self.warehouse, name)
+        return self._states[name]
 
     def require(self, name: str, producer: str) -> Any:
-        dt = self.table(name)
-        if dt is None:
+        state = self.state(name)
+        if state is None:
             raise MissingTableError(f"warehouse {self.warehouse.uri} has no table {name}: run {producer} first")
-        return dt
+        return state
 
     def read(self, name: str, *, partitions: list[tuple[str, str, Any]] | None = None,
              filters: Any = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows of `name` in the given partitions (pruned through the Delta log), then `filters`
-        (a pyarrow expression) applied in memory.
+        """Rows of `name` in the partitions matching every (column, "=" | "in", value) of
+        `partitions`, then `filters` (a pyarrow expression over `columns`, or all columns)."""
+        from statekeeper.tables.files import read_data_file
 
-        Non-partition filters are deliberately not pushed into deltalake: Statekeeper's writers
-        omit min/max statistics for long strings (URIs), and deltalake 1.6's dataset turns a
-        missing statistic into `col >= null`, which prunes every file: a pushed-down filter on a
-        URI column silently returns no rows.
-        """
-        dt = self.table(name)
-        if dt is None:
+        state = self.state(name)
+        if state is None:
             return pa.table({})
-        # `columns` must include every column `filters` uses: only those are loaded.
-        table = dt.to_pyarrow_table(filters=partitions or None, columns=columns)
+        wanted = []
+        for f in state.files:
+            values = f.partition_values
+            if all((values.get(c) == v) if op == "=" else (values.get(c) in v) for c, op, v in (partitions or ())):
+                wanted.append(f)
+        schema = state.schema if not columns else pa.schema([state.schema.field(c) for c in columns])
+        parts = [read_data_file(self.warehouse, state.schema, state.partition_by, f.path, f.partition_values,
+                                fileio=self._io, table_name=name).select(schema.names) for f in wanted]
+        table = pa.concat_tables(parts) if parts else schema.empty_table()
         return table.filter(filters) if filters is not None else table
 
     def version(self, name: str) -> int | None:
-        dt = self.table(name)
-        return None if dt is None else dt.version()
+        state = self.state(name)
+        return None if state is None else state.version
 
 
 @dataclass(frozen=True)
@@ -180,9 +189,19 @@ def _indexed_roots(reader: TableReader) -> list[str]:
     if runs.num_rows:
         for group in runs.column("roots").to_pylist():
             roots.update(group or ())
-    if not roots:
-        snaps = reader.read("snapshots", columns=["root"])
-        roots.update(pc.unique(snaps.column("root")).to_pylist() if snaps.num_rows else [])
+    state = reader.state("snapshots")
+    if state is not None:
+        # Roots indexed without an audit row (or before index_runs existed): one data file of each
+        # root's partitions names it.
+        seen = {root_id_of(r) for r in roots}
+        for f in state.files:
+            rid = f.partition_values.get("root_id")
+            if rid not in seen:
+                seen.add(rid)
+                t = reader.read("snapshots", partitions=[("root_id", "=", rid), ("job_dir", "=",
+                                                                                 f.partition_values["job_dir"])],
+                                columns=["root"])
+                roots.update(t.column("root").to_pylist()[:1])
     return sorted(roots, key=len, reverse=True)
 
 
@@ -191,29 +210,37 @@ def _latest(reader: TableReader, name: str) -> dict[str, Any] | None:
     if not t.num_rows:
         return None
     rows = sorted(t.to_pylist(), key=lambda r: r["finished_at"])
-    keep = ("run_id", "status", "finished_at", "source_versions", "table_versions", "unparsed_snapshots")
+    keep = ("run_id", "status", "finished_at", "source_versions", "table_versions", "unparsed_snapshots",
+            "unparsed_examples")
     return {k: v for k, v in rows[-1].items() if k in keep}
 
 
 def _caveats(reader: TableReader, report: ExplainReport) -> None:
-    bad = reader.read("snapshots", filters=pc.field("status") != "ok", columns=["uri", "status"])
-    if bad.num_rows:
-        examples = ", ".join(sorted(bad.column("uri").to_pylist())[:3])
-        report.caveats.append(
-            f"{bad.num_rows} indexed _metadata could not be parsed ({examples}): they may reference files this "
-            "report does not show; do not delete anything on the strength of it until they are fixed or removed")
     run = report.chains_run
+    current = {n: reader.version(n) for n in ("snapshots", "references", "files")}
+    sources = dict((run or {}).get("source_versions") or [])
+    fresh = run is not None and all(sources.get(n) == v for n, v in current.items() if v is not None)
+    if fresh and run is not None:
+        unparsed = int(run.get("unparsed_snapshots") or 0)
+        examples = list(run.get("unparsed_examples") or [])
+    else:
+        # No chains run for this index state: look at every snapshot's status.
+        bad = reader.read("snapshots", filters=pc.field("status") != "ok", columns=["uri", "status"])
+        unparsed, examples = bad.num_rows, sorted(bad.column("uri").to_pylist())
+    if unparsed:
+        report.caveats.append(
+            f"{unparsed} indexed _metadata could not be parsed ({', '.join(examples[:3])}): they may reference "
+            "files this report does not show; do not delete anything on the strength of it until they are fixed "
+            "or removed")
     if run is None:
         report.caveats.append("no chains run recorded: dependencies/pins may be missing")
         return
-    sources = dict(run.get("source_versions") or [])
-    current = {n: reader.version(n) for n in ("snapshots", "references", "files")}
     stale = [f"{n} v{sources.get(n)} (now v{v})" for n, v in current.items()
              if v is not None and sources.get(n) is not None and sources[n] != v]
     if stale:
         report.caveats.append(f"chains were computed from older index versions ({', '.join(stale)}); "
                               "run compute_chains again for an up-to-date answer")
-    if run.get("status") != "succeeded":
+    if run.get("status") not in ("succeeded", "incomplete"):
         report.caveats.append(f"the latest chains run {run['run_id']} is {run['status']}")
 
 

@@ -184,7 +184,7 @@ class ComputeChains:
                         run_id, unparsed, ", ".join(examples))
 
         beat.phase("direct dependencies")
-        direct = keep(direct_edges(file_uses(refs, snaps), files))
+        direct = keep(direct_edges(file_uses(refs, snaps, files)))
         log.info("chains run %s: direct dependencies computed (%.1fs)", run_id, time.monotonic() - clock)
         beat.phase("lineage")
         trans = keep(lineage(direct, keep, self._max_depth))

@@ -1,11 +1,12 @@
 """The chain graph as Spark DataFrame transformations (no driver collects).
 
-    uses    = file_uses(references, snapshots)      one row per (snapshot, referenced file), located
-    direct  = direct_edges(uses, files)             one row per (snapshot, target directory)
-    trans   = lineage(direct)                       transitive rows, same columns
+    uses    = file_uses(references, snapshots, files)   one row per (snapshot, referenced file), located
+    direct  = direct_edges(uses)                        one row per (snapshot, target directory)
+    trans   = lineage(direct, keep)                 transitive rows, same columns
 
 Location and relation rules are the pure functions of statekeeper.chains.locate, run inside
-`mapInArrow`; the lineage rules are those of statekeeper.chains.graph (tests compare the two).
+`mapInArrow`; lineage runs statekeeper.chains.graph over the small graph of target directories in
+one task and joins the result back to snapshots here.
 Validation reuses `file_uses` and `direct_edges`.
 """
 from __future__ import annotations
@@ -75,15 +76,17 @@ def _with_fields(schema: Any, fields: Any) -> Any:
     return StructType(list(schema.fields) + [StructField(f.name, from_arrow_type(f.type), True) for f in fields])
 
 
-def file_uses(references: Any, snapshots: Any) -> Any:
-    """One row per (snapshot, referenced file or managed directory) with the file's target.
+def file_uses(references: Any, snapshots: Any, files: Any) -> Any:
+    """One row per (snapshot, referenced file or managed directory) with the file's target and its
+    listed size.
 
     Columns: snapshot_uri, root, root_id, job_dir, file_uri, file_root, file_job_dir, file_job_id,
     extent (largest stated end: size, or segment start + length), segmented (named by a
     segment handle), is_dir (a tag-17 managed
     directory, not a file), relative (named by a tag-6 handle), relative_name (its stored name),
     handles (how many handles name it), parent_snapshot_uri/type (the indexed snapshot whose
-    directory holds the file, if any), and locate.ANNOTATION_FIELDS.
+    directory holds the file, if any), listed_size (its size in `files`, null when the listing
+    does not have it), and locate.ANNOTATION_FIELDS.
     """
     F = _F()
     refs = references.select(
@@ -103,20 +106,21 @@ def file_uses(references: Any, snapshots: Any) -> Any:
         F.regexp_replace("uri", "/_metadata$", "").alias("parent_dir"),
         F.col("uri").alias("parent_snapshot_uri"),
         F.col("snapshot_type").alias("parent_snapshot_type"))
+    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
     located = (grouped.withColumn("parent_dir", F.regexp_extract("file_uri", "^(.*)/[^/]*$", 1))
-               .join(dirs, "parent_dir", "left").drop("parent_dir"))
+               .join(dirs, "parent_dir", "left").drop("parent_dir")
+               .join(sizes, "file_uri", "left"))
     return located.mapInArrow(annotate_batches, _with_fields(located.schema, ANNOTATION_FIELDS))
 
 
-def direct_edges(uses: Any, files: Any) -> Any:
+def direct_edges(uses: Any) -> Any:
     """One row per (snapshot, target): distinct files, managed directories and bytes it uses there.
 
     Bytes are the listed sizes from `files` (what the files occupy), the stated extent for files
     the listing does not have (missing or outside every root).
     """
     F = _F()
-    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
-    u = uses.join(sizes, "file_uri", "left")
+    u = uses
     file_bytes = F.coalesce(F.col("listed_size"), F.col("extent"), F.lit(0))
     # Rows of one target agree on its attributes, except that files below a snapshot directory's
     # subdirectories do not see the snapshot: prefer the attributes seen with it.
@@ -222,7 +226,7 @@ def lineage_schema_frame(direct: Any) -> Any:
     """An empty DataFrame with the lineage rows' columns and types."""
     F = _F()
     return direct.limit(0).select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
-                                  *TARGET_ATTRS, "relation", F.lit("transitive").alias("dependency"), "depth", "via",
+                                  *TARGET_ATTRS, "relation", F.lit(TRANSITIVE).alias("dependency"), "depth", "via",
                                   F.lit(None).cast("long").alias("files"),
                                   F.lit(None).cast("long").alias("directories"),
                                   F.lit(None).cast("long").alias("bytes"))

@@ -229,7 +229,7 @@ class ValidateCheckpoints:
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
 
         beat.phase("locating references")
-        uses = keep(file_uses(refs, snaps))
+        uses = keep(file_uses(refs, snaps, files))
         statted = spark.sparkContext.accumulator(0)
         beat.phase("stat of files outside the indexed roots", lambda: f"{statted.value} file(s) looked at")
         stat = keep(sc.outside_files(uses)
@@ -238,8 +238,8 @@ class ValidateCheckpoints:
                  run_id, statted.value, time.monotonic() - clock)
 
         beat.phase("checks")
-        found = keep(sc.file_findings(sc.evidence(uses, files, stat), files, snaps)
-                     .unionByName(sc.cross_directory_findings(direct_edges(uses, files)))
+        found = keep(sc.file_findings(sc.evidence(uses, stat), files, snaps)
+                     .unionByName(sc.cross_directory_findings(direct_edges(uses)))
                      .unionByName(sc.metadata_findings(snaps)))
         summary = sc.snapshot_summary(snaps, uses, found)
         now = datetime.now(timezone.utc)

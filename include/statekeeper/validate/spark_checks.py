@@ -1,8 +1,8 @@
 """The validation checks as Spark DataFrame transformations (joins, no driver collects).
 
-    uses      = chains.spark_graph.file_uses(references, snapshots)
+    uses      = chains.spark_graph.file_uses(references, snapshots, files)   (with listed sizes)
     outside   = outside_files(uses)                      files no indexed root covers -> stat'ed in tasks
-    evidence  = evidence(uses, files, stat)              per (snapshot, file): listing / stat facts
+    evidence  = evidence(uses, stat)                     per (snapshot, file): listing / stat facts
     found     = file_findings(evidence, files)           file_exists, relative_resolves, file_size, ...
               + cross_directory_findings(direct)         warnings
               + metadata_findings(snapshots)             metadata_parses
@@ -68,12 +68,11 @@ def outside_files(uses: Any) -> Any:
     return uses.where(F.col("file_root").isNull() & ~F.col("is_dir")).select("file_uri").distinct()
 
 
-def evidence(uses: Any, files: Any, stat: Any) -> Any:
+def evidence(uses: Any, stat: Any) -> Any:
     """EVIDENCE_COLUMNS per (snapshot, referenced file), directories excluded."""
     F = _F()
-    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
     u = uses.where(~F.col("is_dir"))
-    return (u.join(sizes, "file_uri", "left").join(stat, "file_uri", "left")
+    return (u.join(stat, "file_uri", "left")
             .select("snapshot_uri", "file_uri", F.col("file_root").isNotNull().alias("indexed_root"), "listed_size",
                     "stat_status", "stat_size", "stat_error", "extent",
                     F.coalesce(F.col("segmented"), F.lit(False)).alias("segmented"),
