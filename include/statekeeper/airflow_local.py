@@ -40,3 +40,41 @@ def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = P
         "NO_PROXY": "*",
     })
     return env
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).with_name("airflow"))
+
+
+def prepare(airflow_home: str | os.PathLike, env: dict[str, str]) -> None:
+    """Migrate the SQLite metadata DB and import airflow_settings.yaml (both idempotent)."""
+    import subprocess
+
+    from statekeeper.airflow_settings import import_into_airflow, load_settings
+
+    Path(airflow_home).mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([airflow_bin(), "db", "migrate"], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    import_into_airflow(load_settings(PROJECT_ROOT / "airflow_settings.yaml", env), airflow_bin(), env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`make airflow-ui`: the Airflow UI on http://127.0.0.1:8080 with this project's DAGs."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m statekeeper.airflow_local", description=main.__doc__)
+    parser.add_argument("--home", default=str(PROJECT_ROOT / ".statekeeper" / "airflow"),
+                        help="AIRFLOW_HOME (default: .statekeeper/airflow in the project)")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args(argv)
+    env = local_airflow_env(args.home, api_port=args.port)
+    prepare(args.home, env)
+    print(f"Airflow UI: http://127.0.0.1:{args.port}  (user admin; password in "
+          f"{Path(args.home) / 'simple_auth_manager_passwords.json.generated'}). Ctrl-C stops it.", flush=True)
+    os.execvpe(airflow_bin(), [airflow_bin(), "standalone"], env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
