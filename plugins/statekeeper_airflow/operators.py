@@ -58,7 +58,9 @@ def storage_env_from_connection(conn_type: str, login: str | None, password: str
         env["STATEKEEPER_S3_ENDPOINT"] = str(endpoint)
     style = extra.get("addressing_style") or (extra.get("s3_config", {}) or {}).get("addressing_style")
     if style:
-        env["STATEKEEPER_S3_ADDRESSING_STYLE"] = str(style)
+        if style not in ("path", "virtual"):
+            raise StatekeeperConfigError(f"addressing_style must be 'path' or 'virtual', got {style!r}")
+        env["STATEKEEPER_S3_PATH_STYLE"] = "true" if style == "path" else "false"
     return env
 
 
