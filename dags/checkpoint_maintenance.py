@@ -32,8 +32,9 @@ COMMON_ARGS = [
     "--warehouse", "{{ params.warehouse or var.value.statekeeper_warehouse }}",
     "--job-filter", "{{ params.job_filter }}",
     "--run-id", "{{ run_id }}",
-    "--data-interval-start", "{{ data_interval_start | ts }}",
-    "--data-interval-end", "{{ data_interval_end | ts }}",
+    # Manual runs may have no data interval; the job records what it is given.
+    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start else '' }}",
+    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end else '' }}",
 ]
 
 with DAG(
