@@ -12,6 +12,24 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+def _fernet_key(home: Path) -> str:
+    """One Fernet key per Airflow home, shared by every process that uses it.
+
+    Without it, whichever process first writes airflow.cfg generates a key that processes which
+    imported Airflow earlier never see, and connections they read back fail to decrypt.
+    """
+    path = home / "fernet.key"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(Fernet.generate_key())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    return path.read_text().strip()
+
+
 def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = PROJECT_ROOT,
                       api_port: int = 8080, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment variables for an Airflow rooted at `airflow_home` that serves this project's DAGs."""
@@ -23,6 +41,7 @@ def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = P
         "AIRFLOW__CORE__DAGS_FOLDER": str(project_root / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(project_root / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__FERNET_KEY": _fernet_key(home),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         # Standalone defaults to 32 worker processes; two cores want two.
         "AIRFLOW__CORE__PARALLELISM": "2",
