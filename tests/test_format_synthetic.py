@@ -105,7 +105,7 @@ def test_references_and_accounting_of_sample():
     refs = extract_references(m, URI)
     kg = [f for f in refs.files if f.stored_path == "kg-file"]
     assert kg and kg[0].uri.endswith("/chk-7/kg-file") and kg[0].scope == "exclusive"
-    by_path = {f.stored_path: f for f in refs.files if not f.role.startswith("materialized/")}
+    by_path = {f.stored_path: f for f in refs.files}
     assert by_path["chan"].handle_kind == "RELATIVE_STREAM_STATE_HANDLE"
     other = by_path["s3a://bucket/ckpt/ffffffffffffffffffffffffffffffff/shared/sst-b"]
     assert other.uri == "s3://bucket/ckpt/ffffffffffffffffffffffffffffffff/shared/sst-b"
@@ -223,3 +223,27 @@ def test_writer_refuses_what_the_version_cannot_hold():
     v2 = sample_model(2)
     with pytest.raises(MetadataWriteError):
         to_bytes(replace(v2, operators=(replace(sample_model(3).operators[0], v2_chain_length=1),)))
+
+
+def test_tags_newer_than_the_version_are_refused_both_ways():
+    from dataclasses import replace
+    from statekeeper.format import OperatorState, SubtaskState
+
+    # V3 (Flink 1.11-1.15) cannot hold tag 13 (1.16+): written by hand, the reader refuses it
+    v4 = sample_model(4)
+    assert any(isinstance(s.managed_keyed, type(sample_model(4).operators[0].subtasks[1].managed_keyed))
+               for s in v4.operators[0].subtasks)
+    data = bytearray(to_bytes(replace(v4, version=4)))
+    data[7] = 3  # relabel the V4 file as V3 ...
+    data = bytes(data[: len(data) - len(v4.trailer)])  # ... without its trailer
+    with pytest.raises(CorruptMetadataError, match=r"tag (13|14|15|17) .* cannot appear in a V3 file"):
+        parse(data)
+    # and the writer refuses to produce it
+    with pytest.raises(MetadataWriteError, match="cannot be written into a V3 file"):
+        to_bytes(replace(v4, version=3, trailer=None))
+    # tag 6 (relative, 1.11+) cannot be in a V2 file
+    v2 = replace(sample_model(2), master_states=(), operators=(
+        OperatorState("0" * 32, 1, 1, (SubtaskState(0, managed_keyed=sample_model(3).operators[0].subtasks[0].raw_keyed),),
+                      v2_chain_length=1),))
+    with pytest.raises(MetadataWriteError, match="tag 12 .* V2 file"):
+        to_bytes(v2)

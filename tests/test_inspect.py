@@ -80,3 +80,25 @@ def test_exit_codes(tmp_path: Path, snapshot: Path):
     assert run_cli("inspect").returncode == 2
     assert run_cli("inspect", str(snapshot), "--top", "x").returncode == 2
     assert run_cli("no-such-command").returncode == 2
+
+
+@pytest.mark.flink
+def test_real_chain_checkpoint_shows_other_jobs(flink_harness, flink_fixture):
+    version = flink_harness.FLINK_VERSIONS[-1]
+    fixture = flink_fixture(version, "chain_claim")
+    chk = fixture.retained_checkpoints("C")[-1]
+    res = run_cli("inspect", str(chk), "--json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["metadata_version"] == flink_harness.metadata_version_for(version)
+    other = [g for g in r["outside_references"] if not g["same_job"]]
+    own = [g for g in r["outside_references"] if g["same_job"]]
+    c_job = fixture.job("C")["job_id"]
+    assert other and all(c_job not in g["directory"] for g in other)
+    assert all(g["directory"].endswith(f"{c_job}/shared") for g in own)
+    # every file of this incremental checkpoint lives under some shared/, outside chk-N
+    assert r["references"]["outside_files"] == r["references"]["files"] > 0
+    keyed = [o for o in r["operators"] if o["uid"] == "keyed-invariant"]
+    assert keyed and keyed[0]["referenced_files"] > 0
+    text = run_cli("inspect", str(chk))
+    assert "OTHER" in text.stdout and "keyed-invariant" in text.stdout

@@ -23,8 +23,10 @@ JSON schema (schema_version 1). All sizes are bytes; ids are Flink's 32-hex stri
       "referenced_files", "referenced_bytes",
       "top_inline": [{"subtask", "slot", "role", "handle_kind", "bytes", "handles"}]  # --top N
   }],
-  "outside_references": [{"directory", "files", "bytes", "managed_dirs"}]
-                        # grouped by parent directory; managed_dirs>0: a tag-17 directory itself
+  "outside_references": [{"directory", "files", "bytes", "managed_dirs", "same_job"}]
+                        # grouped by parent directory; managed_dirs>0: a tag-17 directory itself;
+                        # same_job: under this checkpoint's own job directory (its shared/ etc.);
+                        # other jobs' directories first
 }
 """
 from __future__ import annotations
@@ -107,6 +109,10 @@ def build_report(model: CheckpointMetadata, metadata_uri: str, *, top: int = 5,
         })
     operators.sort(key=lambda o: (-o["inline_bytes"], -o["referenced_bytes"], o["operator_id"]))
 
+    # A checkpoint's own job directory (parent of chk-N) holds its shared/ and taskowned/: those
+    # references are normal; anything else belongs to another job, a savepoint or DSTL.
+    snap_name = refs.snapshot_dir.rsplit("/", 1)[-1]
+    job_dir = refs.snapshot_dir.rsplit("/", 1)[0] if snap_name.startswith("chk-") else None
     groups: dict[str, list] = defaultdict(list)
     for f in outside:
         directory = f.uri if f.scope == MANAGED_DIR else f.uri.rsplit("/", 1)[0]
@@ -115,8 +121,10 @@ def build_report(model: CheckpointMetadata, metadata_uri: str, *, top: int = 5,
     for directory, fs in groups.items():
         c, b = _physical(fs)
         dirs = sum(1 for f in fs if f.scope == MANAGED_DIR)
-        outside_groups.append({"directory": directory, "files": c, "bytes": b, "managed_dirs": dirs})
-    outside_groups.sort(key=lambda g: (-g["bytes"], g["directory"]))
+        same_job = job_dir is not None and directory.startswith(job_dir + "/")
+        outside_groups.append({"directory": directory, "files": c, "bytes": b, "managed_dirs": dirs,
+                               "same_job": same_job})
+    outside_groups.sort(key=lambda g: (g["same_job"], -g["bytes"], g["directory"]))
 
     return {
         "schema_version": JSON_SCHEMA_VERSION,
@@ -231,12 +239,13 @@ def render_text(r: dict[str, Any]) -> str:
             lines.append(f"      largest: {tops}")
     lines.append("")
     if r["outside_references"]:
-        lines.append(f"outside {r['snapshot_dir']} (other jobs' shared/, savepoints, DSTL, managed dirs)")
+        lines.append(f"referenced outside {r['snapshot_dir']} (OTHER: another job, a savepoint, DSTL)")
         for g in r["outside_references"]:
             what = f"{g['files']} files  {human_bytes(g['bytes'])}" if g["files"] else ""
             if g["managed_dirs"]:
                 what = (what + "  " if what else "") + "file-merging managed directory"
-            lines.append(f"  {g['directory']}  {what}")
+            owner = "this job" if g["same_job"] else "OTHER"
+            lines.append(f"  {owner:8}  {g['directory']}  {what}")
     else:
         lines.append("no references outside the snapshot directory")
     return "\n".join(lines) + "\n"

@@ -40,13 +40,14 @@ def ib(data: bytes) -> InlineBytes:
     return InlineBytes.of(data)
 
 
-def _kg(tag, n=4, delegate=None, hid="kg-id"):
-    return KeyGroupsHandle(tag, 0, n, pack_offsets(range(0, 10 * n, 10)),
-                           delegate if delegate is not None else RelativeFileHandle("kg-file", 123),
+def _kg(tag, n=4, delegate=None, hid="kg-id", v=6):
+    if delegate is None:
+        delegate = RelativeFileHandle("kg-file", 123) if v >= 3 else FileHandle(f"{ROOT}/chk-7/kg-file", 123)
+    return KeyGroupsHandle(tag, 0, n, pack_offsets(range(0, 10 * n, 10)), delegate,
                            hid if tag == 12 else None)
 
 
-def _incremental(tag=11):
+def _incremental(tag=11, v=6):
     return IncrementalKeyedHandle(
         tag, 7, "5a0e1c36-9d4f-4d5e-8a07-3c8c9a1b2c3d", 0, 128, 4096 if tag == 11 else None,
         ByteStreamHandle(f"{ROOT}/chk-7/meta-uuid", ib(b"meta" * 10)),
@@ -54,20 +55,20 @@ def _incremental(tag=11):
          NamedHandle("000011.sst", FileHandle(f"{OTHER}/shared/sst-b", 1024)),
          NamedHandle("000012.sst", ByteStreamHandle(f"{ROOT}/shared/small", ib(b"s" * 33)))),
         (NamedHandle("MANIFEST-000005", FileHandle(f"{ROOT}/shared/manifest", 77)),
-         NamedHandle("CURRENT", RelativeFileHandle("current-uuid", 16)),
+         NamedHandle("CURRENT", RelativeFileHandle("current-uuid", 16) if v >= 3 else FileHandle(f"{ROOT}/chk-7/current", 16)),
          NamedHandle("OPTIONS-000007", ByteStreamHandle(f"{ROOT}/chk-7/opts", ib(b"o" * 5)))),
         "inc-id" if tag == 11 else None,
     )
 
 
-def _changelog(tag=14):
+def _changelog(tag=14, v=6):
     return ChangelogHandle(
         tag, 0, 128, 999,
         (_incremental(11), None, _kg(12)),
         (InMemoryChangelogHandle(0, 128, 1, 5, (StateChange(3, ib(b"chg")), StateChange(-1, ib(b""))), "mem-id"),
-         ChangelogFileHandle(13, 0, 128, (ChangelogEntry(0, FileHandle("s3://dstl/job/dstl/f1", 500)),
+         ChangelogFileHandle(13 if v >= 4 else 10, 0, 128, (ChangelogEntry(0, FileHandle("s3://dstl/job/dstl/f1", 500)),
                                           ChangelogEntry(250, FileHandle("s3://dstl/job/dstl/f1", 500))),
-                             500, 400, "dstl-id", "filesystem"),
+                             500, 400, "dstl-id", "filesystem" if v >= 4 else None),
          ChangelogFileHandle(10, 0, 128, (ChangelogEntry(8, FileHandle("s3://dstl/job/dstl/f2", 50)),),
                              50, 40, "dstl-id2", None)),
         3, 7 if tag == 14 else None, "cl-id",
@@ -87,16 +88,17 @@ def _opstate(fm=False):
 
 def sample_model(version: int, *, file_merging: bool = True) -> CheckpointMetadata:
     v = version
+    file_merging = file_merging and v >= 4  # tags 15-17 exist since 1.20 (V4)
     subs = [
         SubtaskState(
             0, managed_operator=_opstate(),
             raw_operator=_opstate(fm=file_merging) if v >= 3 else None,
-            managed_keyed=_incremental(11 if v >= 3 else 5),
+            managed_keyed=_incremental(11 if v >= 3 else 5, v=v),
             raw_keyed=_kg(12 if v >= 3 else 3, delegate=KeyGroupsHandle(3, 0, 2, pack_offsets([1, 2]), FileHandle(f"{ROOT}/chk-7/nested", 5)))
-            if v >= 3 else _kg(3),
+            if v >= 3 else _kg(3, v=v),
             v2_duration=-1 if v == 2 else None,
         ),
-        SubtaskState(1, managed_keyed=_changelog(14 if v >= 3 else 8) if v >= 3 else _kg(7)),
+        SubtaskState(1, managed_keyed=_changelog(14 if v >= 4 else 8, v=v) if v >= 3 else _kg(3, v=v)),
     ]
     if v >= 3:
         subs.append(SubtaskState(2, finished=True))

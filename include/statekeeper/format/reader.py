@@ -9,15 +9,16 @@ Design:
   bytes left in the file, so corrupt input can neither allocate much nor loop long.
 * Every failure is a MetadataFormatError subclass naming the object, byte offset and context.
 
-Performance notes: the per-handle hot path (`_stream`, `_named_list`) guarantees a window of
-`_WINDOW` buffered bytes (two maximal strings plus fixed fields) before decoding one handle, so
-the common tags decode with no further bounds bookkeeping; struct.error/IndexError raised by a
-short buffer at end-of-file is translated into a truncation error.
+Performance notes: the per-handle hot paths (`_stream`, `_named_list`) refill the buffer to a
+small window, then decode the common tags (1, 2, 6) straight from it when the whole record is
+buffered; otherwise (long strings, end of buffer, truncated file) they fall back to the
+field-by-field readers, which refill as needed and raise precise truncation errors.
 """
 from __future__ import annotations
 
 import gc
 import struct
+import sys
 from typing import Any, Optional
 
 from . import mutf8
@@ -60,8 +61,12 @@ from .model import (
 )
 from .source import opened, source_size
 
-CHUNK = 1 << 20
-_WINDOW = 2 * (2 + 65535) + 64  # largest single handle record without inline payload
+# Read granularity. Small enough that inline payloads larger than a chunk are skipped by seeking
+# (never read), large enough that per-read overhead is negligible.
+CHUNK = 1 << 16
+# Bytes the hot paths try to have buffered before decoding one handle. Typical handles are a few
+# hundred bytes; a record that does not fit is decoded by the field-by-field slow path instead.
+_WINDOW = 4096
 MAX_NESTING = 16  # handles nest (changelog → incremental → key groups) only a few levels deep
 TRAILER_LIMIT = 1 << 20  # a CheckpointProperties stream is a few hundred bytes
 SMALL_BLOB = 1 << 16  # merged channel blobs up to this size are loaded eagerly
@@ -90,7 +95,7 @@ _NH_handle = NamedHandle.handle.__set__
 
 class _Reader:
     __slots__ = (
-        "src", "uri", "size", "load", "version", "buf", "pos", "base", "src_pos", "ctx",
+        "src", "uri", "size", "load", "version", "max_tag", "buf", "pos", "base", "src_pos", "ctx",
     )
 
     def __init__(self, src: Any, uri: str, size: int, load_inline: bool):
@@ -99,6 +104,7 @@ class _Reader:
         self.size = size
         self.load = load_inline
         self.version = 0
+        self.max_tag = 17
         self.buf = b""
         self.pos = 0
         self.base = 0  # file offset of buf[0]
@@ -179,6 +185,12 @@ class _Reader:
 
     def _corrupt(self, at: int, problem: str, cls=CorruptMetadataError) -> MetadataFormatError:
         return cls(self.uri, at, f"{problem} (in {self._where()})")
+
+    def _too_new(self, at: int, tag: int) -> MetadataFormatError:
+        return self._corrupt(
+            at, f"tag {tag} ({T.tag_name(tag)}) cannot appear in a V{self.version} file: no Flink "
+            f"release writing V{self.version} knows it (highest: {self.max_tag})",
+        )
 
     def _bad_tag(self, at: int, tag: int, position: str) -> MetadataFormatError:
         if tag < 0 or tag > 17:
@@ -310,6 +322,7 @@ class _Reader:
         if version not in T.SUPPORTED_VERSIONS:
             raise UnsupportedMetadataVersionError(self.uri, 4, f"unsupported metadata version {version}")
         self.version = version
+        self.max_tag = T.MAX_TAG_FOR_VERSION[version]
         self.ctx = ("checkpoint header",)
         at = self.base + self.pos
         checkpoint_id = self.i64("checkpoint id")
@@ -495,12 +508,14 @@ class _Reader:
             raise self._corrupt(at, f"{what} presence flag is {flag}, expected 0 or 1")
         at = self.base + self.pos
         tag = self.i8(f"{what} handle tag")
+        if tag > self.max_tag and tag <= 17:
+            raise self._too_new(at, tag)
         if tag == T.PARTITIONABLE_OPERATOR_STATE_HANDLE or tag == T.SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
             at_n = self.base + self.pos
             n = self.count(self.i32("number of operator states"), 7, "number of operator states", at_n)
             states = []
             for _ in range(n):
-                name = self.utf("operator state name")
+                name = sys.intern(self.utf("operator state name"))
                 at_m = self.base + self.pos
                 mode = self.i8("distribution mode")
                 if not 0 <= mode <= 2:
@@ -541,6 +556,8 @@ class _Reader:
         tag = self.i8("keyed state handle tag")
         if tag == 0:
             return None
+        if tag > self.max_tag and tag <= 17:
+            raise self._too_new(at, tag)
         if depth > MAX_NESTING:
             raise self._corrupt(at, f"keyed handles nested deeper than {MAX_NESTING}")
         if tag == T.KEY_GROUPS_HANDLE_V2 or tag == T.KEY_GROUPS_HANDLE or tag == T.SAVEPOINT_KEY_GROUPS_HANDLE:
@@ -623,7 +640,8 @@ class _Reader:
         """SharedList/PrivateList: (local name, stream handle) pairs; the hottest loop.
 
         Buffer and position live in locals; the common entry (ASCII name + tag-2 file handle with
-        an ASCII path) is decoded inline, anything else goes through the general `_stream`.
+        an ASCII path, all buffered) is decoded inline, anything else goes through the
+        field-by-field path.
         """
         at = self.base + self.pos
         n = self.count(self.i32(f"number of {what} entries"), 3, f"number of {what} entries", at)
@@ -638,97 +656,100 @@ class _Reader:
         fh_size = _FH_size
         nh_name = _NH_name
         nh_handle = _NH_handle
+        intern = sys.intern
         window = _WINDOW
-        buf = self.buf
-        pos = self.pos
-        end = len(buf)
         for _ in range(n):
+            buf = self.buf
+            pos = self.pos
+            end = len(buf)
             if end - pos < window:
-                self.pos = pos
                 self._fill(window)
                 buf = self.buf
                 pos = self.pos
                 end = len(buf)
-            try:
-                ln = H(buf, pos)[0]
+            if pos + 2 <= end:
                 s = pos + 2
-                e = s + ln
-                raw = buf[s:e]
-                tag = buf[e]
-                if tag == 2:
+                e = s + H(buf, pos)[0]
+                if e + 11 <= end and buf[e] == 2:
                     size, pl = qH(buf, e + 1)
                     s2 = e + 11
-                    pos = s2 + pl
-                    praw = buf[s2:pos]
-                    if pos > end:
-                        raise IndexError
-                    if raw.isascii() and praw.isascii() and b"\x00" not in raw and b"\x00" not in praw:
-                        fh = new(FH)
-                        fh_path(fh, praw.decode("ascii"))
-                        fh_size(fh, size)
-                        nh = new(NH)
-                        nh_name(nh, raw.decode("ascii"))
-                        nh_handle(nh, fh)
-                        append(nh)
-                        continue
-                    self.pos = pos
-                    append(NH(
-                        self._decode(raw, s, f"{what} local name"),
-                        FH(self._decode(praw, s2, "file path"), size),
-                    ))
-                    continue
-            except _ERR:
-                self.pos = pos
-                raise self._truncated(f"{what} entry", 3) from None
-            self.pos = e
-            name = raw.decode("ascii") if raw.isascii() and b"\x00" not in raw else self._decode(raw, s, f"{what} local name")
+                    stop = s2 + pl
+                    if stop <= end:
+                        raw = buf[s:e]
+                        praw = buf[s2:stop]
+                        if raw.isascii() and praw.isascii() and b"\x00" not in raw and b"\x00" not in praw:
+                            self.pos = stop
+                            fh = new(FH)
+                            fh_path(fh, praw.decode("ascii"))
+                            fh_size(fh, size)
+                            nh = new(NH)
+                            nh_name(nh, intern(raw.decode("ascii")))
+                            nh_handle(nh, fh)
+                            append(nh)
+                            continue
+            # RocksDB numbers files per instance, so the same local names recur in every subtask:
+            # interning them saves ~10% of a large model.
+            name = sys.intern(self.utf(f"{what} local name"))
             append(NH(name, self._stream(depth)))
-            buf = self.buf
-            pos = self.pos
-            end = len(buf)
-        self.pos = pos
         return tuple(out)
 
     # ------------------------------------------------------------------ stream handles
 
     def _stream(self, depth: int):
-        if len(self.buf) - self.pos < _WINDOW:
-            self._fill(_WINDOW)
         buf = self.buf
         pos = self.pos
-        try:
-            tag = buf[pos]
-        except IndexError:
-            raise self._truncated("stream handle tag", 1) from None
+        end = len(buf)
+        if end - pos < _WINDOW:
+            self._fill(_WINDOW)
+            buf = self.buf
+            pos = self.pos
+            end = len(buf)
+        if pos >= end:
+            raise self._truncated("stream handle tag", 1)
+        tag = buf[pos]
         if tag == 2:
-            try:
+            if pos + 11 <= end:
                 size, n = _qH(buf, pos + 1)
-            except _ERR:
-                raise self._truncated("file handle", 10) from None
-            s = pos + 11
-            e = s + n
-            raw = buf[s:e]
-            if len(raw) != n:
-                raise self._truncated("file handle path", n)
-            self.pos = e
-            fh = _new(FileHandle)
-            _FH_path(fh, raw.decode("ascii") if raw.isascii() and b"\x00" not in raw else self._decode(raw, s, "file path"))
-            _FH_size(fh, size)
-            return fh
-        if tag == 6:
-            try:
-                (n,) = _H(buf, pos + 1)
-                s = pos + 3
+                s = pos + 11
                 e = s + n
-                (size,) = _q(buf, e)
-            except _ERR:
-                raise self._truncated("relative file handle", 11) from None
-            raw = buf[s:e]
-            self.pos = e + 8
-            if raw.isascii() and b"\x00" not in raw:
-                return RelativeFileHandle(raw.decode("ascii"), size)
-            return RelativeFileHandle(self._decode(raw, s, "relative path"), size)
+                if e <= end:
+                    raw = buf[s:e]
+                    self.pos = e
+                    fh = _new(FileHandle)
+                    _FH_path(fh, raw.decode("ascii") if raw.isascii() and b"\x00" not in raw
+                             else self._decode(raw, s, "file path"))
+                    _FH_size(fh, size)
+                    return fh
+            self.pos = pos + 1
+            size = self.i64("file handle size")
+            return FileHandle(self.utf("file handle path"), size)
+        if tag == 6:
+            if self.max_tag < 6:
+                raise self._too_new(self.base + pos, tag)
+            if pos + 3 <= end:
+                s = pos + 3
+                e = s + _H(buf, pos + 1)[0]
+                if e + 8 <= end:
+                    raw = buf[s:e]
+                    (size,) = _q(buf, e)
+                    self.pos = e + 8
+                    return RelativeFileHandle(
+                        raw.decode("ascii") if raw.isascii() and b"\x00" not in raw
+                        else self._decode(raw, s, "relative path"), size)
+            self.pos = pos + 1
+            rel = self.utf("relative file path")
+            return RelativeFileHandle(rel, self.i64("relative file size"))
         if tag == 1:
+            if pos + 3 <= end:
+                s = pos + 3
+                e = s + _H(buf, pos + 1)[0]
+                if e + 4 <= end:
+                    raw = buf[s:e]
+                    (n,) = _i(buf, e)
+                    self.pos = e + 4
+                    name = (raw.decode("ascii") if raw.isascii() and b"\x00" not in raw
+                            else self._decode(raw, s, "byte stream handle name"))
+                    return ByteStreamHandle(name, self.inline(n, "inline state", self.base + e, self.load))
             self.pos = pos + 1
             name = self.utf("byte stream handle name")
             at = self.base + self.pos
@@ -737,31 +758,21 @@ class _Reader:
         if tag == 0:
             self.pos = pos + 1
             return None
-        if tag == 15:
-            at = self.base + pos
-            try:
-                start_pos, size, scope, n = _qqiH(buf, pos + 1)
-                s = pos + 23
-                e = s + n
-                raw = buf[s:e]
-                (n2,) = _H(buf, e)
-                s2 = e + 2
-                e2 = s2 + n2
-                raw2 = buf[s2:e2]
-            except _ERR:
-                raise self._truncated("segment file handle", 25) from None
-            if len(raw2) != n2 or len(raw) != n:
-                raise self._truncated("segment file handle", n2)
-            if scope != 0 and scope != 1:
-                raise self._corrupt(at, f"segment scope ordinal {scope}, expected 0 (EXCLUSIVE) or 1 (SHARED)")
-            self.pos = e2
-            return SegmentFileHandle(
-                start_pos, size, scope, self._decode(raw, s, "segment physical path"),
-                self._decode(raw2, s2, "segment logical file id"),
-            )
-        if tag == 16:
+        if tag == 15 or tag == 16:
+            if self.max_tag < 15:
+                raise self._too_new(self.base + pos, tag)
             self.pos = pos + 1
-            return EMPTY_SEGMENT
+            if tag == 16:
+                return EMPTY_SEGMENT
+            at = self.base + pos
+            start_pos = self.i64("segment start position")
+            size = self.i64("segment size")
+            at_scope = self.base + self.pos
+            scope = self.i32("segment scope")
+            if scope != 0 and scope != 1:
+                raise self._corrupt(at_scope, f"segment scope ordinal {scope}, expected 0 (EXCLUSIVE) or 1 (SHARED)")
+            path = self.utf("segment physical path")
+            return SegmentFileHandle(start_pos, size, scope, path, self.utf("segment logical file id"))
         if tag == 3:
             at = self.base + pos
             if depth > MAX_NESTING:

@@ -168,8 +168,7 @@ def _scope_of(uri: str, snapshot_prefix: str, role: str) -> str:
         return TASK_OWNED
     if "/shared/" in uri:
         return SHARED
-    last = role.rsplit("/", 1)[-1]
-    if last in ("shared", "private", "changelog"):
+    if role in ("shared", "private", "delta"):
         return SHARED
     return EXCLUSIVE
 
@@ -240,8 +239,12 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
                 node.size, None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
             ))
         elif t is RelativeFileHandle:
+            rel = node.relative_path
             try:
-                uri = join_uri(snapshot_dir, node.relative_path)
+                if rel and "/" not in rel and "%" not in rel and rel not in (".", ".."):
+                    uri = prefix + rel  # a plain file name: joining cannot change anything else
+                else:
+                    uri = join_uri(snapshot_dir, rel)
             except ValueError as exc:
                 raise UnresolvableReferenceError(
                     metadata_uri, None, f"relative path {node.relative_path!r} cannot be resolved: {exc}"

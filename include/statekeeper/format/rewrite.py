@@ -170,7 +170,7 @@ class ExternalizeResult:
         return sum(f.payload.length for f in self.files)
 
 
-_ABSOLUTE_ROLES = ("shared", "changelog")
+_ABSOLUTE_ROLES = ("shared", "delta")
 NameFn = Callable[[Site, str, ByteStreamHandle], str]
 
 
@@ -221,7 +221,7 @@ def externalize_inline(
         if not name or "/" in name or name in (".", "..", "_metadata") or name in names:
             raise RewriteError(f"invalid or duplicate external file name {name!r}")
         names.add(name)
-        absolute = role.rsplit("/", 1)[-1] in _ABSOLUTE_ROLES
+        absolute = role in _ABSOLUTE_ROLES
         if absolute:
             uri = join_uri(abs_dir, name)
             new = FileHandle(uri, node.payload.length)

@@ -61,6 +61,11 @@ VERSION_MIN_RELEASE: dict[int, tuple[int, int]] = {
 }
 
 SUPPORTED_VERSIONS = (2, 3, 4, 5, 6)
+
+# Highest tag any release writing a version knows (V2: <=1.10, V3: 1.11-1.15, V4: 1.16-1.20).
+# A higher tag in such a file cannot come from Flink: it is corruption, and a writer must not
+# produce it either (spec §1.2: tags grow inside the serializer, independently of the version).
+MAX_TAG_FOR_VERSION: dict[int, int] = {2: 5, 3: 12, 4: 17, 5: 17, 6: 17}
 MAGIC = 0x4960672D
 MASTER_STATE_MAGIC = 0xC96B1696 - (1 << 32)  # as a signed i32
 

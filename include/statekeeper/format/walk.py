@@ -11,9 +11,11 @@ Nodes passed to `visit`:
 * FileMergingOperatorHandle (tag 17, for its managed directories) before its delegate is visited;
 * MergedChannelStateHandle (for its blob) before its delegate is visited.
 
-`role` is the position inside the slot's handle, e.g. "delegate", "meta", "shared", "private",
-"changes", "changelog", "materialized/shared", "delta/changelog", "managed_dirs",
-"channel_offsets", "state".
+`role` is the position inside the slot's handle, with the harness oracle's vocabulary:
+"delegate" (key-groups/operator/channel delegate, coordinator state), "meta", "shared",
+"private" (incremental handles, also inside a changelog handle's materialized part), "delta"
+(DSTL file handles of tag 10/13), plus "changes" (tag 9), "state" (master state),
+"managed_dirs" (tag 17) and "channel_offsets" (V6 merged blob).
 """
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def _same(a: tuple, b: tuple) -> bool:
 def _operator(op: OperatorState, visit: Visit) -> OperatorState:
     coord = op.coordinator
     if coord is not None:
-        coord = visit(Site(op, None, "coordinator"), "state", None, coord)
+        coord = visit(Site(op, None, "coordinator"), "delegate", None, coord)
     subs = []
     changed = coord is not op.coordinator
     for st in op.subtasks:
@@ -90,10 +92,10 @@ def _operator(op: OperatorState, visit: Visit) -> OperatorState:
             ro = _op_handle(Site(op, idx, "raw_operator"), ro, visit)
         mk = st.managed_keyed
         if mk is not None:
-            mk = _keyed(Site(op, idx, "managed_keyed"), "", mk, visit)
+            mk = _keyed(Site(op, idx, "managed_keyed"), mk, visit)
         rk = st.raw_keyed
         if rk is not None:
-            rk = _keyed(Site(op, idx, "raw_keyed"), "", rk, visit)
+            rk = _keyed(Site(op, idx, "raw_keyed"), rk, visit)
         ic = st.input_channels
         if ic:
             site = Site(op, idx, "input_channel")
@@ -155,33 +157,30 @@ def _named(site: Site, role: str, entries: tuple, visit: Visit) -> tuple:
     return entries if out is None else tuple(out)
 
 
-def _keyed(site: Site, prefix: str, h: Any, visit: Visit) -> Any:
+def _keyed(site: Site, h: Any, visit: Visit) -> Any:
     t = type(h)
     if t is IncrementalKeyedHandle:
-        meta = _stream(site, prefix + "meta", None, h.meta, visit)
-        shared = _named(site, prefix + "shared", h.shared, visit)
-        private = _named(site, prefix + "private", h.private, visit)
+        meta = _stream(site, "meta", None, h.meta, visit)
+        shared = _named(site, "shared", h.shared, visit)
+        private = _named(site, "private", h.private, visit)
         if meta is h.meta and shared is h.shared and private is h.private:
             return h
         return replace(h, meta=meta, shared=shared, private=private)
     if t is KeyGroupsHandle:
-        d = _stream(site, prefix + "delegate", None, h.delegate, visit)
+        d = _stream(site, "delegate", None, h.delegate, visit)
         return h if d is h.delegate else replace(h, delegate=d)
     if t is ChangelogHandle:
-        mat = tuple(
-            None if k is None else _keyed(site, prefix + "materialized/", k, visit)
-            for k in h.materialized
-        )
-        deltas = tuple(_keyed(site, prefix + "delta/", k, visit) for k in h.deltas)
+        mat = tuple(None if k is None else _keyed(site, k, visit) for k in h.materialized)
+        deltas = tuple(_keyed(site, k, visit) for k in h.deltas)
         if _same(mat, h.materialized) and _same(deltas, h.deltas):
             return h
         return replace(h, materialized=mat, deltas=deltas)
     if t is InMemoryChangelogHandle:
-        return visit(site, prefix + "changes", None, h)
+        return visit(site, "changes", None, h)
     if t is ChangelogFileHandle:
         entries = h.entries
         new = tuple(
-            e if (n := _stream(site, prefix + "changelog", None, e.handle, visit)) is e.handle
+            e if (n := _stream(site, "delta", None, e.handle, visit)) is e.handle
             else ChangelogEntry(e.offset, n)
             for e in entries
         )

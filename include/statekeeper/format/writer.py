@@ -50,6 +50,7 @@ class _Writer:
         self.out = out
         self.src = inline_source
         self.version = version
+        self.max_tag = T.MAX_TAG_FOR_VERSION.get(version, 17)
         self.parts: list[bytes] = []
         self.pending = 0
         self.written = 0
@@ -104,6 +105,13 @@ class _Writer:
         for chunk in iter_range(self.src, p.offset, p.length):
             self.out.write(chunk)
             self.written += len(chunk)
+
+    def tag(self, tag: int) -> None:
+        if tag > self.max_tag:
+            raise MetadataWriteError(
+                f"tag {tag} ({T.tag_name(tag)}) cannot be written into a V{self.version} file: no "
+                f"Flink release reading it as such knows the tag (highest: {self.max_tag})"
+            )
 
     # ------------------------------------------------------------------ structure
 
@@ -195,6 +203,7 @@ class _Writer:
             tag = T.SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE
         else:
             raise MetadataWriteError(f"not an operator state handle: {type(h).__name__}")
+        self.tag(tag)
         self.put(_b(tag) + _i(len(h.states)))
         for s in h.states:
             self.utf(s.name, "operator state name")
@@ -208,6 +217,8 @@ class _Writer:
         self.stream(h.delegate)
 
     def keyed(self, h) -> None:
+        if h is not None:
+            self.tag(h.tag if hasattr(h, "tag") else h.TAG)
         if h is None:
             self.put(b"\x00")
         elif isinstance(h, KeyGroupsHandle):
@@ -299,6 +310,7 @@ class _Writer:
             self.put(b"\x02" + _q(h.size))
             self.utf(h.path, "file path")
         elif t is RelativeFileHandle:
+            self.tag(6)
             self.put(b"\x06")
             self.utf(h.relative_path, "relative path")
             self.put(_q(h.size))
@@ -307,12 +319,14 @@ class _Writer:
             self.utf(h.name, "byte stream handle name")
             self.payload(h.payload, f"inline state {h.name!r}")
         elif t is SegmentFileHandle:
+            self.tag(15)
             if h.scope not in (0, 1):
                 raise MetadataWriteError(f"segment scope {h.scope}")
             self.put(b"\x0f" + _qqi(h.start_pos, h.size, h.scope))
             self.utf(h.physical_path, "segment physical path")
             self.utf(h.logical_file_id, "segment logical file id")
         elif t is EmptySegmentFileHandle:
+            self.tag(16)
             self.put(b"\x10")
         elif t is KeyGroupsHandle:
             if h.tag != T.KEY_GROUPS_HANDLE:

@@ -159,9 +159,12 @@ def _run_write(writer: Any, warehouse: Warehouse, tables: list[str], *, result_p
     except Exception as exc:  # py4j / AnalysisException / PythonException wrappers
         text = str(exc)
         if "ConcurrentCommitError" in text:
-            detail = text[text.index("ConcurrentCommitError"):].splitlines()[0]
+            # The commit ran in another Python process; keep its message (it names the table and
+            # versions) and drop the JVM stack around it.
+            line = text[text.index("ConcurrentCommitError"):].splitlines()[0]
+            message = line.split(":", 1)[1].strip() if ":" in line else line
             raise ConcurrentCommitError(", ".join(warehouse.table_uri(t) for t in tables), None, None,
-                                        detail) from exc
+                                        message=message) from exc
         for marker in ("TableSchemaError", "UnsupportedTableError", "TableError"):
             if marker in text:
                 line = text[text.index(marker):].splitlines()[0]
