@@ -26,7 +26,7 @@ from statekeeper.format import (
 from statekeeper.uri import normalize_uri
 from tests.harness import FLINK_VERSIONS
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 
 def _local(uri: str) -> Path:
@@ -143,3 +143,42 @@ def test_externalized_inline_checkpoint_restores(flink_harness, flink_fixture, t
         _local(victim.uri).unlink()
         verdict = flink_harness.verify_restore(version, new_chk, "inline_heavy", job="A")
         assert not verdict.ok, "restore succeeded without a file the rewritten _metadata references"
+
+
+@pytest.mark.timeout(900)
+def test_relocated_file_merging_checkpoint_restores(flink_harness, tmp_path):
+    # Segments (tag 15) and managed directories (tag 17) are absolute: a relocation that missed
+    # one would read the originals (moved away below) or, under CLAIM, delete source directories.
+    version = FLINK_VERSIONS[-1]
+    store = flink_harness.generate_store(version, "file_merging", tmp_path / "store")
+    chk = store.retained_checkpoints()[-1]
+    meta = chk / "_metadata"
+    model = read_metadata(meta, meta.as_uri())
+    refs = extract_references(model, meta.as_uri())
+    segments = [f for f in refs.files if f.handle_kind == "SEGMENT_FILE_HANDLE"]
+    assert segments and refs.managed_dirs(), "file merging writes segments and managed directories"
+
+    old_root = normalize_uri(str(store.root))
+    new_root = normalize_uri(str(tmp_path / "relocated"))
+    for uri in refs.physical_files():
+        target = _local(new_root + uri[len(old_root):])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(_local(uri), target)
+    for d in refs.managed_dirs():
+        _local(new_root + d[len(old_root):]).mkdir(parents=True, exist_ok=True)
+
+    result = rewrite_prefixes(model, {old_root: new_root})
+    assert result.unmapped == []
+    kinds = {c.handle_kind for c in result.changes}
+    assert {"SEGMENT_FILE_HANDLE", "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE"} <= kinds
+    new_chk = _local(new_root + refs.snapshot_dir[len(old_root):])
+    new_chk.mkdir(parents=True, exist_ok=True)
+    with open(new_chk / "_metadata", "wb") as out:
+        write_metadata(result.model, out, inline_source=meta)
+    new_refs = extract_references(read_metadata(new_chk / "_metadata", (new_chk / "_metadata").as_uri()),
+                                  (new_chk / "_metadata").as_uri())
+    assert all(f.uri.startswith(new_root + "/") for f in new_refs.files)
+
+    store.root.rename(tmp_path / "originals-moved-away")
+    verdict = flink_harness.verify_restore(version, new_chk, "file_merging")
+    assert verdict.ok, verdict.output[-4000:]
