@@ -1,1 +1,77 @@
-"""Placeholder: filled in by its owner."""
+"""pytest plugin for the real-Flink harness (tests/harness).
+
+* `flink_harness` (session): checks Java/javac and makes sure every version's Flink jars are
+  downloaded and our Java sources compiled; returns the `tests.harness` module. It never skips:
+  without Java or PyPI access the tests error loudly.
+* `flink_version_scenarios()` / `flink_params()`: parametrization over (version, scenario).
+* `flink_fixture(version, scenario)`: the cached store (read-only!).
+
+Mark tests that use it with `@pytest.mark.flink`.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import tests.harness as harness
+from tests.harness.cache import prune_stale
+from tests.harness.flink import HarnessSetupError, harness_classes
+
+
+def flink_version_scenarios(versions: list[str] | None = None,
+                            scenarios: list[str] | None = None) -> list[tuple[str, str]]:
+    """Every supported (version, scenario) pair, optionally restricted."""
+    pairs = []
+    for version in versions or harness.FLINK_VERSIONS:
+        for scenario in harness.scenarios_for(version):
+            if scenarios is None or scenario in scenarios:
+                pairs.append((version, scenario))
+    return pairs
+
+
+def flink_params(versions: list[str] | None = None, scenarios: list[str] | None = None) -> list:
+    """`pytest.param(version, scenario, id="<version>-<scenario>")` for parametrize."""
+    return [pytest.param(v, s, id=f"{v}-{s}") for v, s in flink_version_scenarios(versions, scenarios)]
+
+
+@pytest.fixture(scope="session")
+def flink_harness():
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            raise HarnessSetupError(f"{tool} not found on PATH: the real-Flink tests need a JDK 17")
+    for version in harness.FLINK_VERSIONS:
+        harness_classes(version)   # downloads Flink once per cache, compiles once per source hash
+    prune_stale()                  # fixtures/classes of old source hashes, untouched for a day
+    return harness
+
+
+@pytest.fixture(scope="session")
+def flink_fixture(flink_harness):
+    """Callable (version, scenario) -> Fixture, cached per session (and on disk across sessions)."""
+    cache: dict[tuple[str, str], harness.Fixture] = {}
+
+    def get(version: str, scenario: str) -> harness.Fixture:
+        key = (version, scenario)
+        if key not in cache:
+            cache[key] = flink_harness.get_fixture(version, scenario)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def flink_oracle(flink_fixture):
+    """Callable (version, scenario) -> {metadata path: oracle dict}, one oracle JVM per store."""
+    cache: dict[tuple[str, str], dict] = {}
+
+    def get(version: str, scenario: str) -> dict:
+        key = (version, scenario)
+        if key not in cache:
+            fixture = flink_fixture(version, scenario)
+            files = fixture.metadata_files()
+            results = harness.run_oracle(version, files)
+            cache[key] = {str(path): result for path, result in zip(files, results)}
+        return cache[key]
+
+    return get

@@ -1,1 +1,135 @@
-"""Placeholder: filled in by its owner."""
+"""A real S3 endpoint for the test session: `moto_server` on loopback.
+
+One server per pytest session (started lazily by the first test that needs it), killed by PID at the
+end. Tests get a `StorageConfig` pointing at it and fresh buckets; `upload_tree` copies a local
+directory tree (e.g. a harness fixture store) into a bucket with a few client threads (moto does
+~220 puts/s, so keep uploaded stores modest).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from statekeeper.storage import StorageConfig
+
+MOTO_ACCESS_KEY = "statekeeper-test"
+MOTO_SECRET_KEY = "statekeeper-test-secret"
+_START_TIMEOUT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class MotoServer:
+    def __init__(self, log_path: Path) -> None:
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        binary = Path(sys.executable).parent / "moto_server"
+        if not binary.exists():
+            raise RuntimeError(f"moto_server not found beside {sys.executable}; is moto[server] installed?")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY,
+                   AWS_DEFAULT_REGION="us-east-1")
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+        self._wait_healthy(log_path)
+
+    def _wait_healthy(self, log_path: Path) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with {self.process.returncode}; see {log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/moto-api/data.json", timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto_server did not become healthy in {_START_TIMEOUT_S}s; see {log_path}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()  # by PID: only the server we started
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._log.close()
+
+    def config(self, **overrides: object) -> StorageConfig:
+        base = StorageConfig(endpoint=self.endpoint, region="us-east-1", access_key_id=MOTO_ACCESS_KEY,
+                             secret_access_key=MOTO_SECRET_KEY, path_style=True)
+        return base.with_overrides(**overrides) if overrides else base
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_config(moto_server: MotoServer) -> StorageConfig:
+    return moto_server.config()
+
+
+def make_bucket(config: StorageConfig, prefix: str = "sk") -> str:
+    from statekeeper.storage.s3 import make_s3_client
+
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    make_s3_client(config).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_bucket(s3_config: StorageConfig) -> str:
+    """A fresh, empty bucket for one test."""
+    return make_bucket(s3_config)
+
+
+def upload_tree(local_dir: str | os.PathLike[str], target_uri: str, config: StorageConfig,
+                *, threads: int = 8) -> int:
+    """Upload every regular file below `local_dir` to `target_uri` (s3://bucket/prefix), keeping
+    relative paths. Returns the number of objects uploaded."""
+    from statekeeper.storage.s3 import make_s3_client, split_s3_uri
+
+    bucket, prefix = split_s3_uri(target_uri)
+    root = Path(local_dir)
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()]
+    client = make_s3_client(config.with_overrides(max_pool_connections=max(threads, 10)))
+
+    def put(path: Path) -> None:
+        key = "/".join(x for x in (prefix, path.relative_to(root).as_posix()) if x)
+        client.upload_file(str(path), bucket, key)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(put, files))
+    return len(files)
+
+
+@pytest.fixture(scope="session")
+def s3_upload_tree(s3_config: StorageConfig):
+    """`upload(local_dir, s3_uri) -> count` bound to the session's moto server."""
+    def upload(local_dir: str | os.PathLike[str], target_uri: str, *, threads: int = 8) -> int:
+        return upload_tree(local_dir, target_uri, s3_config, threads=threads)
+    return upload

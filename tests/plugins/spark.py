@@ -1,1 +1,62 @@
-"""Placeholder: filled in by its owner."""
+"""One shared local SparkSession for the whole test session.
+
+`local[2]` (the machine has two cores), Spark UI off, few shuffle partitions, quiet log4j, a
+modest driver heap, and Python workers that import this checkout's `statekeeper` (PYTHONPATH is
+set before the JVM starts, see `statekeeper.tables.spark.configure_builder`). Stopped at the end.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.py4j.name = py4j
+logger.py4j.level = error
+"""
+
+
+def quiet_log4j(directory: Path) -> Path:
+    path = directory / "log4j2.properties"
+    path.write_text(_LOG4J, encoding="utf-8")
+    return path
+
+
+def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", cores: int = 2):
+    from pyspark.sql import SparkSession
+
+    from statekeeper.tables.spark import configure_builder
+
+    log4j = quiet_log4j(work_dir)
+    builder = (SparkSession.builder
+               .master(f"local[{cores}]")
+               .appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.default.parallelism", str(cores))
+               .config("spark.driver.memory", "1g")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+               .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
+               .config("spark.local.dir", str(work_dir / "spark-local"))
+               .config("spark.python.worker.reuse", "true"))
+    session = configure_builder(builder).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    session = build_local_session(tmp_path_factory.mktemp("spark"))
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,58 @@
+"""The `statekeeper` console script.
+
+Subcommands live in `statekeeper.commands`, one module per command; each module defines
+`NAME`, `HELP`, `configure(parser)` and `run(args) -> int` and is found automatically, so adding a
+command never touches this file. Exit codes are shared by all commands (see EXIT_*).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import Optional, Sequence
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # argparse's own code for bad arguments
+EXIT_BAD_METADATA = 3  # corrupt, truncated or unsupported `_metadata`
+EXIT_NOT_FOUND = 4  # input does not exist
+EXIT_ERROR = 1  # any other Statekeeper error
+
+
+def _command_modules():
+    from statekeeper import commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        if all(hasattr(module, a) for a in ("NAME", "HELP", "configure", "run")):
+            yield module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="statekeeper", description="Maintenance for Apache Flink checkpoint storage."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in _command_modules():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.configure(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except BrokenPipeError:  # `statekeeper inspect ... | head`
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

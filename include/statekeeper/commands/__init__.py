@@ -1,0 +1,1 @@
+"""One module per `statekeeper` subcommand (NAME, HELP, configure(parser), run(args) -> int)."""

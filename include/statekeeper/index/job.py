@@ -1,0 +1,267 @@
+"""The index job: explicit options in, a result object with counts out (like Iceberg's actions).
+
+    result = (IndexCheckpoints(spark)
+              .roots("s3://bucket/checkpoints", "s3://bucket/savepoints")
+              .warehouse("s3://bucket/statekeeper")
+              .storage(StorageConfig.from_env())
+              .execute())
+
+One run: plan units on the driver (child directories of each root + units indexed before), index
+them in Spark tasks (list, classify, parse changed `_metadata` streaming from storage), commit
+`files`, `snapshots`, `references`, `inline_state` through one change set (one Delta commit per
+table, strictly against the versions planned from), then append an `index_runs` audit row.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from statekeeper import __version__
+from statekeeper.index.planner import balance, plan_units
+from statekeeper.index.task import UNIT_SCHEMA, IndexTask, encode_previous
+from statekeeper.index.unit import UnitStats
+from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
+from statekeeper.tables import delta_log
+from statekeeper.tables.catalog import INDEX_RUNS, INDEX_TABLES
+from statekeeper.tables.errors import TableError
+from statekeeper.tables.warehouse import Warehouse
+
+log = logging.getLogger("statekeeper.index")
+
+SUCCEEDED = "succeeded"
+PARTIAL = "partial"      # some units could not be listed; their previous rows were kept
+FAILED = "failed"        # nothing was committed to the index tables
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    run_id: str
+    status: str
+    started_at: datetime
+    finished_at: datetime
+    roots: tuple[str, ...]
+    warehouse: str
+    engine: str
+    stats: UnitStats
+    table_versions: dict[str, int | None] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        return (self.finished_at - self.started_at).total_seconds()
+
+    def __getattr__(self, name: str) -> Any:  # counters read as attributes: result.metadata_parsed
+        if name in UnitStats.COUNTERS:
+            return getattr(self.stats, name)
+        raise AttributeError(name)
+
+    @property
+    def errors(self) -> list[str]:
+        return self.stats.errors
+
+    def summary(self) -> str:
+        s = self.stats
+        rate = s.objects_listed / self.seconds if self.seconds else 0.0
+        mrate = s.metadata_parsed / self.seconds if self.seconds else 0.0
+        return (f"index run {self.run_id} {self.status} in {self.seconds:.1f}s: {s.units} units "
+                f"({s.units_rewritten} rewritten, {s.units_unchanged} unchanged, {s.units_failed} failed), "
+                f"{s.objects_listed} objects ({rate:.0f}/s), {s.metadata_found} _metadata "
+                f"({s.metadata_parsed} parsed at {mrate:.1f}/s, {s.metadata_reused} reused, "
+                f"{s.metadata_failed} not ok); table versions {self.table_versions}")
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status, "started_at": self.started_at.isoformat(),
+                "finished_at": self.finished_at.isoformat(), "seconds": round(self.seconds, 3),
+                "roots": list(self.roots), "warehouse": self.warehouse, "engine": self.engine,
+                **self.stats.to_mapping(), "table_versions": self.table_versions, "error": self.error}
+
+
+class IndexCheckpoints:
+    """Builder for one index run. Every option is explicit; `execute()` runs it."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._roots: list[str] = []
+        self._warehouse: str | Warehouse | None = None
+        self._storage: StorageConfig | None = None
+        self._engine = "auto"
+        self._parallelism: int | None = None
+        self._job_filter: str | None = None
+        self._run_id: str | None = None
+        self._airflow_run_id: str | None = None
+        self._interval: tuple[datetime | None, datetime | None] = (None, None)
+        self._progress_interval = 10.0
+
+    def roots(self, *uris: str) -> IndexCheckpoints:
+        self._roots.extend(uris)
+        return self
+
+    def warehouse(self, location: str | Warehouse) -> IndexCheckpoints:
+        self._warehouse = location
+        return self
+
+    def storage(self, config: StorageConfig) -> IndexCheckpoints:
+        self._storage = config
+        return self
+
+    def engine(self, name: str) -> IndexCheckpoints:
+        self._engine = name
+        return self
+
+    def parallelism(self, tasks: int) -> IndexCheckpoints:
+        if tasks < 1:
+            raise ValueError("parallelism must be >= 1")
+        self._parallelism = tasks
+        return self
+
+    def job_filter(self, glob: str | None) -> IndexCheckpoints:
+        self._job_filter = glob or None
+        return self
+
+    def run_id(self, run_id: str) -> IndexCheckpoints:
+        self._run_id = run_id
+        return self
+
+    def airflow_run(self, run_id: str | None, data_interval_start: datetime | None = None,
+                    data_interval_end: datetime | None = None) -> IndexCheckpoints:
+        self._airflow_run_id = run_id or None
+        self._interval = (data_interval_start, data_interval_end)
+        return self
+
+    def progress_interval(self, seconds: float) -> IndexCheckpoints:
+        self._progress_interval = seconds
+        return self
+
+    # -- run ------------------------------------------------------------------------------------
+
+    def execute(self) -> IndexResult:
+        from statekeeper.tables.engine import select_engine
+        from statekeeper.tables.spark import activate
+
+        if not self._roots:
+            raise ValueError("no roots given")
+        if self._warehouse is None:
+            raise ValueError("no warehouse given")
+        storage = self._storage if self._storage is not None else StorageConfig.from_env()
+        warehouse = (self._warehouse if isinstance(self._warehouse, Warehouse)
+                     else Warehouse(self._warehouse, storage))
+        roots = Roots(self._roots)
+        run_id = self._run_id or f"idx-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        started = datetime.now(timezone.utc)
+        spark = self._spark
+        activate(spark)
+        engine = select_engine(spark, self._engine)
+        log.info("index run %s: roots %s, warehouse %s, engine %s", run_id, roots.uris, warehouse.uri, engine.name)
+
+        states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
+        for spec in INDEX_TABLES:
+            delta_log.check_compatible(states[spec.name], spec)
+        read_versions = {name: (None if s is None else s.version) for name, s in states.items()}
+        storage_io = GuardedFileIO(RoutingFileIO(storage), roots)
+        units = plan_units(storage_io, roots, states, self._job_filter)
+        del states  # file lists now live in the unit plans only
+        tasks = self._parallelism or max(1, 4 * spark.sparkContext.defaultParallelism)
+        bins = balance(units, tasks)
+        log.info("index run %s: %d units in %d tasks (previous versions %s)", run_id, len(units), len(bins),
+                 read_versions)
+
+        accumulators = {name: spark.sparkContext.accumulator(0) for name in
+                        ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
+        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators)
+        rows = [[(u.plan.root.uri, u.plan.job_dir, encode_previous(u.plan.previous)) for u in b] for b in bins]
+        # One slice per balanced bin: parallelize() cuts a list of k elements into k slices.
+        rdd = spark.sparkContext.parallelize(rows, max(1, len(rows))).flatMap(lambda b: b)
+        units_df = spark.createDataFrame(rdd, UNIT_SCHEMA)
+        from statekeeper.tables.datasource import CHANGESET_SCHEMA
+
+        changes = units_df.mapInArrow(task, CHANGESET_SCHEMA)
+        metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "index"}
+        progress = _Progress(accumulators, len(units), self._progress_interval, run_id)
+        progress.start()
+        try:
+            outcome = engine.commit_changeset(changes, warehouse, list(INDEX_TABLES), read_versions,
+                                              metadata=metadata)
+        except BaseException as exc:
+            progress.stop()
+            finished = datetime.now(timezone.utc)
+            result = IndexResult(run_id, FAILED, started, finished, tuple(roots.uris), warehouse.uri, engine.name,
+                                 UnitStats(errors=[f"{type(exc).__name__}: {exc}"]), read_versions,
+                                 error=f"{type(exc).__name__}: {exc}")
+            self._audit(engine, warehouse, result)
+            raise
+        progress.stop()
+        stats = UnitStats()
+        for note in outcome.notes:
+            if isinstance(note, dict) and note.get("kind") == "index_task":
+                stats.add(UnitStats.from_mapping(note), max_errors=200)
+        versions = {name: (outcome.committed[name].version if name in outcome.committed
+                           and outcome.committed[name].version is not None else read_versions[name])
+                    for name in read_versions}
+        status = SUCCEEDED if stats.units_failed == 0 else PARTIAL
+        result = IndexResult(run_id, status, started, datetime.now(timezone.utc), tuple(roots.uris), warehouse.uri,
+                             engine.name, stats, versions)
+        self._audit(engine, warehouse, result)
+        log.info("%s", result.summary())
+        return result
+
+    def _audit(self, engine: Any, warehouse: Warehouse, result: IndexResult) -> None:
+        """Append the run's row to `index_runs` (plain append: audit rows never conflict)."""
+        row = {
+            "run_id": result.run_id, "status": result.status, "started_at": result.started_at,
+            "finished_at": result.finished_at, "roots": list(result.roots), "warehouse": result.warehouse,
+            "engine": result.engine, "statekeeper_version": __version__,
+            **{name: getattr(result.stats, name) for name in UnitStats.COUNTERS},
+            "errors": result.stats.errors[:200],
+            "table_versions": [(k, v) for k, v in result.table_versions.items() if v is not None],
+            "data_interval_start": self._interval[0], "data_interval_end": self._interval[1],
+            "airflow_run_id": self._airflow_run_id,
+            "options": json.dumps({"engine": self._engine, "parallelism": self._parallelism,
+                                   "job_filter": self._job_filter}),
+        }
+        import pyarrow as pa
+
+        table = pa.Table.from_pylist([row], schema=INDEX_RUNS.schema)
+        df = self._spark.createDataFrame(table)
+        try:
+            engine.write(df, warehouse, INDEX_RUNS, mode="append", metadata={"statekeeper.runId": result.run_id})
+        except TableError:
+            if result.status != FAILED:
+                raise
+            log.exception("could not record the failed run %s in index_runs", result.run_id)
+
+
+class _Progress:
+    """Logs live progress from Spark accumulators (updated as tasks finish)."""
+
+    def __init__(self, accumulators: dict[str, Any], total_units: int, interval: float, run_id: str) -> None:
+        self._acc = accumulators
+        self._total = total_units
+        self._interval = interval
+        self._run_id = run_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="statekeeper-index-progress", daemon=True)
+        self._started = time.monotonic()
+
+    def start(self) -> None:
+        if self._interval > 0:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            elapsed = time.monotonic() - self._started
+            v = {k: a.value for k, a in self._acc.items()}
+            log.info("index run %s: %d/%d units, %d objects listed (%.0f/s), %d _metadata parsed (%.1f/s), "
+                     "%d reused", self._run_id, v["units"], self._total, v["objects_listed"],
+                     v["objects_listed"] / elapsed, v["metadata_parsed"], v["metadata_parsed"] / elapsed,
+                     v["metadata_reused"])

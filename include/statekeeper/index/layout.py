@@ -1,0 +1,144 @@
+"""Classify objects under a root by Flink's directory layout (format spec §6, §10, §11).
+
+Pure functions of a path relative to its root. The layout says where a file *sits*, which is a hint
+about ownership, never proof of liveness: only the `_metadata` files decide what is referenced.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+METADATA_NAME = "_metadata"
+_INPROGRESS_PREFIX = "._metadata.inprogress."
+_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+_CHK = re.compile(r"^chk-(\d+)$")
+# savepoint-<first 6 chars of the job id>-<12 random hex> (AbstractFsCheckpointStorageAccess).
+_SAVEPOINT_DIR = re.compile(r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$")
+# FLIP-306 managed directories (FileMergingSnapshotManagerBase).
+_FM_SHARED = re.compile(r"^job_[A-Za-z0-9_-]+_op_[A-Za-z0-9_-]+$")
+_FM_TASKOWNED = re.compile(r"^job_[A-Za-z0-9_-]+_tm_.+$")
+# ForSt (2.x) live DB with primary-dir=checkpoint-dir: shared/op_<id>_attempt_<n>/db/...
+_FORST_DB = re.compile(r"^op_.+_attempt_\d+$")
+
+
+class FileKind(StrEnum):
+    CHECKPOINT_METADATA = "checkpoint_metadata"   # <job>/chk-N/_metadata
+    SAVEPOINT_METADATA = "savepoint_metadata"     # savepoint-*/_metadata, or any _metadata outside chk-N
+    INPROGRESS_METADATA = "inprogress_metadata"   # ._metadata.inprogress.<uuid> left by a crash
+    EXCLUSIVE = "exclusive"                       # chk-N/<uuid>: one checkpoint's private files
+    SHARED = "shared"                             # shared/<uuid>: incremental SSTs etc.
+    TASK_OWNED = "task_owned"                     # taskowned/<...>: never deleted by the JM per file
+    FILE_MERGING_MANAGED = "file_merging_managed" # shared/job_*_op_*/, taskowned/job_*_tm_*/ (FLIP-306)
+    FORST_WORKING = "forst_working"               # shared/op_*_attempt_*/: a running ForSt DB's live files
+    SAVEPOINT_DATA = "savepoint_data"             # files of a savepoint-* directory
+    UNKNOWN = "unknown"
+
+    @property
+    def is_metadata(self) -> bool:
+        return self in (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
+
+
+class LocationKind(StrEnum):
+    """What a root's child directory is."""
+
+    JOB = "job"                    # <32-hex job id>/
+    SAVEPOINT = "savepoint"        # savepoint-<job6>-<hex12>/
+    FLAT_CHECKPOINT = "flat"       # chk-N/, shared/, taskowned/ directly in the root (create-subdir=false)
+    ROOT_FILES = "root_files"      # objects directly inside the root
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    kind: FileKind
+    job_dir: str | None            # first path segment below the root; None for root-level objects
+    job_id: str | None             # full job id when the path carries one
+    checkpoint_id: int | None      # from chk-N
+    savepoint_job_prefix: str | None = None  # the 6 job-id characters in a savepoint dir name
+
+
+def classify_child(name: str | None) -> LocationKind:
+    """Kind of a root's child directory (`None` = the root's own files)."""
+    if name is None:
+        return LocationKind.ROOT_FILES
+    if _JOB_ID.match(name):
+        return LocationKind.JOB
+    if _SAVEPOINT_DIR.match(name):
+        return LocationKind.SAVEPOINT
+    if _CHK.match(name) or name in ("shared", "taskowned"):
+        return LocationKind.FLAT_CHECKPOINT
+    return LocationKind.OTHER
+
+
+def classify(relative_path: str) -> Location:
+    """Classify an object by its path below its root (no leading slash)."""
+    segs = [s for s in relative_path.split("/") if s]
+    if not segs:
+        raise ValueError("empty relative path")
+    name = segs[-1]
+    if len(segs) == 1:
+        kind = FileKind.SAVEPOINT_METADATA if name == METADATA_NAME else (
+            FileKind.INPROGRESS_METADATA if name.startswith(_INPROGRESS_PREFIX) else FileKind.UNKNOWN)
+        return Location(kind, None, None, None)
+
+    top = segs[0]
+    if _JOB_ID.match(top):
+        kind, chk = _checkpoint_layout(segs[1:])
+        return Location(kind, top, top, chk)
+    sp = _SAVEPOINT_DIR.match(top)
+    if sp:
+        if len(segs) == 2 and name == METADATA_NAME:
+            kind = FileKind.SAVEPOINT_METADATA
+        elif len(segs) == 2 and name.startswith(_INPROGRESS_PREFIX):
+            kind = FileKind.INPROGRESS_METADATA
+        else:
+            kind = FileKind.SAVEPOINT_DATA
+        return Location(kind, top, None, None, sp.group(1))
+    if _CHK.match(top) or top in ("shared", "taskowned"):
+        kind, chk = _checkpoint_layout(segs)
+        return Location(kind, top, None, chk)
+    return Location(_loose_metadata(name), top, None, None)
+
+
+def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
+    """Kind of a path inside a job directory (segs start below `<job-id>/`)."""
+    name = segs[-1]
+    head = segs[0]
+    chk = _CHK.match(head)
+    if chk:
+        checkpoint_id = int(chk.group(1))
+        if len(segs) == 2:
+            if name == METADATA_NAME:
+                return FileKind.CHECKPOINT_METADATA, checkpoint_id
+            if name.startswith(_INPROGRESS_PREFIX):
+                return FileKind.INPROGRESS_METADATA, checkpoint_id
+            return FileKind.EXCLUSIVE, checkpoint_id
+        return FileKind.UNKNOWN, checkpoint_id
+    if len(segs) == 1:
+        return _loose_metadata(name), None
+    if head == "shared":
+        if len(segs) == 2:
+            return FileKind.SHARED, None
+        if _FM_SHARED.match(segs[1]):
+            return FileKind.FILE_MERGING_MANAGED, None
+        if _FORST_DB.match(segs[1]):
+            return FileKind.FORST_WORKING, None
+        return FileKind.UNKNOWN, None
+    if head == "taskowned":
+        if len(segs) >= 3 and _FM_TASKOWNED.match(segs[1]):
+            return FileKind.FILE_MERGING_MANAGED, None
+        if len(segs) == 2:
+            return FileKind.TASK_OWNED, None
+        return FileKind.UNKNOWN, None
+    return _loose_metadata(name), None
+
+
+def _loose_metadata(name: str) -> FileKind:
+    # A `_metadata` outside chk-N is a self-contained snapshot directory (a savepoint under a
+    # custom name, State Processor API output); its type is read from the file itself.
+    if name == METADATA_NAME:
+        return FileKind.SAVEPOINT_METADATA
+    if name.startswith(_INPROGRESS_PREFIX):
+        return FileKind.INPROGRESS_METADATA
+    return FileKind.UNKNOWN

@@ -1,0 +1,106 @@
+"""The Spark side of the index job: turn unit plans into change set rows, one task at a time.
+
+`IndexTask` is the `mapInArrow` function. It is pickled with the storage config, roots and
+warehouse (never with deltalake objects) and emits rows of
+`statekeeper.tables.datasource.CHANGESET_SCHEMA`: `add` rows carrying Arrow IPC chunks of one
+unit's rows per table, `remove` rows for the unit's previous data files, and one `note` per task
+with its counters, so the driver never sees the listing itself.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from statekeeper.index.parse import RootIndex
+from statekeeper.index.unit import FAILED, UnitContext, UnitPlan, UnitStats, index_unit
+from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
+from statekeeper.tables.arrow_codec import table_to_ipc
+from statekeeper.tables.files import DataFile
+from statekeeper.tables.warehouse import Warehouse
+
+log = logging.getLogger("statekeeper.index")
+
+UNIT_SCHEMA = "root string, job_dir string, previous string"
+_CHUNK_ROWS = 50_000
+_MAX_ERRORS_PER_TASK = 50
+
+
+def encode_previous(previous: dict[str, list[DataFile]]) -> str:
+    return json.dumps({t: [json.loads(f.to_json()) for f in files] for t, files in previous.items() if files},
+                      separators=(",", ":"))
+
+
+def decode_previous(text: str | None) -> dict[str, list[DataFile]]:
+    if not text:
+        return {}
+    return {t: [DataFile(**f) for f in files] for t, files in json.loads(text).items()}
+
+
+@dataclass
+class IndexTask:
+    roots: list[str]
+    storage: StorageConfig
+    warehouse: Warehouse
+    run_id: str
+    accumulators: dict[str, Any] | None = None   # pyspark Accumulators for live progress
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        roots = Roots(self.roots)
+        by_uri = {r.uri: r for r in roots}
+        ctx = UnitContext(
+            storage=GuardedFileIO(RoutingFileIO(self.storage), roots),
+            warehouse=self.warehouse,
+            warehouse_io=self.warehouse.file_io(),
+            run_id=self.run_id,
+            roots=RootIndex(list(roots)),
+        )
+        totals = UnitStats()
+        started = time.monotonic()
+        for batch in batches:
+            cols = batch.to_pydict()
+            for root_uri, job_dir, previous in zip(cols["root"], cols["job_dir"], cols["previous"], strict=True):
+                plan = UnitPlan(by_uri[root_uri], job_dir, decode_previous(previous))
+                result = index_unit(ctx, plan)
+                totals.add(result.stats, _MAX_ERRORS_PER_TASK)
+                self._progress(result.stats)
+                if result.outcome == FAILED:
+                    log.warning("unit %s failed: %s", plan.uri, "; ".join(result.stats.errors))
+                out = _changes(plan, result.tables, result.removes)
+                if out is not None:
+                    yield out
+        note = {"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()}
+        yield _batch([("", "note", "", json.dumps(note).encode())])
+
+    def _progress(self, stats: UnitStats) -> None:
+        if not self.accumulators:
+            return
+        for name, acc in self.accumulators.items():
+            value = getattr(stats, name, 0)
+            if value:
+                acc.add(value)
+
+
+def _changes(plan: UnitPlan, tables: dict[str, pa.Table], removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
+    partition = json.dumps(plan.partition, sort_keys=True)
+    rows: list[tuple[str, str, str, bytes]] = []
+    for name, files in removes.items():
+        for f in files:
+            rows.append((name, "remove", json.dumps(f.partition_values, sort_keys=True), f.to_json().encode()))
+    for name, table in tables.items():
+        for offset in range(0, table.num_rows, _CHUNK_ROWS):
+            rows.append((name, "add", partition, table_to_ipc(table.slice(offset, _CHUNK_ROWS))))
+    return _batch(rows) if rows else None
+
+
+def _batch(rows: list[tuple[str, str, str, bytes]]) -> pa.RecordBatch:
+    tables, ops, partitions, payloads = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(tables, pa.string()), pa.array(ops, pa.string()), pa.array(partitions, pa.string()),
+         pa.array(payloads, pa.binary())],
+        names=["table", "op", "partition", "payload"])

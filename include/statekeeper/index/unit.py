@@ -1,0 +1,264 @@
+"""Index one unit (a root's child directory) inside a Spark task.
+
+A unit is rewritten as a whole or left alone:
+* unchanged (same objects with the same size/ETag/mtime, no snapshot waiting for a retry, same
+  parser): nothing is written and nothing is re-read beyond the previous `files`/`snapshots` rows;
+* changed: every table's rows for the unit are rebuilt; `_metadata` objects whose size/ETag/mtime
+  and parser are unchanged reuse their previous snapshot, reference and inline rows (no re-parse);
+* listing failed: nothing is written, the previous rows stay, and the failure is reported — the
+  index never claims a directory is empty because it could not be read.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statekeeper.index.layout import classify
+from statekeeper.index.parse import (
+    INLINE_COLUMNS,
+    PARSER_VERSION,
+    REFERENCE_COLUMNS,
+    RETRY_STATUSES,
+    STATUS_OK,
+    RootIndex,
+    parse_snapshot,
+)
+from statekeeper.storage import FileInfo, Root, StorageError
+from statekeeper.storage.base import FileIO
+from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS
+from statekeeper.tables.files import DataFile, read_data_file
+from statekeeper.tables.warehouse import Warehouse
+from statekeeper.uri import join_uri
+
+UNCHANGED = "unchanged"
+REWRITTEN = "rewritten"
+FAILED = "failed"
+_MAX_ERRORS_PER_UNIT = 20
+
+
+@dataclass
+class UnitPlan:
+    root: Root
+    job_dir: str                                   # child dir name, or "." for the root's own files
+    previous: dict[str, list[DataFile]]            # table -> data files of this unit's partition
+
+    @property
+    def uri(self) -> str:
+        return self.root.uri if self.job_dir == ROOT_LEVEL_JOB_DIR else join_uri(self.root.uri, self.job_dir)
+
+    @property
+    def partition(self) -> dict[str, str]:
+        return {"root_id": self.root.root_id, "job_dir": self.job_dir}
+
+
+@dataclass
+class UnitStats:
+    units: int = 0
+    units_rewritten: int = 0
+    units_unchanged: int = 0
+    units_failed: int = 0
+    objects_listed: int = 0
+    bytes_listed: int = 0
+    metadata_found: int = 0
+    metadata_parsed: int = 0
+    metadata_reused: int = 0
+    metadata_failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    COUNTERS = ("units", "units_rewritten", "units_unchanged", "units_failed", "objects_listed", "bytes_listed",
+                "metadata_found", "metadata_parsed", "metadata_reused", "metadata_failed")
+
+    def add(self, other: UnitStats, max_errors: int) -> None:
+        for name in self.COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        room = max_errors - len(self.errors)
+        if room > 0:
+            self.errors.extend(other.errors[:room])
+
+    def to_mapping(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.COUNTERS}
+        out["errors"] = list(self.errors)
+        return out
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> UnitStats:
+        stats = cls(**{k: int(data.get(k, 0)) for k in cls.COUNTERS})
+        stats.errors = list(data.get("errors", []))
+        return stats
+
+
+@dataclass
+class UnitResult:
+    outcome: str
+    stats: UnitStats
+    tables: dict[str, pa.Table] = field(default_factory=dict)   # rows to add, per table
+    removes: dict[str, list[DataFile]] = field(default_factory=dict)
+
+
+@dataclass
+class UnitContext:
+    """What every unit of one Spark task shares."""
+
+    storage: FileIO                 # guarded by the roots
+    warehouse: Warehouse
+    warehouse_io: FileIO
+    run_id: str
+    roots: RootIndex
+
+    def read_previous(self, spec_name: str, files: list[DataFile]) -> pa.Table | None:
+        from statekeeper.tables.catalog import spec
+
+        if not files:
+            return None
+        s = spec(spec_name)
+        parts = [read_data_file(self.warehouse, s.schema, s.partition_by, f.path, f.partition_values,
+                                fileio=self.warehouse_io, table_name=s.name) for f in files]
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def list_unit(storage: FileIO, plan: UnitPlan) -> Iterator[FileInfo]:
+    if plan.job_dir == ROOT_LEVEL_JOB_DIR:
+        return storage.list(plan.root.uri, recursive=False)
+    return storage.list(plan.uri)
+
+
+def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
+    stats = UnitStats(units=1)
+    try:
+        listing = sorted(list_unit(ctx.storage, plan), key=lambda i: i.uri)
+    except StorageError as exc:
+        stats.units_failed = 1
+        stats.errors.append(f"cannot list {plan.uri}: {exc} (previous rows kept)")
+        return UnitResult(FAILED, stats)
+    stats.objects_listed = len(listing)
+    stats.bytes_listed = sum(i.size for i in listing)
+
+    prev_files = ctx.read_previous("files", plan.previous.get("files", []))
+    prev_snaps = ctx.read_previous("snapshots", plan.previous.get("snapshots", []))
+    prev_by_uri = _previous_objects(prev_files)
+    snap_by_uri = _previous_snapshots(prev_snaps)
+
+    root = plan.root
+    locations = [classify(root.relative(i.uri)) for i in listing]
+    metadata = [(i, loc) for i, loc in zip(listing, locations, strict=True) if loc.kind.is_metadata]
+    stats.metadata_found = len(metadata)
+
+    same_listing = len(prev_by_uri) == len(listing) and all(
+        prev_by_uri.get(i.uri, (None,))[:3] == (i.size, i.etag, i.mtime) for i in listing)
+    needs_retry = any(row["status"] in RETRY_STATUSES or row["parser_version"] != PARSER_VERSION
+                      for row in snap_by_uri.values())
+    if same_listing and not needs_retry and len(snap_by_uri) == len(metadata):
+        stats.units_unchanged = 1
+        stats.metadata_reused = len(metadata)
+        stats.metadata_failed = sum(1 for row in snap_by_uri.values() if row["status"] != STATUS_OK)
+        stats.errors.extend(_snapshot_errors(snap_by_uri.values()))
+        return UnitResult(UNCHANGED, stats)
+
+    # -- rebuild the unit ------------------------------------------------------------------------
+    stats.units_rewritten = 1
+    files_table = _files_table(ctx, plan, listing, locations, prev_by_uri)
+    snapshot_rows: list[dict[str, Any]] = []
+    reference_parts: list[pa.Table] = []
+    inline_parts: list[pa.Table] = []
+    reused: list[str] = []
+    for info, loc in metadata:
+        prev = snap_by_uri.get(info.uri)
+        if prev is not None and _reusable(prev, info):
+            snapshot_rows.append(prev)
+            reused.append(info.uri)
+            continue
+        parsed = parse_snapshot(ctx.storage, info, root, plan.job_dir, loc, ctx.run_id, ctx.roots)
+        stats.metadata_parsed += 1
+        snapshot_rows.append(parsed.snapshot)
+        if parsed.references:
+            reference_parts.append(_rows_to_table(REFERENCE_COLUMNS, parsed.references, REFERENCES.schema))
+        if parsed.inline:
+            inline_parts.append(_rows_to_table(INLINE_COLUMNS, parsed.inline, INLINE_STATE.schema))
+    stats.metadata_reused = len(reused)
+    if reused:
+        keep = pa.array(reused, pa.string())
+        prev_refs = ctx.read_previous("references", plan.previous.get("references", []))
+        if prev_refs is not None:
+            reference_parts.append(prev_refs.filter(pc.is_in(prev_refs.column("snapshot_uri"), keep)))
+        prev_inline = ctx.read_previous("inline_state", plan.previous.get("inline_state", []))
+        if prev_inline is not None:
+            inline_parts.append(prev_inline.filter(pc.is_in(prev_inline.column("snapshot_uri"), keep)))
+    stats.metadata_failed = sum(1 for r in snapshot_rows if r["status"] != STATUS_OK)
+    stats.errors.extend(_snapshot_errors(snapshot_rows))
+
+    tables: dict[str, pa.Table] = {}
+    if files_table.num_rows:
+        tables["files"] = files_table
+    if snapshot_rows:
+        tables["snapshots"] = pa.Table.from_pylist(sorted(snapshot_rows, key=lambda r: r["uri"]),
+                                                   schema=SNAPSHOTS.schema)
+    for name, parts, spec in (("references", reference_parts, REFERENCES), ("inline_state", inline_parts, INLINE_STATE)):
+        parts = [p for p in parts if p.num_rows]
+        if parts:
+            tables[name] = pa.concat_tables(parts).cast(spec.schema)
+    removes = {name: list(files) for name, files in plan.previous.items() if files}
+    return UnitResult(REWRITTEN, stats, tables, removes)
+
+
+def _previous_objects(prev: pa.Table | None) -> dict[str, tuple]:
+    if prev is None:
+        return {}
+    cols = prev.select(["uri", "size", "etag", "mtime", "index_run_id"]).to_pydict()
+    return {u: (s, e, m, r) for u, s, e, m, r in zip(cols["uri"], cols["size"], cols["etag"], cols["mtime"],
+                                                    cols["index_run_id"], strict=True)}
+
+
+def _previous_snapshots(prev: pa.Table | None) -> dict[str, dict[str, Any]]:
+    if prev is None:
+        return {}
+    return {row["uri"]: row for row in prev.to_pylist()}
+
+
+def _reusable(prev: dict[str, Any], info: FileInfo) -> bool:
+    return (prev["metadata_size"] == info.size and prev["metadata_etag"] == info.etag
+            and prev["metadata_mtime"] == info.mtime and prev["parser_version"] == PARSER_VERSION
+            and prev["status"] not in RETRY_STATUSES)
+
+
+def _snapshot_errors(rows: Any) -> list[str]:
+    out = []
+    for row in rows:
+        if row["status"] != STATUS_OK and len(out) < _MAX_ERRORS_PER_UNIT:
+            out.append(f"{row['uri']}: {row['status']}: {row['error']}")
+    return out
+
+
+def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], locations: list, prev: dict) -> pa.Table:
+    root = plan.root
+    n = len(listing)
+    run_ids = []
+    for info in listing:
+        p = prev.get(info.uri)
+        # An object version keeps the id of the run that first indexed it: unchanged storage
+        # means unchanged table contents.
+        run_ids.append(p[3] if p is not None and p[:3] == (info.size, info.etag, info.mtime) else ctx.run_id)
+    prefix_len = len(root.uri.rstrip("/")) + 1
+    return pa.table({
+        "uri": [i.uri for i in listing],
+        "root": [root.uri] * n,
+        "root_id": [root.root_id] * n,
+        "job_dir": [plan.job_dir] * n,
+        "relative_path": [i.uri[prefix_len:] for i in listing],
+        "kind": [loc.kind.value for loc in locations],
+        "job_id": [loc.job_id for loc in locations],
+        "checkpoint_id": [loc.checkpoint_id for loc in locations],
+        "size": [i.size for i in listing],
+        "mtime": [i.mtime for i in listing],
+        "etag": [i.etag for i in listing],
+        "index_run_id": run_ids,
+    }, schema=FILES.schema)
+
+
+def _rows_to_table(columns: tuple[str, ...], rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    arrays = list(zip(*rows, strict=True))
+    return pa.table({name: list(values) for name, values in zip(columns, arrays, strict=True)},
+                    schema=pa.schema([schema.field(c) for c in columns])).select(schema.names)

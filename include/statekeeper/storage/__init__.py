@@ -1,0 +1,36 @@
+"""Storage layer: one FileIO interface over local/NFS files and S3, plus root guarding.
+
+No Spark or Airflow imports here: this layer runs in Spark tasks, Airflow workers and tests alike.
+"""
+from statekeeper.storage.base import FileIO
+from statekeeper.storage.config import StorageConfig
+from statekeeper.storage.errors import (
+    ObjectChangedError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    OutsideRootError,
+    RootConfigError,
+    RootNotFoundError,
+    StorageConfigError,
+    StorageError,
+    UnreadableObjectError,
+    UnsupportedSchemeError,
+)
+from statekeeper.storage.local import LocalFileIO, local_path
+from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.roots import GuardedFileIO, Root, Roots, root_id_of
+from statekeeper.storage.router import RoutingFileIO, scheme_of
+
+
+def file_io(config: StorageConfig | None = None) -> RoutingFileIO:
+    """The FileIO for any supported URI, configured for S3 by `config` (or the environment)."""
+    return RoutingFileIO(config if config is not None else StorageConfig.from_env())
+
+
+__all__ = [
+    "DeleteFailure", "DeleteReport", "FileIO", "FileInfo", "GuardedFileIO", "LocalFileIO",
+    "ObjectChangedError", "ObjectExistsError", "ObjectNotFoundError", "OutsideRootError", "Root",
+    "RootConfigError", "RootNotFoundError", "Roots", "RoutingFileIO", "StorageConfig",
+    "StorageConfigError", "StorageError", "UnreadableObjectError", "UnsupportedSchemeError",
+    "file_io", "local_path", "root_id_of", "scheme_of",
+]

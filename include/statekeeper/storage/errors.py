@@ -1,0 +1,44 @@
+"""Storage-layer errors. Each names the object (URI) at fault and what the caller can do."""
+from __future__ import annotations
+
+from statekeeper.errors import StatekeeperError
+
+
+class StorageError(StatekeeperError):
+    """Any failure talking to a file system or object store."""
+
+
+class StorageConfigError(StorageError):
+    """The storage configuration is incomplete or contradictory."""
+
+
+class UnsupportedSchemeError(StorageError):
+    """No FileIO handles this URI scheme."""
+
+
+class ObjectNotFoundError(StorageError):
+    """The object does not exist (or vanished while we looked at it)."""
+
+
+class UnreadableObjectError(StorageError):
+    """The object exists but cannot be read (permissions, I/O error, throttling that outlived retries)."""
+
+
+class ObjectChangedError(UnreadableObjectError):
+    """The object was replaced while it was being read, so the bytes read are not one version of it."""
+
+
+class ObjectExistsError(StorageError):
+    """A create-only write found an object already there."""
+
+
+class OutsideRootError(StorageError):
+    """A URI lies outside every configured root; Statekeeper never touches such objects."""
+
+
+class RootConfigError(StorageConfigError):
+    """Configured roots are invalid (overlapping, relative, unsupported scheme)."""
+
+
+class RootNotFoundError(StorageError):
+    """A configured root is missing (unmounted volume, missing bucket): indexing it as empty would lie."""

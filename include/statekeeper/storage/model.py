@@ -1,0 +1,49 @@
+"""Value objects returned by FileIO implementations."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One object as listed or stat'ed.
+
+    `etag` identifies the object's version: the S3 ETag, or for local files a fingerprint of
+    inode, mtime (ns) and size, so an atomic replace with equal size and mtime still differs.
+    `mtime` is timezone-aware UTC.
+    """
+
+    uri: str
+    size: int
+    mtime: datetime
+    etag: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteFailure:
+    uri: str
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class DeleteReport:
+    """Outcome of a batched delete: every requested URI appears in exactly one list.
+
+    `missing` are URIs that were already gone (local file systems can tell; S3 reports those as
+    deleted). Callers treat missing as success but may want to know.
+    """
+
+    deleted: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    failed: list[DeleteFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def extend(self, other: DeleteReport) -> None:
+        self.deleted.extend(other.deleted)
+        self.missing.extend(other.missing)
+        self.failed.extend(other.failed)

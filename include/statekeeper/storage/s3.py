@@ -1,0 +1,304 @@
+"""FileIO for `s3://` URIs through boto3 (AWS or any S3-compatible endpoint)."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import timezone
+from typing import Any, BinaryIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from statekeeper.storage.base import FileIO
+from statekeeper.storage.config import StorageConfig
+from statekeeper.storage.errors import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    RootNotFoundError,
+    StorageError,
+    UnreadableObjectError,
+)
+from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.s3_stream import S3RangedInput
+from statekeeper.uri import normalize_uri
+
+_SINGLE_PUT_MAX = 64 * 1024 * 1024      # above this, streams go through multipart upload
+_PART_SIZE = 64 * 1024 * 1024
+_COPY_OBJECT_MAX = 5 * 1024 ** 3        # CopyObject's limit; larger objects need multipart copy
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key) of a canonical `s3://bucket/key` URI; key may be empty for the bucket."""
+    norm = normalize_uri(uri)
+    if not norm.startswith("s3://"):
+        raise StorageError(f"not an S3 URI: {uri!r}")
+    bucket, _, key = norm[len("s3://"):].partition("/")
+    return bucket, key
+
+
+def _error_code(exc: ClientError) -> tuple[str, int | None]:
+    return (exc.response.get("Error", {}).get("Code", "") or "",
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _strip_etag(etag: str | None) -> str | None:
+    return etag.strip('"') if etag else None
+
+
+class S3FileIO(FileIO):
+    scheme = "s3"
+
+    def __init__(self, config: StorageConfig | None = None) -> None:
+        self.config = config or StorageConfig()
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    # boto3 clients do not pickle; Spark tasks rebuild theirs from the config.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"S3FileIO({self.config!r})"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = make_s3_client(self.config)
+        return self._client
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def _paginate(self, bucket: str, prefix: str, delimiter: str | None) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        paginator = self.client.get_paginator("list_objects_v2")
+        uri = f"s3://{bucket}/{prefix}"
+        try:
+            yield from paginator.paginate(**kwargs,
+                                          PaginationConfig={"PageSize": self.config.list_page_size})
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if code == "NoSuchBucket":
+                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {uri})") from exc
+            if code == "AccessDenied" or status == 403:
+                raise UnreadableObjectError(f"access denied listing {uri}") from exc
+            raise StorageError(f"cannot list {uri}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot list {uri}: {exc}") from exc
+
+    @staticmethod
+    def _dir_prefix(key: str) -> str:
+        return key + "/" if key else ""
+
+    def list(self, directory: str, *, recursive: bool = True) -> Iterator[FileInfo]:
+        bucket, key = split_s3_uri(directory)
+        for page in self._paginate(bucket, self._dir_prefix(key), None if recursive else "/"):
+            for obj in page.get("Contents", ()):
+                k = obj["Key"]
+                if k.endswith("/"):
+                    # Zero-byte "directory marker" objects written by consoles and some tools.
+                    continue
+                yield FileInfo(f"s3://{bucket}/{k}", int(obj["Size"]), obj["LastModified"],
+                               _strip_etag(obj.get("ETag")))
+
+    def list_dirs(self, directory: str) -> Iterator[str]:
+        bucket, key = split_s3_uri(directory)
+        for page in self._paginate(bucket, self._dir_prefix(key), "/"):
+            for common in page.get("CommonPrefixes", ()):
+                prefix = common["Prefix"].rstrip("/")
+                if prefix:
+                    yield f"s3://{bucket}/{prefix}"
+
+    def check_directory(self, directory: str) -> None:
+        bucket, _ = split_s3_uri(directory)
+        try:
+            self.client.head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if status == 404 or code in ("NoSuchBucket", "404"):
+                raise RootNotFoundError(f"bucket {bucket!r} does not exist (root {directory})") from exc
+            if status == 403:
+                raise UnreadableObjectError(f"access denied to bucket {bucket!r} (root {directory})") from exc
+            raise StorageError(f"cannot check bucket {bucket!r}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot reach the S3 endpoint for {directory}: {exc}") from exc
+
+    # -- single objects -----------------------------------------------------------------------
+
+    def stat(self, uri: str) -> FileInfo:
+        bucket, key = split_s3_uri(uri)
+        try:
+            head = self.client.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
+                raise ObjectNotFoundError(f"s3://{bucket}/{key} does not exist") from exc
+            if status == 403:
+                raise UnreadableObjectError(f"access denied to s3://{bucket}/{key}") from exc
+            raise StorageError(f"cannot stat s3://{bucket}/{key}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot stat s3://{bucket}/{key}: {exc}") from exc
+        mtime = head["LastModified"]
+        if mtime.tzinfo is None:
+            mtime = mtime.replace(tzinfo=timezone.utc)
+        return FileInfo(f"s3://{bucket}/{key}", int(head["ContentLength"]), mtime, _strip_etag(head.get("ETag")))
+
+    def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
+        bucket, key = split_s3_uri(uri)
+        if info is None:
+            info = self.stat(uri)
+        stream = S3RangedInput(self.client, bucket, key, uri=f"s3://{bucket}/{key}", size=info.size,
+                               etag=info.etag, read_ahead=self.config.read_ahead_bytes)
+        return stream  # type: ignore[return-value]
+
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
+        bucket, key = split_s3_uri(uri)
+        if not key:
+            raise StorageError(f"cannot write to a bucket URI without a key: {uri}")
+        try:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                self._put(bucket, key, bytes(data), if_absent)
+            else:
+                head = data.read(_SINGLE_PUT_MAX + 1)
+                if len(head) <= _SINGLE_PUT_MAX:
+                    self._put(bucket, key, head, if_absent)
+                else:
+                    self._multipart(bucket, key, head, data, if_absent)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if if_absent and (status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict")):
+                raise ObjectExistsError(f"s3://{bucket}/{key} already exists") from exc
+            raise StorageError(f"cannot write s3://{bucket}/{key}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot write s3://{bucket}/{key}: {exc}") from exc
+        return self.stat(f"s3://{bucket}/{key}")
+
+    def _put(self, bucket: str, key: str, body: bytes, if_absent: bool) -> None:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body}
+        if if_absent:
+            kwargs["IfNoneMatch"] = "*"
+        self.client.put_object(**kwargs)
+
+    def _multipart(self, bucket: str, key: str, first: bytes, rest: BinaryIO, if_absent: bool) -> None:
+        upload_id = self.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            buf, eof, number = first, False, 1
+            while buf or not eof:
+                # Keep more than one part buffered so the final part absorbs any remainder: every
+                # part but the last must be at least 5 MiB.
+                if not eof and len(buf) < 2 * _PART_SIZE:
+                    more = rest.read(_PART_SIZE)
+                    if more:
+                        buf += more
+                        continue
+                    eof = True
+                if eof:
+                    piece, buf = buf, b""
+                else:
+                    piece, buf = buf[:_PART_SIZE], buf[_PART_SIZE:]
+                etag = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                               PartNumber=number, Body=piece)["ETag"]
+                parts.append({"ETag": etag, "PartNumber": number})
+                number += 1
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": upload_id,
+                                      "MultipartUpload": {"Parts": parts}}
+            if if_absent:
+                kwargs["IfNoneMatch"] = "*"
+            self.client.complete_multipart_upload(**kwargs)
+        except BaseException:
+            try:
+                self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            except (ClientError, BotoCoreError):
+                pass  # the original error matters; a lifecycle rule reaps leftovers
+            raise
+
+    # -- bulk operations ----------------------------------------------------------------------
+
+    def delete_many(self, uris: Iterable[str]) -> DeleteReport:
+        report = DeleteReport()
+        pending: dict[str, list[str]] = {}
+        limit = self.config.delete_batch_size
+        for uri in uris:
+            bucket, key = split_s3_uri(uri)
+            if not key:
+                report.failed.append(DeleteFailure(uri, "InvalidKey", "refusing to delete a bucket"))
+                continue
+            batch = pending.setdefault(bucket, [])
+            batch.append(key)
+            if len(batch) >= limit:
+                report.extend(self._delete_batch(bucket, batch))
+                pending[bucket] = []
+        for bucket, batch in pending.items():
+            if batch:
+                report.extend(self._delete_batch(bucket, batch))
+        return report
+
+    def _delete_batch(self, bucket: str, keys: list[str]) -> DeleteReport:
+        report = DeleteReport()
+        try:
+            response = self.client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+        except (ClientError, BotoCoreError) as exc:
+            code = _error_code(exc)[0] if isinstance(exc, ClientError) else type(exc).__name__
+            report.failed.extend(DeleteFailure(f"s3://{bucket}/{k}", code or "Error", str(exc)) for k in keys)
+            return report
+        failed = {e["Key"]: e for e in response.get("Errors", ())}
+        for k in keys:
+            if k in failed:
+                err = failed[k]
+                report.failed.append(DeleteFailure(f"s3://{bucket}/{k}", err.get("Code", "Error"),
+                                                   err.get("Message", "")))
+            else:
+                report.deleted.append(f"s3://{bucket}/{k}")
+        return report
+
+    def copy(self, source: str, target: str) -> FileInfo:
+        src_bucket, src_key = split_s3_uri(source)
+        dst_bucket, dst_key = split_s3_uri(target)
+        info = self.stat(source)
+        src = {"Bucket": src_bucket, "Key": src_key}
+        try:
+            if info.size <= _COPY_OBJECT_MAX:
+                kwargs: dict[str, Any] = {"CopySource": src, "Bucket": dst_bucket, "Key": dst_key}
+                if info.etag:
+                    kwargs["CopySourceIfMatch"] = f'"{info.etag}"'  # copy the version we stat'ed
+                self.client.copy_object(**kwargs)
+            else:
+                self.client.copy(src, dst_bucket, dst_key)  # managed multipart copy
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if status == 404:
+                raise ObjectNotFoundError(f"{source} does not exist") from exc
+            raise StorageError(f"cannot copy {source} to {target}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot copy {source} to {target}: {exc}") from exc
+        return self.stat(target)
+
+
+def make_s3_client(config: StorageConfig) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    botocore_config = Config(
+        region_name=config.region,
+        retries={"max_attempts": config.max_attempts, "mode": "standard"},
+        max_pool_connections=config.max_pool_connections,
+        s3={"addressing_style": "path" if config.use_path_style else "auto"},
+    )
+    kwargs: dict[str, Any] = {"config": botocore_config, "region_name": config.region}
+    if config.endpoint:
+        kwargs["endpoint_url"] = config.endpoint
+    if config.access_key_id:
+        kwargs["aws_access_key_id"] = config.access_key_id
+        kwargs["aws_secret_access_key"] = config.secret_access_key
+        if config.session_token:
+            kwargs["aws_session_token"] = config.session_token
+    # A private session: boto3.client() shares a global default session across threads.
+    return boto3.session.Session().client("s3", **kwargs)
+

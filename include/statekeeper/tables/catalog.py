@@ -1,0 +1,176 @@
+"""The index tables: names, schemas, partitioning. docs/tables.md documents every column.
+
+All tables but `index_runs` are partitioned by (root_id, job_dir), so re-indexing one job directory
+rewrites only its partition. `job_dir` is the first path segment below the root: a job id, a
+savepoint directory name, `chk-N`/`shared`/`taskowned` for roots written with create-subdir=false,
+or "." for objects directly inside the root.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TableSpec
+
+TS = pa.timestamp("us", tz="UTC")
+PARTITION_BY = ("root_id", "job_dir")
+ROOT_LEVEL_JOB_DIR = "."
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+def _location_fields() -> list[pa.Field]:
+    return [_f("root", pa.string(), False), _f("root_id", pa.string(), False), _f("job_dir", pa.string(), False)]
+
+
+FILES = TableSpec(
+    "files",
+    pa.schema([
+        _f("uri", pa.string(), False),
+        *_location_fields(),
+        _f("relative_path", pa.string(), False),
+        _f("kind", pa.string(), False),
+        _f("job_id", pa.string()),
+        _f("checkpoint_id", pa.int64()),
+        _f("size", pa.int64(), False),
+        _f("mtime", TS, False),
+        _f("etag", pa.string()),
+        _f("index_run_id", pa.string(), False),
+    ]),
+    PARTITION_BY,
+    "Every object under every root, as listed by the last index run that covered its job directory.",
+)
+
+OPERATOR = pa.struct([
+    _f("operator_id", pa.string()),
+    _f("operator_name", pa.string()),
+    _f("operator_uid", pa.string()),
+    _f("parallelism", pa.int32()),
+    _f("max_parallelism", pa.int32()),
+    _f("subtask_states", pa.int32()),
+    _f("finished", pa.bool_()),
+])
+
+SNAPSHOTS = TableSpec(
+    "snapshots",
+    pa.schema([
+        _f("uri", pa.string(), False),
+        *_location_fields(),
+        _f("job_id", pa.string()),
+        _f("layout_kind", pa.string(), False),
+        _f("dir_checkpoint_id", pa.int64()),
+        _f("status", pa.string(), False),
+        _f("error", pa.string()),
+        _f("metadata_version", pa.int32()),
+        _f("checkpoint_id", pa.int64()),
+        _f("snapshot_type", pa.string()),
+        _f("snapshot_format", pa.string()),
+        _f("sharing", pa.string()),
+        _f("metadata_size", pa.int64(), False),
+        _f("metadata_mtime", TS, False),
+        _f("metadata_etag", pa.string()),
+        _f("inline_bytes", pa.int64()),
+        _f("inline_handle_count", pa.int64()),
+        _f("reference_count", pa.int64()),
+        _f("referenced_file_count", pa.int64()),
+        _f("referenced_bytes", pa.int64()),
+        _f("operator_count", pa.int32()),
+        _f("operators", pa.list_(OPERATOR)),
+        _f("parser_version", pa.string(), False),
+        _f("index_run_id", pa.string(), False),
+    ]),
+    PARTITION_BY,
+    "One row per `_metadata` object, parsed or with the reason it could not be.",
+)
+
+REFERENCES = TableSpec(
+    "references",
+    pa.schema([
+        _f("snapshot_uri", pa.string(), False),
+        *_location_fields(),
+        _f("snapshot_job_id", pa.string()),
+        _f("snapshot_checkpoint_id", pa.int64()),
+        _f("file_uri", pa.string(), False),
+        _f("stored_path", pa.string()),
+        _f("handle_kind", pa.string(), False),
+        _f("scope", pa.string()),
+        _f("stated_size", pa.int64()),
+        _f("segment_start", pa.int64()),
+        _f("segment_length", pa.int64()),
+        _f("operator_id", pa.string()),
+        _f("operator_name", pa.string()),
+        _f("operator_uid", pa.string()),
+        _f("subtask", pa.int32()),
+        _f("slot", pa.string()),
+        _f("role", pa.string()),
+        _f("local_name", pa.string()),
+        _f("file_root", pa.string()),
+        _f("file_job_dir", pa.string()),
+        _f("file_job_id", pa.string()),
+        _f("file_kind", pa.string(), False),
+    ]),
+    PARTITION_BY,
+    "One row per referenced physical file (or file segment) per snapshot; partitioned like the snapshot.",
+)
+
+INLINE_STATE = TableSpec(
+    "inline_state",
+    pa.schema([
+        _f("snapshot_uri", pa.string(), False),
+        *_location_fields(),
+        _f("snapshot_checkpoint_id", pa.int64()),
+        _f("operator_id", pa.string()),
+        _f("operator_name", pa.string()),
+        _f("operator_uid", pa.string()),
+        _f("handle_kind", pa.string(), False),
+        _f("slot", pa.string()),
+        _f("inline_bytes", pa.int64(), False),
+        _f("handle_count", pa.int64(), False),
+        _f("subtask_count", pa.int32(), False),
+    ]),
+    PARTITION_BY,
+    "State bytes stored inside `_metadata`, per snapshot, operator, handle kind and slot.",
+)
+
+INDEX_RUNS = TableSpec(
+    "index_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("roots", pa.list_(pa.string()), False),
+        _f("warehouse", pa.string(), False),
+        _f("engine", pa.string(), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("units", pa.int64(), False),
+        _f("units_rewritten", pa.int64(), False),
+        _f("units_unchanged", pa.int64(), False),
+        _f("units_failed", pa.int64(), False),
+        _f("objects_listed", pa.int64(), False),
+        _f("bytes_listed", pa.int64(), False),
+        _f("metadata_found", pa.int64(), False),
+        _f("metadata_parsed", pa.int64(), False),
+        _f("metadata_reused", pa.int64(), False),
+        _f("metadata_failed", pa.int64(), False),
+        _f("errors", pa.list_(pa.string()), False),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("data_interval_start", TS),
+        _f("data_interval_end", TS),
+        _f("airflow_run_id", pa.string()),
+        _f("options", pa.string()),
+    ]),
+    (),
+    "Audit row per index run (successful, partial or failed).",
+)
+
+INDEX_TABLES = (FILES, SNAPSHOTS, REFERENCES, INLINE_STATE)
+ALL_TABLES = (*INDEX_TABLES, INDEX_RUNS)
+
+
+def spec(name: str) -> TableSpec:
+    for t in ALL_TABLES:
+        if t.name == name:
+            return t
+    raise KeyError(f"no Statekeeper table named {name!r}")

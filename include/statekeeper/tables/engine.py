@@ -1,0 +1,215 @@
+"""Table engines: one interface, two ways to write Delta from Spark.
+
+* `DeltaRsEngine` (default): Python Data Sources (`statekeeper.tables.datasource`); executors
+  write parquet with pyarrow, one delta-rs commit per table on the driver side.
+* `DeltaSparkEngine`: Delta Lake's own Spark integration, used only when its jars and session
+  extension are present (they cannot be installed from PyPI, so they are absent here).
+
+Both produce the same tables (schemas from `statekeeper.tables.catalog` or the caller's TableSpec),
+readable by deltalake, Spark and polars.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from statekeeper.tables.arrow_codec import schema_to_text
+from statekeeper.tables.delta_log import CommitResult
+from statekeeper.tables.errors import ConcurrentCommitError, EngineUnavailableError, TableError
+from statekeeper.tables.spark import activate, register_data_sources
+from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.warehouse import Warehouse
+
+WriteMode = Literal["append", "overwrite", "replace_partitions"]
+EngineName = Literal["auto", "delta-rs", "delta-spark"]
+
+_DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+_DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+@dataclass
+class ChangesetResult:
+    committed: dict[str, CommitResult] = field(default_factory=dict)
+    notes: list[Any] = field(default_factory=list)
+
+
+class TableEngine(ABC):
+    name: str
+
+    @abstractmethod
+    def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
+             partitions: dict[str, list[str]] | None = None) -> Any:
+        """DataFrame of `table` (latest or at `version`), optionally only some partition values."""
+
+    @abstractmethod
+    def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
+              replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
+              metadata: dict[str, Any] | None = None) -> CommitResult:
+        """Write `df` to the table in one commit. `replace` lists the partitions a
+        replace_partitions write swaps out; `expected_version` makes the write fail unless the
+        table is still at that version."""
+
+    @abstractmethod
+    def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
+                         read_versions: dict[str, int | None], *,
+                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
+        """Apply a change set DataFrame (`datasource.CHANGESET_SCHEMA`) to several tables, each in one
+        commit strictly against `read_versions`."""
+
+
+def _storage_option(warehouse: Warehouse) -> str:
+    return json.dumps(warehouse.storage.to_mapping())
+
+
+class DeltaRsEngine(TableEngine):
+    name = "delta-rs"
+
+    def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
+             partitions: dict[str, list[str]] | None = None) -> Any:
+        activate(spark)
+        register_data_sources(spark)
+        reader = (spark.read.format("statekeeper_delta")
+                  .option("warehouse", warehouse.uri)
+                  .option("storage_secret", _storage_option(warehouse))
+                  .option("table", table))
+        if version is not None:
+            reader = reader.option("version", str(version))
+        if partitions:
+            reader = reader.option("partitions", json.dumps(partitions))
+        return reader.load()
+
+    def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
+              replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
+              metadata: dict[str, Any] | None = None) -> CommitResult:
+        activate(df.sparkSession)
+        register_data_sources(df.sparkSession)
+        with _result_file() as result_path:
+            writer = (df.write.format("statekeeper_delta")
+                      .option("warehouse", warehouse.uri)
+                      .option("storage_secret", _storage_option(warehouse))
+                      .option("table", spec.name)
+                      .option("spec_schema", schema_to_text(spec.schema))
+                      .option("partition_by", ",".join(spec.partition_by))
+                      .option("mode", mode)
+                      .option("result_path", result_path)
+                      .option("commit_metadata", json.dumps(metadata or {})))
+            if replace is not None:
+                writer = writer.option("replace", json.dumps(replace))
+            if expected_version is not None:
+                writer = writer.option("expected_version", str(expected_version))
+            _run_write(writer.mode("overwrite" if mode == "overwrite" else "append"), warehouse, [spec.name])
+            result = _load_result(result_path)
+        return CommitResult(**result)
+
+    def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
+                         read_versions: dict[str, int | None], *,
+                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
+        activate(changes.sparkSession)
+        register_data_sources(changes.sparkSession)
+        tables = {s.name: {"schema": schema_to_text(s.schema), "partition_by": list(s.partition_by),
+                           "read_version": read_versions.get(s.name)} for s in specs}
+        with _result_file() as result_path:
+            writer = (changes.write.format("statekeeper_changeset")
+                      .option("warehouse", warehouse.uri)
+                      .option("storage_secret", _storage_option(warehouse))
+                      .option("tables", json.dumps(tables))
+                      .option("result_path", result_path)
+                      .option("commit_metadata", json.dumps(metadata or {}))
+                      .mode("append"))
+            _run_write(writer, warehouse, [s.name for s in specs], result_path=result_path)
+            result = _load_result(result_path)
+        return ChangesetResult({n: CommitResult(**r) for n, r in result["committed"].items()}, result["notes"])
+
+
+class _result_file:
+    """A private local path the driver-side commit writes its outcome to (commit runs in another
+    Python process, so it cannot return values)."""
+
+    def __enter__(self) -> str:
+        fd, self.path = tempfile.mkstemp(prefix="statekeeper-commit-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.path)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        for p in (self.path, f"{self.path}.tmp"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def _load_result(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as src:
+            return json.load(src)
+    except FileNotFoundError:
+        raise TableError("the Delta commit reported no result; the write may not have run") from None
+
+
+def _run_write(writer: Any, warehouse: Warehouse, tables: list[str], *, result_path: str | None = None) -> None:
+    """Run a Spark write and surface our own errors (they arrive wrapped in JVM exceptions)."""
+    try:
+        writer.save()
+    except Exception as exc:  # py4j / AnalysisException / PythonException wrappers
+        text = str(exc)
+        if "ConcurrentCommitError" in text:
+            # The commit ran in another Python process; keep its message (it names the table and
+            # versions) and drop the JVM stack around it.
+            line = text[text.index("ConcurrentCommitError"):].splitlines()[0]
+            message = line.split(":", 1)[1].strip() if ":" in line else line
+            raise ConcurrentCommitError(", ".join(warehouse.table_uri(t) for t in tables), None, None,
+                                        message=message) from exc
+        for marker in ("TableSchemaError", "UnsupportedTableError", "TableError"):
+            if marker in text:
+                line = text[text.index(marker):].splitlines()[0]
+                raise TableError(line) from exc
+        raise
+
+
+def delta_spark_available(spark: Any) -> bool:
+    """True when Delta Lake's jars are on the classpath and its session extension is configured."""
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:  # noqa: BLE001 - Spark Connect sessions may refuse conf reads
+        return False
+    if _DELTA_EXTENSION not in extensions:
+        return False
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    try:
+        jvm.java.lang.Class.forName(_DELTA_CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
+        return False
+    return True
+
+
+def select_engine(spark: Any, requested: EngineName | str = "auto") -> TableEngine:
+    """`auto` picks delta-spark when it is installed and configured in the session, else delta-rs."""
+    if requested == "delta-rs":
+        return DeltaRsEngine()
+    if requested == "delta-spark":
+        if not delta_spark_available(spark):
+            raise EngineUnavailableError(
+                "engine delta-spark requested, but Delta Lake's jars/extension are not in this Spark session "
+                f"(need {_DELTA_EXTENSION} in spark.sql.extensions and {_DELTA_CLASS} on the classpath); "
+                "use --engine delta-rs"
+            )
+        from statekeeper.tables.delta_spark import DeltaSparkEngine
+
+        return DeltaSparkEngine()
+    if requested == "auto":
+        if delta_spark_available(spark):
+            from statekeeper.tables.delta_spark import DeltaSparkEngine
+
+            return DeltaSparkEngine()
+        return DeltaRsEngine()
+    raise TableError(f"unknown table engine {requested!r}: auto, delta-rs or delta-spark")
+
+

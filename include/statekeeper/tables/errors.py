@@ -1,0 +1,41 @@
+"""Errors of the Delta table layer."""
+from __future__ import annotations
+
+from statekeeper.errors import StatekeeperError
+
+
+class TableError(StatekeeperError):
+    """A Delta table cannot be read or written as asked."""
+
+
+class TableSchemaError(TableError):
+    """Data or an existing table does not match the table's declared schema."""
+
+
+class UnsupportedTableError(TableError):
+    """The table uses Delta features this reader does not implement (deletion vectors, column
+    mapping, ...); reading it anyway could return deleted or mislabelled rows."""
+
+
+class ConcurrentCommitError(TableError):
+    """Another writer committed to the table after this writer read it. Nothing of this write was
+    committed and its data files were removed; re-run to work from the new table state."""
+
+    def __init__(self, table_uri: str, read_version: int | None, current_version: int | None, detail: str = "",
+                 *, message: str | None = None):
+        self.table_uri = table_uri
+        self.read_version = read_version
+        self.current_version = current_version
+        if message is None:
+            read = "absent" if read_version is None else f"version {read_version}"
+            current = "absent" if current_version is None else f"version {current_version}"
+            message = (f"concurrent commit on Delta table {table_uri}: this write was planned against {read}, "
+                       f"but the table is now at {current}. Another run wrote it meanwhile; this write was "
+                       "rolled back (its files removed). Re-run to index from the new state.")
+            if detail:
+                message += f" ({detail})"
+        super().__init__(message)
+
+
+class EngineUnavailableError(TableError):
+    """The requested table engine cannot run in this Spark session."""

@@ -1,0 +1,78 @@
+"""SparkSession plumbing for the table layer's Python Data Sources.
+
+Spark runs data-source code in separate Python worker processes (planning, tasks, commit), so the
+`statekeeper` package must be importable there: either installed into the interpreter Spark uses,
+or put on PYTHONPATH before the JVM starts (workers inherit the JVM's environment) and in
+`spark.executorEnv.PYTHONPATH` for executors on other hosts.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_REGISTERED_ATTR = "_statekeeper_sources_registered"
+
+
+def include_dir() -> str:
+    """The directory that holds the `statekeeper` package being run (this checkout's include/)."""
+    import statekeeper
+
+    return str(Path(statekeeper.__file__).resolve().parent.parent)
+
+
+def worker_pythonpath() -> str:
+    paths = [include_dir()]
+    existing = os.environ.get("PYTHONPATH", "")
+    paths += [p for p in existing.split(os.pathsep) if p and p not in paths]
+    return os.pathsep.join(paths)
+
+
+def prepare_environment() -> None:
+    """Make Python workers import this checkout's `statekeeper` and use this interpreter.
+
+    Must run before the JVM starts (before the first SparkSession/SparkContext in this process).
+    """
+    os.environ["PYTHONPATH"] = worker_pythonpath()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def configure_builder(builder: Any) -> Any:
+    """Apply the settings every Statekeeper session needs to a `SparkSession.Builder`."""
+    prepare_environment()
+    return (builder
+            .config("spark.executorEnv.PYTHONPATH", worker_pythonpath())
+            .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+            # Python data sources need Arrow batches in and out; keep it explicit.
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.sql.session.timeZone", "UTC"))
+
+
+def register_data_sources(spark: Any) -> None:
+    """Register `statekeeper_delta` and `statekeeper_changeset` once per session."""
+    if getattr(spark, _REGISTERED_ATTR, False):
+        return
+    from statekeeper.tables.datasource import ChangesetDataSource, DeltaDataSource
+
+    spark.dataSource.register(DeltaDataSource)
+    spark.dataSource.register(ChangesetDataSource)
+    try:
+        setattr(spark, _REGISTERED_ATTR, True)
+    except AttributeError:
+        pass
+
+
+def activate(spark: Any) -> None:
+    """Make `spark` the active session of the calling thread, JVM side included.
+
+    From a new Python thread Spark otherwise resolves no active session on the JVM side and the
+    registered Python data sources are not found.
+    """
+    from pyspark.sql import SparkSession
+
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is not None:
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jvm_session)
+    SparkSession._activeSession = spark  # type: ignore[attr-defined]

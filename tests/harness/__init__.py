@@ -1,0 +1,94 @@
+"""Real-Flink test harness: stores written by real Flink, Flink's own `_metadata` reader, and a
+restore verifier.
+
+Public API (other parts of the test suite code against exactly this):
+
+    FLINK_VERSIONS                  versions under test (env STATEKEEPER_FLINK_VERSIONS=1.20.3,2.0.2,...)
+    SCENARIOS                       scenario names
+    scenarios_for(version)          scenarios a version supports (file_merging needs >= 1.20)
+    metadata_version_for(version)   `_metadata` version that Flink writes (4, 5, 6)
+    get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
+    generate_store(version, scenario, dest)   fresh store at `dest` for destructive tests
+    run_oracle(version, paths)      Flink's own reading of `_metadata` files as dicts
+    verify_restore(version, snapshot_dir, scenario)   restore + state check -> VerifyResult
+
+Fixtures are cached under `$STATEKEEPER_CACHE/fixtures/<version>/<scenario>-<hash>/` and hold
+ABSOLUTE paths: never move, modify or delete anything in them; copy (or use generate_store).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.harness.oracle import run_oracle
+from tests.harness.scenarios import SCENARIOS, metadata_version_for, scenarios_for
+from tests.harness.store import MANIFEST, cached_store
+from tests.harness.store import generate as _generate
+from tests.harness.verify import VerifyResult, verify_restore
+
+DEFAULT_FLINK_VERSIONS = ("1.20.3", "2.0.2", "2.3.0")
+
+
+def _versions_from_env() -> list[str]:
+    raw = os.environ.get("STATEKEEPER_FLINK_VERSIONS", "").strip()
+    if not raw:
+        return list(DEFAULT_FLINK_VERSIONS)
+    return [v.strip() for v in raw.split(",") if v.strip()]
+
+
+FLINK_VERSIONS: list[str] = _versions_from_env()
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """One generated store: `root/checkpoints/<job-id>/...`, `root/savepoints/...`, manifest."""
+    version: str
+    scenario: str
+    root: Path
+    manifest: dict
+
+    def metadata_files(self) -> list[Path]:
+        """Every `_metadata` under the store, sorted."""
+        return sorted(p for p in self.root.rglob("_metadata") if p.is_file())
+
+    def job(self, name: str) -> dict:
+        """Manifest entry of the job with logical name `name` (A, B, B_legacy, C)."""
+        for job in self.manifest["jobs"]:
+            if job["name"] == name:
+                return job
+        raise KeyError(f"{self.scenario} has no job {name!r}")
+
+    def retained_checkpoints(self, job: str | None = None) -> list[Path]:
+        """Retained `chk-N` dirs (with `_metadata`), of one job or of all jobs, by id."""
+        jobs = [self.job(job)] if job else self.manifest["jobs"]
+        return [Path(d) for j in jobs for d in j["retained_checkpoints"]]
+
+    def savepoint_dirs(self, format: str | None = None) -> list[Path]:
+        return [Path(s["dir"]) for s in self.manifest["savepoints"] if format in (None, s["format"])]
+
+
+def get_fixture(version: str, scenario: str) -> Fixture:
+    """The cached store for (version, scenario); generated on first use. Do not modify it."""
+    root, manifest = cached_store(version, scenario)
+    return Fixture(version=version, scenario=scenario, root=root, manifest=manifest)
+
+
+def generate_store(version: str, scenario: str, dest: Path) -> Fixture:
+    """A fresh, uncached store generated directly at `dest` (must be empty or absent)."""
+    dest = Path(dest).absolute()
+    manifest = _generate(version, scenario, dest)
+    return Fixture(version=version, scenario=scenario, root=dest, manifest=manifest)
+
+
+def load_fixture(root: Path) -> Fixture:
+    """Fixture object for an existing store directory (its manifest.json)."""
+    manifest = json.loads((Path(root) / MANIFEST).read_text())
+    return Fixture(version=manifest["version"], scenario=manifest["scenario"], root=Path(root), manifest=manifest)
+
+
+__all__ = [
+    "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store", "get_fixture",
+    "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "verify_restore",
+]

@@ -1,0 +1,30 @@
+"""Flink's own reading of `_metadata` files (the codec's ground truth), via the Java Oracle."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from tests.harness.runner import HarnessRunError, run_java, tail
+
+
+def run_oracle(version: str, metadata_paths: list[Path], heap: str = "1g", timeout: float = 600) -> list[dict]:
+    """One dict per file, in order (schema in tests/harness/README.md).
+
+    Files are loaded with `Checkpoints.loadCheckpointMetadata` of Flink `version` in ONE JVM; a file
+    Flink cannot load yields `{"path": ..., "error": "<exception class>: <message>"}`.
+    """
+    paths = [str(Path(p).absolute()) for p in metadata_paths]
+    if not paths:
+        return []
+    with tempfile.TemporaryDirectory(prefix="statekeeper-oracle-") as work:
+        listing = Path(work) / "paths.txt"
+        output = Path(work) / "oracle.jsonl"
+        listing.write_text("\n".join(paths) + "\n")
+        run = run_java(version, "Oracle", [str(listing), str(output)], timeout=timeout,
+                       jvm_opts=(f"-Xmx{heap}",))
+        results = [json.loads(line) for line in output.read_text().splitlines()] if output.exists() else []
+    if run.returncode != 0 or len(results) != len(paths):
+        raise HarnessRunError(f"oracle (Flink {version}) exited {run.returncode} with {len(results)}/"
+                              f"{len(paths)} results:\n{tail(run.output)}")
+    return results

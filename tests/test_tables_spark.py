@@ -1,0 +1,231 @@
+"""Delta tables written and read through Spark (Python Data Sources + delta-rs commits)."""
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from statekeeper.tables import ConcurrentCommitError, EngineUnavailableError, TableSpec, Warehouse
+from statekeeper.tables import delta_log
+from statekeeper.tables.arrow_codec import table_to_ipc
+from statekeeper.tables.engine import DeltaRsEngine, delta_spark_available, select_engine
+
+pytestmark = pytest.mark.spark
+
+SPEC = TableSpec("events", pa.schema([
+    pa.field("root_id", pa.string(), nullable=False),
+    pa.field("job_dir", pa.string(), nullable=False),
+    pa.field("n", pa.int64()),
+    pa.field("label", pa.string()),
+    pa.field("at", pa.timestamp("us", tz="UTC")),
+    pa.field("attrs", pa.map_(pa.string(), pa.int64())),
+]), ("root_id", "job_dir"))
+
+OTHER = TableSpec("other", pa.schema([
+    pa.field("root_id", pa.string(), nullable=False),
+    pa.field("job_dir", pa.string(), nullable=False),
+    pa.field("v", pa.string()),
+]), ("root_id", "job_dir"))
+
+
+def arrow_rows(root: str, job: str, ns: list[int]) -> pa.Table:
+    return pa.table({
+        "root_id": [root] * len(ns), "job_dir": [job] * len(ns), "n": ns, "label": [f"{job}:{n}" for n in ns],
+        "at": pa.array([datetime(2026, 3, 1, tzinfo=timezone.utc)] * len(ns), pa.timestamp("us", tz="UTC")),
+        "attrs": pa.array([[("k", n)] for n in ns], pa.map_(pa.string(), pa.int64())),
+    }, schema=SPEC.schema)
+
+
+def df_of(spark, table: pa.Table):
+    return spark.createDataFrame(table)
+
+
+def _spark_schema(spec):
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(spec.schema, prefer_timestamp_ntz=False)
+
+
+def collect(df) -> list[tuple]:
+    return sorted((r["root_id"], r["job_dir"], r["n"]) for r in df.collect())
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def warehouse(request, tmp_path):
+    if request.param == "local":
+        return Warehouse(str(tmp_path / "wh"))
+    return Warehouse(f"s3://{request.getfixturevalue('s3_bucket')}/wh", request.getfixturevalue("s3_config"))
+
+
+def test_write_modes_and_read_back(spark, warehouse):
+    engine = DeltaRsEngine()
+    data = pa.concat_tables([arrow_rows("r1", "j1", [1, 2]), arrow_rows("r1", "j2", [3]), arrow_rows("r2", "j1", [4])])
+    created = engine.write(df_of(spark, data).repartition(2), warehouse, SPEC, mode="append")
+    assert created.version == 0 and created.rows_added == 4
+    assert created.files_added >= 3  # at least one file per partition
+    assert collect(engine.read(spark, warehouse, "events")) == [("r1", "j1", 1), ("r1", "j1", 2), ("r1", "j2", 3),
+                                                                ("r2", "j1", 4)]
+    back = engine.read(spark, warehouse, "events").where("n = 1").collect()[0]
+    assert back["label"] == "j1:1" and back["attrs"] == {"k": 1}
+    assert back["at"] == datetime(2026, 3, 1)  # session time zone is UTC; Spark returns naive datetimes
+
+    replaced = engine.write(df_of(spark, arrow_rows("r1", "j1", [10])), warehouse, SPEC, mode="replace_partitions",
+                            replace=[{"root_id": "r1", "job_dir": "j1"}, {"root_id": "r9", "job_dir": "gone"}])
+    assert replaced.version == 1 and replaced.files_removed >= 1
+    assert collect(engine.read(spark, warehouse, "events")) == [("r1", "j1", 10), ("r1", "j2", 3), ("r2", "j1", 4)]
+    # Time travel and partition pruning.
+    assert len(engine.read(spark, warehouse, "events", version=0).collect()) == 4
+    assert collect(engine.read(spark, warehouse, "events", partitions={"job_dir": ["j2"]})) == [("r1", "j2", 3)]
+
+    engine.write(df_of(spark, arrow_rows("r3", "j", [7])), warehouse, SPEC, mode="overwrite")
+    assert collect(engine.read(spark, warehouse, "events")) == [("r3", "j", 7)]
+
+    # Same content through deltalake directly.
+    dt = DeltaTable(warehouse.delta_location("events"), storage_options=warehouse.storage_options())
+    assert dt.to_pyarrow_table().column("n").to_pylist() == [7]
+
+
+def test_expected_version_guards_the_write(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    engine.write(df_of(spark, arrow_rows("r", "a", [1])), warehouse, SPEC)
+    engine.write(df_of(spark, arrow_rows("r", "b", [2])), warehouse, SPEC)
+    with pytest.raises(ConcurrentCommitError):
+        engine.write(df_of(spark, arrow_rows("r", "c", [3])), warehouse, SPEC, expected_version=0)
+    assert delta_log.latest_version(warehouse, "events") == 1
+    assert _orphan_parquet(warehouse, "events") == set()
+
+
+def test_empty_table_reads_as_empty_dataframe(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    engine.write(df_of(spark, arrow_rows("r", "a", [])), warehouse, SPEC)
+    df = engine.read(spark, warehouse, "events")
+    assert df.collect() == [] and df.columns == SPEC.schema.names
+
+
+def _orphan_parquet(warehouse: Warehouse, table: str) -> set[str]:
+    """Parquet files in the table directory that the latest version does not reference."""
+    io_ = warehouse.file_io()
+    base = warehouse.table_uri(table)
+    on_disk = {i.uri[len(base) + 1:] for i in io_.list(base) if i.uri.endswith(".parquet")}
+    live = {f.path for f in delta_log.load_state(warehouse, table).files}
+    return on_disk - live
+
+
+def changeset_rows(spark, items):
+    from statekeeper.tables.datasource import CHANGESET_SCHEMA
+    return spark.createDataFrame(items, CHANGESET_SCHEMA).repartition(2)
+
+
+def add(table: str, t: pa.Table, partition: dict) -> tuple:
+    return (table, "add", json.dumps(partition, sort_keys=True), bytearray(table_to_ipc(t)))
+
+
+def test_changeset_commits_several_tables_in_one_pass(spark, warehouse):
+    engine = DeltaRsEngine()
+    other = pa.table({"root_id": ["r"], "job_dir": ["a"], "v": ["x"]}, schema=OTHER.schema)
+    items = [add("events", arrow_rows("r", "a", [1, 2]), {"root_id": "r", "job_dir": "a"}),
+             add("events", arrow_rows("r", "b", [3]), {"root_id": "r", "job_dir": "b"}),
+             add("other", other, {"root_id": "r", "job_dir": "a"}),
+             ("events", "note", "", bytearray(json.dumps({"units": 2}).encode()))]
+    result = engine.commit_changeset(changeset_rows(spark, items), warehouse, [SPEC, OTHER],
+                                     {"events": None, "other": None}, metadata={"statekeeper.runId": "t1"})
+    assert result.committed["events"].version == 0 and result.committed["other"].version == 0
+    assert result.committed["events"].rows_added == 3
+    assert result.notes == [{"units": 2}]
+
+    # Second change set: replace partition a (remove old files + add), drop partition b, touch nothing in other.
+    state = delta_log.load_state(warehouse, "events")
+    removes = [("events", "remove", json.dumps(f.partition_values, sort_keys=True), bytearray(f.to_json().encode()))
+               for f in state.files]
+    items = [add("events", arrow_rows("r", "a", [9]), {"root_id": "r", "job_dir": "a"}), *removes]
+    result = engine.commit_changeset(changeset_rows(spark, items), warehouse, [SPEC, OTHER],
+                                     {"events": 0, "other": 0})
+    assert result.committed["events"].version == 1
+    assert result.committed["other"].version is None  # nothing to commit: no new version
+    assert collect(engine.read(spark, warehouse, "events")) == [("r", "a", 9)]
+    assert [r["v"] for r in engine.read(spark, warehouse, "other").collect()] == ["x"]
+
+
+def test_changeset_conflict_commits_nothing_and_cleans_up(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    other = pa.table({"root_id": ["r"], "job_dir": ["a"], "v": ["x"]}, schema=OTHER.schema)
+    engine.commit_changeset(changeset_rows(spark, [add("events", arrow_rows("r", "a", [1]), {"root_id": "r", "job_dir": "a"}),
+                                                   add("other", other, {"root_id": "r", "job_dir": "a"})]),
+                            warehouse, [SPEC, OTHER], {"events": None, "other": None})
+    # Someone else commits to `other` after our planning at version 0.
+    engine.write(df_of(spark, arrow_rows("r", "z", [5])), warehouse, SPEC)
+    stale = [add("events", arrow_rows("r", "a", [2]), {"root_id": "r", "job_dir": "a"}),
+             add("other", other, {"root_id": "r", "job_dir": "b"})]
+    with pytest.raises(ConcurrentCommitError):
+        engine.commit_changeset(changeset_rows(spark, stale), warehouse, [SPEC, OTHER], {"events": 0, "other": 0})
+    assert delta_log.latest_version(warehouse, "other") == 0  # no table got the loser's commit
+    assert delta_log.latest_version(warehouse, "events") == 1
+    assert _orphan_parquet(warehouse, "events") == set() and _orphan_parquet(warehouse, "other") == set()
+
+
+def test_writes_from_another_python_thread(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    errors: list[BaseException] = []
+
+    def work():
+        try:
+            DeltaRsEngine().write(df_of(spark, arrow_rows("t", "x", [1])), warehouse, SPEC)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert delta_log.latest_version(warehouse, "events") == 0
+
+
+def test_local_tables_are_readable_as_plain_parquet_with_explicit_schema(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    DeltaRsEngine().write(df_of(spark, arrow_rows("r", "a", [1, 2])), warehouse, SPEC)
+    dt = DeltaTable(warehouse.delta_location("events"))
+    df = (spark.read.option("basePath", warehouse.delta_location("events"))
+          .schema(_spark_schema(SPEC)).parquet(*dt.file_uris()))
+    assert collect(df) == [("r", "a", 1), ("r", "a", 2)]
+
+
+def test_polars_reads_the_tables_when_installed(spark, tmp_path):
+    pl = pytest.importorskip("polars")
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    DeltaRsEngine().write(df_of(spark, arrow_rows("r", "a", [1])), warehouse, SPEC)
+    assert pl.read_delta(warehouse.delta_location("events"))["n"].to_list() == [1]
+
+
+class _ConfOnlySession:
+    """A session shell exposing a chosen `spark.sql.extensions` and the real JVM of the test session."""
+
+    def __init__(self, extensions: str, jvm):
+        self._extensions = extensions
+        self._jvm = jvm
+        self.conf = self
+
+    def get(self, key, default=None):
+        return self._extensions if key == "spark.sql.extensions" else default
+
+
+def test_delta_spark_detection(spark, monkeypatch):
+    import statekeeper.tables.engine as engine_mod
+
+    assert delta_spark_available(spark) is False  # no Delta jars/extension in this environment
+    assert isinstance(select_engine(spark, "auto"), DeltaRsEngine)
+    with pytest.raises(EngineUnavailableError, match="use --engine delta-rs"):
+        select_engine(spark, "delta-spark")
+    # Extension configured but the class is not on the classpath: still unavailable.
+    configured = _ConfOnlySession(engine_mod._DELTA_EXTENSION, spark._jvm)
+    assert delta_spark_available(configured) is False
+    # Extension configured and the class loadable (stand-in class that exists in every JVM).
+    monkeypatch.setattr(engine_mod, "_DELTA_CLASS", "java.lang.String")
+    assert delta_spark_available(configured) is True
+    assert select_engine(configured, "auto").name == "delta-spark"
+    assert delta_spark_available(_ConfOnlySession("", spark._jvm)) is False
