@@ -32,9 +32,9 @@ COMMON_ARGS = [
     "--warehouse", "{{ params.warehouse or var.value.statekeeper_warehouse }}",
     "--job-filter", "{{ params.job_filter }}",
     "--run-id", "{{ run_id }}",
-    # Manual runs may have no data interval; the job records what it is given.
-    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start else '' }}",
-    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end else '' }}",
+    # Manual runs triggered without a logical date have no data interval (the names are undefined).
+    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
+    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
 ]
 
 with DAG(
