@@ -92,7 +92,8 @@ def test_oracle_loads_every_metadata(flink_harness, flink_oracle, flink_fixture,
         if Path(path).parent.name.startswith("chk-"):
             assert Path(path).parent.name == f"chk-{r['checkpoint_id']}"
             assert r["properties"]["snapshot_type"] == "checkpoint" and r["properties"]["format"] is None
-        assert {o["uid"] for o in r["operators"]} == (UIDS if version >= "2" else {None})
+        # V5+ (Flink 2.x) stores operator names and uids; V4 has neither.
+        assert {o["uid"] for o in r["operators"]} == (UIDS if r["metadata_version"] >= 5 else {None})
         for handle in r["handles"]:
             assert set(handle) == HANDLE_KEYS
             if handle["relative_path"] is not None:
@@ -264,10 +265,11 @@ def _tree(root: Path) -> dict:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
 
+# One restore per kind of snapshot. A plain incremental checkpoint is restored (from a copy, with
+# the originals present) in test_verifier_detects_relocation_breakage; chain_noclaim's C is an
+# incremental checkpoint over its own files only.
 VERIFY_CASES = [
-    ("incremental", "A", "checkpoint"),
     ("chain_claim", "C", "checkpoint"),
-    ("chain_noclaim", "C", "checkpoint"),
     ("inline_heavy", "A", "checkpoint"),
     ("hashmap_full", "A", "checkpoint"),
     ("unaligned", "A", "checkpoint"),

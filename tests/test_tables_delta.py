@@ -154,3 +154,13 @@ def test_commit_metadata_is_recorded(tmp_path):
     assert history["statekeeper.runId"] == "r-1"
     assert os.path.isdir(warehouse.delta_location("things") + "/_delta_log")
     json.dumps(history)
+
+
+def test_non_strict_append_to_a_table_created_meanwhile(warehouse):
+    """An audit-style append planned when the table did not exist lands after a concurrent create."""
+    other = write(warehouse, rows("a", [1]))
+    mine = write(warehouse, rows("b", [2]))
+    delta_log.commit(warehouse, SPEC, other, [], read_version=None)
+    r = delta_log.commit(warehouse, SPEC, mine, [], read_version=None, strict=False)
+    assert r.version == 1
+    assert [r["part"] for r in content(warehouse)] == ["a", "b"]

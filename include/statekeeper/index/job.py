@@ -159,6 +159,7 @@ class IndexCheckpoints:
         engine = select_engine(spark, self._engine)
         log.info("index run %s: roots %s, warehouse %s, engine %s", run_id, roots.uris, warehouse.uri, engine.name)
 
+        t0 = time.monotonic()
         states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
         for spec in INDEX_TABLES:
             delta_log.check_compatible(states[spec.name], spec)
@@ -168,8 +169,8 @@ class IndexCheckpoints:
         del states  # file lists now live in the unit plans only
         tasks = self._parallelism or max(1, 4 * spark.sparkContext.defaultParallelism)
         bins = balance(units, tasks)
-        log.info("index run %s: %d units in %d tasks (previous versions %s)", run_id, len(units), len(bins),
-                 read_versions)
+        log.info("index run %s: %d units in %d tasks (previous versions %s), planned in %.1fs", run_id, len(units),
+                 len(bins), read_versions, time.monotonic() - t0)
 
         accumulators = {name: spark.sparkContext.accumulator(0) for name in
                         ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
@@ -196,6 +197,8 @@ class IndexCheckpoints:
             self._audit(engine, warehouse, result)
             raise
         progress.stop()
+        t1 = time.monotonic()
+        log.info("index run %s: indexed and committed in %.1fs", run_id, t1 - t0)
         stats = UnitStats()
         for note in outcome.notes:
             if isinstance(note, dict) and note.get("kind") == "index_task":
@@ -207,6 +210,7 @@ class IndexCheckpoints:
         result = IndexResult(run_id, status, started, datetime.now(timezone.utc), tuple(roots.uris), warehouse.uri,
                              engine.name, stats, versions)
         self._audit(engine, warehouse, result)
+        log.info("index run %s: audit row written in %.1fs", run_id, time.monotonic() - t1)
         log.info("%s", result.summary())
         return result
 
@@ -227,9 +231,8 @@ class IndexCheckpoints:
         import pyarrow as pa
 
         table = pa.Table.from_pylist([row], schema=INDEX_RUNS.schema)
-        df = self._spark.createDataFrame(table)
         try:
-            engine.write(df, warehouse, INDEX_RUNS, mode="append", metadata={"statekeeper.runId": result.run_id})
+            engine.append_rows(self._spark, warehouse, INDEX_RUNS, table, metadata={"statekeeper.runId": result.run_id})
         except TableError:
             if result.status != FAILED:
                 raise

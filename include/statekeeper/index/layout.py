@@ -142,3 +142,24 @@ def _loose_metadata(name: str) -> FileKind:
     if name.startswith(_INPROGRESS_PREFIX):
         return FileKind.INPROGRESS_METADATA
     return FileKind.UNKNOWN
+
+
+class CachedClassifier:
+    """`classify` with a per-directory cache: within one directory only `_metadata`-like names
+    change the outcome, and a store has few directories per thousands of files."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Location] = {}
+
+    def __call__(self, relative_path: str) -> Location:
+        head, _, name = relative_path.rpartition("/")
+        if name == METADATA_NAME or name.startswith(_INPROGRESS_PREFIX):
+            return classify(relative_path)
+        loc = self._cache.get(head)
+        if loc is None:
+            loc = classify(f"{head}/x" if head else "x")
+            if len(self._cache) < 100_000:
+                self._cache[head] = loc
+        return loc

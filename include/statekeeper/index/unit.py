@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statekeeper.index.layout import classify
+from statekeeper.index.layout import CachedClassifier
 from statekeeper.index.parse import (
     INLINE_COLUMNS,
     PARSER_VERSION,
@@ -109,14 +110,14 @@ class UnitContext:
     run_id: str
     roots: RootIndex
 
-    def read_previous(self, spec_name: str, files: list[DataFile]) -> pa.Table | None:
+    def read_previous(self, spec_name: str, files: list[DataFile], columns: list[str] | None = None) -> pa.Table | None:
         from statekeeper.tables.catalog import spec
 
         if not files:
             return None
         s = spec(spec_name)
         parts = [read_data_file(self.warehouse, s.schema, s.partition_by, f.path, f.partition_values,
-                                fileio=self.warehouse_io, table_name=s.name) for f in files]
+                                fileio=self.warehouse_io, table_name=s.name, columns=columns) for f in files]
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
@@ -137,18 +138,29 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     stats.objects_listed = len(listing)
     stats.bytes_listed = sum(i.size for i in listing)
 
-    prev_files = ctx.read_previous("files", plan.previous.get("files", []))
-    prev_snaps = ctx.read_previous("snapshots", plan.previous.get("snapshots", []))
+    # Only the columns the change check needs; full rows are read when the unit is rewritten.
+    prev_files = ctx.read_previous("files", plan.previous.get("files", []), _FILE_KEY_COLUMNS)
+    prev_snaps = ctx.read_previous("snapshots", plan.previous.get("snapshots", []), _SNAPSHOT_KEY_COLUMNS)
     prev_by_uri = _previous_objects(prev_files)
     snap_by_uri = _previous_snapshots(prev_snaps)
 
     root = plan.root
-    locations = [classify(root.relative(i.uri)) for i in listing]
-    metadata = [(i, loc) for i, loc in zip(listing, locations, strict=True) if loc.kind.is_metadata]
+    prefix = root.uri.rstrip("/") + "/"
+    for info in listing:  # FileIO yields canonical URIs below the listed directory
+        if not info.uri.startswith(prefix):
+            raise AssertionError(f"listing of {plan.uri} returned {info.uri}, outside root {root.uri}")
+    classify = CachedClassifier()
+    metadata = []
+    for info in listing:
+        if info.uri.endswith("/_metadata"):  # the only name that can classify as metadata
+            loc = classify(info.uri[len(prefix):])
+            if loc.kind.is_metadata:
+                metadata.append((info, loc))
     stats.metadata_found = len(metadata)
 
+    mtimes = [_micros(i.mtime) for i in listing]
     same_listing = len(prev_by_uri) == len(listing) and all(
-        prev_by_uri.get(i.uri, (None,))[:3] == (i.size, i.etag, i.mtime) for i in listing)
+        prev_by_uri.get(i.uri, (None,))[:3] == (i.size, i.etag, m) for i, m in zip(listing, mtimes, strict=True))
     needs_retry = any(row["status"] in RETRY_STATUSES or row["parser_version"] != PARSER_VERSION
                       for row in snap_by_uri.values())
     if same_listing and not needs_retry and len(snap_by_uri) == len(metadata):
@@ -160,10 +172,14 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
 
     # -- rebuild the unit ------------------------------------------------------------------------
     stats.units_rewritten = 1
-    files_table = _files_table(ctx, plan, listing, locations, prev_by_uri)
+    locations = [classify(i.uri[len(prefix):]) for i in listing]
+    files_table = _files_table(ctx, plan, listing, locations, mtimes, prev_by_uri)
+    snap_by_uri = _previous_snapshots(ctx.read_previous("snapshots", plan.previous.get("snapshots", [])))
     snapshot_rows: list[dict[str, Any]] = []
     reference_parts: list[pa.Table] = []
     inline_parts: list[pa.Table] = []
+    new_references: list[tuple] = []
+    new_inline: list[tuple] = []
     reused: list[str] = []
     for info, loc in metadata:
         prev = snap_by_uri.get(info.uri)
@@ -174,10 +190,12 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
         parsed = parse_snapshot(ctx.storage, info, root, plan.job_dir, loc, ctx.run_id, ctx.roots)
         stats.metadata_parsed += 1
         snapshot_rows.append(parsed.snapshot)
-        if parsed.references:
-            reference_parts.append(_rows_to_table(REFERENCE_COLUMNS, parsed.references, REFERENCES.schema))
-        if parsed.inline:
-            inline_parts.append(_rows_to_table(INLINE_COLUMNS, parsed.inline, INLINE_STATE.schema))
+        new_references.extend(parsed.references)
+        new_inline.extend(parsed.inline)
+    if new_references:
+        reference_parts.append(_rows_to_table(REFERENCE_COLUMNS, new_references, REFERENCES.schema))
+    if new_inline:
+        inline_parts.append(_rows_to_table(INLINE_COLUMNS, new_inline, INLINE_STATE.schema))
     stats.metadata_reused = len(reused)
     if reused:
         keep = pa.array(reused, pa.string())
@@ -204,10 +222,17 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     return UnitResult(REWRITTEN, stats, tables, removes)
 
 
+_FILE_KEY_COLUMNS = ["uri", "size", "etag", "mtime", "index_run_id"]
+_SNAPSHOT_KEY_COLUMNS = ["uri", "status", "error", "parser_version"]
+
+
 def _previous_objects(prev: pa.Table | None) -> dict[str, tuple]:
+    """uri -> (size, etag, mtime in µs, index_run_id); integers, since converting tz-aware
+    timestamps to datetime objects costs more than the whole comparison."""
     if prev is None:
         return {}
-    cols = prev.select(["uri", "size", "etag", "mtime", "index_run_id"]).to_pydict()
+    prev = prev.set_column(prev.schema.get_field_index("mtime"), "mtime", prev.column("mtime").cast(pa.int64()))
+    cols = prev.select(_FILE_KEY_COLUMNS).to_pydict()
     return {u: (s, e, m, r) for u, s, e, m, r in zip(cols["uri"], cols["size"], cols["etag"], cols["mtime"],
                                                     cols["index_run_id"], strict=True)}
 
@@ -220,7 +245,7 @@ def _previous_snapshots(prev: pa.Table | None) -> dict[str, dict[str, Any]]:
 
 def _reusable(prev: dict[str, Any], info: FileInfo) -> bool:
     return (prev["metadata_size"] == info.size and prev["metadata_etag"] == info.etag
-            and prev["metadata_mtime"] == info.mtime and prev["parser_version"] == PARSER_VERSION
+            and _micros(prev["metadata_mtime"]) == _micros(info.mtime) and prev["parser_version"] == PARSER_VERSION
             and prev["status"] not in RETRY_STATUSES)
 
 
@@ -232,15 +257,16 @@ def _snapshot_errors(rows: Any) -> list[str]:
     return out
 
 
-def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], locations: list, prev: dict) -> pa.Table:
+def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], locations: list, mtimes: list[int],
+                 prev: dict) -> pa.Table:
     root = plan.root
     n = len(listing)
     run_ids = []
-    for info in listing:
+    for info, mtime in zip(listing, mtimes, strict=True):
         p = prev.get(info.uri)
         # An object version keeps the id of the run that first indexed it: unchanged storage
         # means unchanged table contents.
-        run_ids.append(p[3] if p is not None and p[:3] == (info.size, info.etag, info.mtime) else ctx.run_id)
+        run_ids.append(p[3] if p is not None and p[:3] == (info.size, info.etag, mtime) else ctx.run_id)
     prefix_len = len(root.uri.rstrip("/")) + 1
     return pa.table({
         "uri": [i.uri for i in listing],
@@ -252,10 +278,19 @@ def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], loca
         "job_id": [loc.job_id for loc in locations],
         "checkpoint_id": [loc.checkpoint_id for loc in locations],
         "size": [i.size for i in listing],
-        "mtime": [i.mtime for i in listing],
+        # Via integer microseconds: pyarrow converts tz-aware datetimes ~30x slower.
+        "mtime": pa.array(mtimes, pa.int64()).cast(FILES.schema.field("mtime").type),
         "etag": [i.etag for i in listing],
         "index_run_id": run_ids,
     }, schema=FILES.schema)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // _MICRO
 
 
 def _rows_to_table(columns: tuple[str, ...], rows: list[tuple], schema: pa.Schema) -> pa.Table:

@@ -57,9 +57,10 @@ class FileIO(ABC):
             return stream.read()
 
     @abstractmethod
-    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         """Create or replace an object atomically (readers see the old or the new bytes, never a
-        mix). With if_absent=True, raise ObjectExistsError instead of replacing."""
+        mix). With if_absent=True, raise ObjectExistsError instead of replacing. durable=False
+        skips the flush to stable storage on file systems (object stores are always durable)."""
 
     @abstractmethod
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:

@@ -47,38 +47,36 @@ class LocalFileIO(FileIO):
     scheme = "file"
 
     def list(self, directory: str, *, recursive: bool = True) -> Iterator[FileInfo]:
-        root = local_path(directory)
-        yield from self._walk(root, recursive)
-
-    def _walk(self, path: str, recursive: bool) -> Iterator[FileInfo]:
-        try:
-            entries = os.scandir(path)
-        except FileNotFoundError:
-            return  # vanished while listing (Flink deletes chk-N dirs concurrently): nothing below
-        except NotADirectoryError:
-            return
-        except OSError as exc:
-            raise UnreadableObjectError(f"cannot list {_file_uri(path)}: {exc.strerror or exc}") from exc
-        subdirs: list[str] = []
-        with entries:
-            for entry in entries:
-                try:
-                    # Directory symlinks are not followed (loops, escaping the root).
-                    if entry.is_dir(follow_symlinks=False):
-                        subdirs.append(entry.path)
-                        continue
-                    st = entry.stat(follow_symlinks=True)
-                except FileNotFoundError:
-                    continue  # deleted between readdir and stat
-                except OSError as exc:
-                    raise UnreadableObjectError(
-                        f"cannot stat {_file_uri(entry.path)}: {exc.strerror or exc}"
-                    ) from exc
-                if stat_mod.S_ISREG(st.st_mode):
-                    yield _info(entry.path, st)
-        if recursive:
-            for sub in subdirs:
-                yield from self._walk(sub, True)
+        # Iterative depth-first walk: no generator chain per directory level, since listing
+        # millions of objects is the index's hot path.
+        stack = [local_path(directory)]
+        while stack:
+            path = stack.pop()
+            try:
+                entries = os.scandir(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # vanished while listing (Flink deletes chk-N dirs concurrently)
+            except OSError as exc:
+                raise UnreadableObjectError(f"cannot list {_file_uri(path)}: {exc.strerror or exc}") from exc
+            subdirs: list[str] = []
+            with entries:
+                for entry in entries:
+                    try:
+                        # Directory symlinks are not followed (loops, escaping the root).
+                        if entry.is_dir(follow_symlinks=False):
+                            subdirs.append(entry.path)
+                            continue
+                        st = entry.stat(follow_symlinks=True)
+                    except FileNotFoundError:
+                        continue  # deleted between readdir and stat
+                    except OSError as exc:
+                        raise UnreadableObjectError(
+                            f"cannot stat {_file_uri(entry.path)}: {exc.strerror or exc}"
+                        ) from exc
+                    if stat_mod.S_ISREG(st.st_mode):
+                        yield _info(entry.path, st)
+            if recursive:
+                stack.extend(reversed(subdirs))
 
     def list_dirs(self, directory: str) -> Iterator[str]:
         root = local_path(directory)
@@ -132,7 +130,7 @@ class LocalFileIO(FileIO):
                 )
         return stream
 
-    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         path = local_path(uri)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
@@ -145,7 +143,8 @@ class LocalFileIO(FileIO):
                 else:
                     shutil.copyfileobj(data, out, _COPY_CHUNK)
                 out.flush()
-                os.fsync(out.fileno())
+                if durable:
+                    os.fsync(out.fileno())
             if if_absent:
                 try:
                     os.link(tmp, path)  # atomic create-only

@@ -133,9 +133,9 @@ class GuardedFileIO(FileIO):
         self.roots.require(uri)
         return self.inner.read_bytes(uri, info=info)
 
-    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         self.roots.require(uri)
-        return self.inner.write(uri, data, if_absent=if_absent)
+        return self.inner.write(uri, data, if_absent=if_absent, durable=durable)
 
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         # Outside URIs are reported as failures (never attempted) so one bad entry cannot abort

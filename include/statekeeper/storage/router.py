@@ -71,8 +71,8 @@ class RoutingFileIO(FileIO):
     def read_bytes(self, uri: str, *, info: FileInfo | None = None) -> bytes:
         return self.backend(uri).read_bytes(uri, info=info)
 
-    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
-        return self.backend(uri).write(uri, data, if_absent=if_absent)
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
+        return self.backend(uri).write(uri, data, if_absent=if_absent, durable=durable)
 
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         report = DeleteReport()

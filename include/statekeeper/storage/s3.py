@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -156,19 +156,20 @@ class S3FileIO(FileIO):
                                etag=info.etag, read_ahead=self.config.read_ahead_bytes)
         return stream  # type: ignore[return-value]
 
-    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False) -> FileInfo:
+    def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         bucket, key = split_s3_uri(uri)
         if not key:
             raise StorageError(f"cannot write to a bucket URI without a key: {uri}")
         try:
             if isinstance(data, (bytes, bytearray, memoryview)):
-                self._put(bucket, key, bytes(data), if_absent)
+                body = bytes(data)
+                etag, size = self._put(bucket, key, body, if_absent), len(body)
             else:
                 head = data.read(_SINGLE_PUT_MAX + 1)
                 if len(head) <= _SINGLE_PUT_MAX:
-                    self._put(bucket, key, head, if_absent)
+                    etag, size = self._put(bucket, key, head, if_absent), len(head)
                 else:
-                    self._multipart(bucket, key, head, data, if_absent)
+                    etag, size = self._multipart(bucket, key, head, data, if_absent)
         except ClientError as exc:
             code, status = _error_code(exc)
             if if_absent and (status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict")):
@@ -176,18 +177,21 @@ class S3FileIO(FileIO):
             raise StorageError(f"cannot write s3://{bucket}/{key}: {code or exc}") from exc
         except BotoCoreError as exc:
             raise StorageError(f"cannot write s3://{bucket}/{key}: {exc}") from exc
-        return self.stat(f"s3://{bucket}/{key}")
+        # Size and ETag come from the request/response; mtime is this client's clock (a HEAD per
+        # write would double the request count of table writes). stat() gives the server's.
+        return FileInfo(f"s3://{bucket}/{key}", size, datetime.now(timezone.utc), _strip_etag(etag))
 
-    def _put(self, bucket: str, key: str, body: bytes, if_absent: bool) -> None:
+    def _put(self, bucket: str, key: str, body: bytes, if_absent: bool) -> str | None:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body}
         if if_absent:
             kwargs["IfNoneMatch"] = "*"
-        self.client.put_object(**kwargs)
+        return self.client.put_object(**kwargs).get("ETag")
 
-    def _multipart(self, bucket: str, key: str, first: bytes, rest: BinaryIO, if_absent: bool) -> None:
+    def _multipart(self, bucket: str, key: str, first: bytes, rest: BinaryIO, if_absent: bool) -> tuple[str | None, int]:
         upload_id = self.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
         try:
             parts = []
+            total = 0
             buf, eof, number = first, False, 1
             while buf or not eof:
                 # Keep more than one part buffered so the final part absorbs any remainder: every
@@ -202,6 +206,7 @@ class S3FileIO(FileIO):
                     piece, buf = buf, b""
                 else:
                     piece, buf = buf[:_PART_SIZE], buf[_PART_SIZE:]
+                total += len(piece)
                 etag = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
                                                PartNumber=number, Body=piece)["ETag"]
                 parts.append({"ETag": etag, "PartNumber": number})
@@ -210,7 +215,7 @@ class S3FileIO(FileIO):
                                       "MultipartUpload": {"Parts": parts}}
             if if_absent:
                 kwargs["IfNoneMatch"] = "*"
-            self.client.complete_multipart_upload(**kwargs)
+            return self.client.complete_multipart_upload(**kwargs).get("ETag"), total
         except BaseException:
             try:
                 self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)

@@ -152,7 +152,7 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
     ConcurrentCommitError when someone else committed since `read_version`.
     """
     dl = _deltalake()
-    from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+    from deltalake.transaction import AddAction
 
     adds = list(adds)
     removes = list(removes)
@@ -165,38 +165,50 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
     add_actions = [AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True,
                              f.stats or json.dumps({"numRecords": f.num_records})) for f in adds]
     now_ms = int(time.time() * 1000)
-    try:
-        if read_version is None:
-            schema = dl.Schema.from_arrow(spec.schema)
-            create_table_with_add_actions(
-                location, schema, add_actions, mode="error", partition_by=list(spec.partition_by) or None,
-                name=spec.name, description=spec.description or None, storage_options=options,
-                commit_properties=CommitProperties(custom_metadata=custom),
-            )
-        else:
-            from deltalake._internal import RemoveAction
-
-            actions: list[Any] = list(add_actions)
-            actions += [RemoveAction(f.path, True, now_ms, f.size, dict(f.partition_values)) for f in removes]
-            dt = dl.DeltaTable(location, version=read_version, storage_options=options)
-            dt.create_write_transaction(
-                actions, "append", spec.schema,
-                partition_by=list(spec.partition_by) or None,
-                commit_properties=CommitProperties(custom_metadata=custom,
-                                                   max_commit_retries=0 if strict else None),
-            )
-    except Exception as exc:
-        abort_files(warehouse, spec, adds)
-        current = latest_version(warehouse, spec.name)
-        moved = (read_version is None and current is not None) or (
-            read_version is not None and current is not None and current > read_version)
-        if moved:
-            raise ConcurrentCommitError(warehouse.table_uri(spec.name), read_version, current, str(exc)) from exc
-        if isinstance(exc, TableError):
-            raise
-        raise TableError(f"commit to Delta table {warehouse.table_uri(spec.name)} failed: {exc}") from exc
+    attempts = 1 if strict or removes else 3
+    for attempt in range(1, attempts + 1):
+        try:
+            _commit_once(dl, location, options, spec, add_actions, removes, read_version, strict, custom, now_ms)
+            break
+        except Exception as exc:
+            current = latest_version(warehouse, spec.name)
+            moved = (read_version is None and current is not None) or (
+                read_version is not None and current is not None and current > read_version)
+            if moved and attempt < attempts:
+                # A non-strict pure append commutes with whatever landed meanwhile (e.g. a table
+                # created by a concurrent run's audit row): retry against the new version.
+                read_version = current
+                continue
+            abort_files(warehouse, spec, adds)
+            if moved:
+                raise ConcurrentCommitError(warehouse.table_uri(spec.name), read_version, current, str(exc)) from exc
+            if isinstance(exc, TableError):
+                raise
+            raise TableError(f"commit to Delta table {warehouse.table_uri(spec.name)} failed: {exc}") from exc
     version = _find_commit(warehouse, spec.name, commit_id, read_version)
     return CommitResult(spec.name, version, len(adds), len(removes), sum(f.num_records for f in adds))
+
+
+def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: TableSpec, add_actions: list[Any],
+                 removes: list[DataFile], read_version: int | None, strict: bool, custom: dict[str, Any],
+                 now_ms: int) -> None:
+    from deltalake.transaction import CommitProperties, create_table_with_add_actions
+
+    if read_version is None:
+        create_table_with_add_actions(
+            location, dl.Schema.from_arrow(spec.schema), add_actions, mode="error",
+            partition_by=list(spec.partition_by) or None, name=spec.name, description=spec.description or None,
+            storage_options=options, commit_properties=CommitProperties(custom_metadata=custom),
+        )
+        return
+    from deltalake._internal import RemoveAction
+
+    actions: list[Any] = list(add_actions)
+    actions += [RemoveAction(f.path, True, now_ms, f.size, dict(f.partition_values)) for f in removes]
+    dl.DeltaTable(location, version=read_version, storage_options=options).create_write_transaction(
+        actions, "append", spec.schema, partition_by=list(spec.partition_by) or None,
+        commit_properties=CommitProperties(custom_metadata=custom, max_commit_retries=0 if strict else None),
+    )
 
 
 def _find_commit(warehouse: Warehouse, name: str, commit_id: str, read_version: int | None) -> int:

@@ -100,6 +100,10 @@ class DeltaSparkEngine(TableEngine):
         self._save(writer, path, warehouse.table_uri(spec.name), before)
         return CommitResult(spec.name, _current_version(spark, path))
 
+    def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
+                    metadata: dict[str, Any] | None = None) -> CommitResult:
+        return self.write(spark.createDataFrame(spec.conform(rows)), warehouse, spec, mode="append", metadata=metadata)
+
     @staticmethod
     def _save(writer: Any, path: str, uri: str, read_version: int | None) -> None:
         try:

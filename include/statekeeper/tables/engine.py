@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from statekeeper.tables import delta_log
 from statekeeper.tables.arrow_codec import schema_to_text
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.errors import ConcurrentCommitError, EngineUnavailableError, TableError
@@ -53,6 +54,11 @@ class TableEngine(ABC):
         """Write `df` to the table in one commit. `replace` lists the partitions a
         replace_partitions write swaps out; `expected_version` makes the write fail unless the
         table is still at that version."""
+
+    @abstractmethod
+    def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
+                    metadata: dict[str, Any] | None = None) -> CommitResult:
+        """Append a small Arrow table (audit rows) to `spec` in one commit; concurrent appends retry."""
 
     @abstractmethod
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
@@ -105,6 +111,19 @@ class DeltaRsEngine(TableEngine):
             _run_write(writer.mode("overwrite" if mode == "overwrite" else "append"), warehouse, [spec.name])
             result = _load_result(result_path)
         return CommitResult(**result)
+
+    def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
+                    metadata: dict[str, Any] | None = None) -> CommitResult:
+        # A few rows do not need a Spark job: write the file and commit here on the driver,
+        # through the same delta-rs path the data sources use.
+        from statekeeper.tables.files import split_partitions, write_data_file
+
+        state = delta_log.load_state(warehouse, spec.name)
+        delta_log.check_compatible(state, spec)
+        adds = [write_data_file(warehouse, spec, part, values)
+                for values, part in split_partitions(spec, spec.conform(rows)) if part.num_rows]
+        return delta_log.commit(warehouse, spec, adds, [], read_version=None if state is None else state.version,
+                                strict=False, metadata=metadata)
 
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                          read_versions: dict[str, int | None], *,

@@ -89,11 +89,16 @@ def write_data_file(warehouse: Warehouse, spec: TableSpec, table: pa.Table,
     """Write one parquet file holding `table` (full schema, one partition) into the table."""
     data = table.select(spec.data_schema.names)
     buffer = io.BytesIO()
+    # Parquet column statistics are skipped: files hold one partition's rows and Delta's own file
+    # statistics (below) serve data skipping; the per-column footer work dominated small writes.
     pq.write_table(data, buffer, compression="zstd", coerce_timestamps="us", allow_truncated_timestamps=False,
-                   write_statistics=True)
+                   write_statistics=False)
     rel = data_file_path(spec, partition_values)
     io_ = fileio or warehouse.file_io()
-    info = io_.write(join_uri(warehouse.table_uri(spec.name), rel), buffer.getvalue())
+    # No fsync per data file (as Spark's and delta-rs' own writers): a data file is immutable and
+    # invisible until the Delta commit names it; flushing thousands of small files one by one
+    # dominated write time.
+    info = io_.write(join_uri(warehouse.table_uri(spec.name), rel), buffer.getvalue(), durable=False)
     return DataFile(
         path=rel, size=info.size, partition_values=dict(partition_values),
         modification_time=int(info.mtime.timestamp() * 1000), num_records=data.num_rows,
@@ -154,19 +159,24 @@ def _ts_ceil_ms(value: datetime) -> str:
 
 
 def read_data_file(warehouse: Warehouse, spec_schema: pa.Schema, partition_by: tuple[str, ...], path: str,
-                   partition_values: dict[str, str], *, fileio: Any = None, table_name: str) -> pa.Table:
-    """Read one data file back with its partition columns restored, in `spec_schema` order."""
+                   partition_values: dict[str, str], *, fileio: Any = None, table_name: str,
+                   columns: list[str] | None = None) -> pa.Table:
+    """Read one data file back with its partition columns restored, in `spec_schema` order
+    (or only `columns`, in that order)."""
     io_ = fileio or warehouse.file_io()
     raw = io_.read_bytes(join_uri(warehouse.table_uri(table_name), path))
-    data = pq.read_table(io.BytesIO(raw))
+    wanted = [spec_schema.field(c) for c in columns] if columns else list(spec_schema)
+    # ParquetFile.read on an in-memory buffer: 3-5x faster than read_table() for small files.
+    pf = pq.ParquetFile(pa.BufferReader(raw))
+    stored = set(pf.schema_arrow.names)
+    data = pf.read(columns=[f.name for f in wanted if f.name in stored], use_threads=False)
     n = data.num_rows
-    columns = []
-    for f in spec_schema:
+    arrays = []
+    for f in wanted:
         if f.name in partition_by:
-            value = partition_values.get(f.name)
-            columns.append(pa.array([value] * n, type=pa.string()).cast(f.type))
-        elif f.name in data.column_names:
-            columns.append(data.column(f.name).cast(f.type))
+            arrays.append(pa.array([partition_values.get(f.name)] * n, type=pa.string()).cast(f.type))
+        elif f.name in stored:
+            arrays.append(data.column(f.name).cast(f.type))
         else:  # column added to the table after this file was written
-            columns.append(pa.nulls(n, type=f.type))
-    return pa.Table.from_arrays(columns, schema=spec_schema)
+            arrays.append(pa.nulls(n, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(wanted))

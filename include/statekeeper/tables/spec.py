@@ -33,6 +33,8 @@ class TableSpec:
 
     def conform(self, table: pa.Table) -> pa.Table:
         """Reorder/cast `table` to the declared schema; fail on missing or extra columns."""
+        if table.schema.equals(self.schema):
+            return table
         missing = [n for n in self.schema.names if n not in table.column_names]
         extra = [n for n in table.column_names if n not in self.schema.names]
         if missing or extra:
