@@ -77,7 +77,7 @@ def check_one(mutated: bytes) -> None:
 
 
 FUZZ = settings(
-    max_examples=200,
+    max_examples=400,
     deadline=timedelta(seconds=3),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
@@ -112,11 +112,11 @@ def _real_seeds():
 @pytest.mark.parametrize("version,scenario", _real_seeds())
 def test_fuzz_real_flink_metadata(flink_fixture, version, scenario):
     files = flink_fixture(version, scenario).metadata_files()
-    # the smallest file of the store keeps examples fast; real structure is what matters
-    seed = min((p.read_bytes() for p in files), key=len)
+    # the three smallest files of the store keep examples fast; real structure is what matters
+    seeds = sorted((p.read_bytes() for p in files), key=len)[:3]
 
-    @settings(FUZZ, max_examples=120)
-    @given(mutations(seed))
+    @settings(FUZZ, max_examples=300)
+    @given(st.sampled_from(seeds).flatmap(mutations))
     def run(mutated):
         check_one(mutated)
 

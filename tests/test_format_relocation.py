@@ -26,7 +26,7 @@ from statekeeper.format import (
 from statekeeper.uri import normalize_uri
 from tests.harness import FLINK_VERSIONS
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 
 def _local(uri: str) -> Path:
@@ -45,16 +45,17 @@ def test_relocated_chain_checkpoint_restores(flink_harness, tmp_path, version):
         jobs = {f.uri.split("/checkpoints/")[1].split("/")[0] for f in refs.files}
         return jobs - {c_id}
 
-    # The checkpoint of C that reaches furthest into other jobs' shared/ (A's if any survived
-    # RocksDB compaction in B, else B's): relocation must carry cross-job references along.
+    # The newest checkpoint of C that references A's shared/ (through B: C ← B ← A, CLAIM):
+    # relocation must carry cross-job references along.
     candidates = []
     for chk in store.retained_checkpoints("C"):
         meta = chk / "_metadata"
         model = read_metadata(meta, meta.as_uri())
         refs = extract_references(model, meta.as_uri())
-        candidates.append((a_id in foreign_jobs(refs), len(foreign_jobs(refs)), chk.name, chk, model, refs))
-    _, n_foreign, _, chk, model, refs = max(candidates, key=lambda c: c[:3])
-    assert n_foreign >= 1, "a checkpoint of C (CLAIM chain) must reference another job's shared/"
+        if a_id in foreign_jobs(refs):
+            candidates.append((chk, model, refs))
+    assert candidates, "no checkpoint of C references A's shared/ (harness chain_claim scenario)"
+    chk, model, refs = candidates[-1]
     meta = chk / "_metadata"
 
     old_root = normalize_uri(str(store.root))
@@ -143,3 +144,42 @@ def test_externalized_inline_checkpoint_restores(flink_harness, flink_fixture, t
         _local(victim.uri).unlink()
         verdict = flink_harness.verify_restore(version, new_chk, "inline_heavy", job="A")
         assert not verdict.ok, "restore succeeded without a file the rewritten _metadata references"
+
+
+@pytest.mark.timeout(900)
+def test_relocated_file_merging_checkpoint_restores(flink_harness, tmp_path):
+    # Segments (tag 15) and managed directories (tag 17) are absolute: a relocation that missed
+    # one would read the originals (moved away below) or, under CLAIM, delete source directories.
+    version = FLINK_VERSIONS[-1]
+    store = flink_harness.generate_store(version, "file_merging", tmp_path / "store")
+    chk = store.retained_checkpoints()[-1]
+    meta = chk / "_metadata"
+    model = read_metadata(meta, meta.as_uri())
+    refs = extract_references(model, meta.as_uri())
+    segments = [f for f in refs.files if f.handle_kind == "SEGMENT_FILE_HANDLE"]
+    assert segments and refs.managed_dirs(), "file merging writes segments and managed directories"
+
+    old_root = normalize_uri(str(store.root))
+    new_root = normalize_uri(str(tmp_path / "relocated"))
+    for uri in refs.physical_files():
+        target = _local(new_root + uri[len(old_root):])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(_local(uri), target)
+    for d in refs.managed_dirs():
+        _local(new_root + d[len(old_root):]).mkdir(parents=True, exist_ok=True)
+
+    result = rewrite_prefixes(model, {old_root: new_root})
+    assert result.unmapped == []
+    kinds = {c.handle_kind for c in result.changes}
+    assert {"SEGMENT_FILE_HANDLE", "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE"} <= kinds
+    new_chk = _local(new_root + refs.snapshot_dir[len(old_root):])
+    new_chk.mkdir(parents=True, exist_ok=True)
+    with open(new_chk / "_metadata", "wb") as out:
+        write_metadata(result.model, out, inline_source=meta)
+    new_refs = extract_references(read_metadata(new_chk / "_metadata", (new_chk / "_metadata").as_uri()),
+                                  (new_chk / "_metadata").as_uri())
+    assert all(f.uri.startswith(new_root + "/") for f in new_refs.files)
+
+    store.root.rename(tmp_path / "originals-moved-away")
+    verdict = flink_harness.verify_restore(version, new_chk, "file_merging")
+    assert verdict.ok, verdict.output[-4000:]

@@ -247,3 +247,21 @@ def test_tags_newer_than_the_version_are_refused_both_ways():
                       v2_chain_length=1),))
     with pytest.raises(MetadataWriteError, match="tag 12 .* V2 file"):
         to_bytes(v2)
+
+
+def test_codec_imports_no_spark_airflow_or_boto():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, statekeeper.format, statekeeper.inspect\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pyspark', 'airflow', 'boto3', 'botocore', 'deltalake', 'statekeeper.storage'))\n"
+        "bad += [m for m in sys.modules if m.startswith('statekeeper.storage')]\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    include = Path(__file__).resolve().parents[1] / "include"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(include), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stdout + res.stderr

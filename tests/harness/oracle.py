@@ -8,11 +8,14 @@ from pathlib import Path
 from tests.harness.runner import HarnessRunError, run_java, tail
 
 
-def run_oracle(version: str, metadata_paths: list[Path], heap: str = "1g", timeout: float = 600) -> list[dict]:
+def run_oracle(version: str, metadata_paths: list[Path], heap: str = "1g", timeout: float = 600,
+               jvm_opts: tuple[str, ...] = ()) -> list[dict]:
     """One dict per file, in order (schema in tests/harness/README.md).
 
     Files are loaded with `Checkpoints.loadCheckpointMetadata` of Flink `version` in ONE JVM; a file
-    Flink cannot load yields `{"path": ..., "error": "<exception class>: <message>"}`.
+    Flink cannot load yields `{"path": ..., "error": "<exception class>: <message>"}`. `heap` sizes
+    the JVM for huge files; `jvm_opts` are appended last (they win), e.g.
+    `("-XX:TieredStopAtLevel=4",)` for full JIT when benchmarking Flink's reader.
     """
     paths = [str(Path(p).absolute()) for p in metadata_paths]
     if not paths:
@@ -22,7 +25,7 @@ def run_oracle(version: str, metadata_paths: list[Path], heap: str = "1g", timeo
         output = Path(work) / "oracle.jsonl"
         listing.write_text("\n".join(paths) + "\n")
         run = run_java(version, "Oracle", [str(listing), str(output)], timeout=timeout,
-                       jvm_opts=(f"-Xmx{heap}",))
+                       jvm_opts=(f"-Xmx{heap}", *jvm_opts))
         results = [json.loads(line) for line in output.read_text().splitlines()] if output.exists() else []
     if run.returncode != 0 or len(results) != len(paths):
         raise HarnessRunError(f"oracle (Flink {version}) exited {run.returncode} with {len(results)}/"

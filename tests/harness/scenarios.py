@@ -66,9 +66,11 @@ class ScenarioPlan:
 def _chain(claim: str) -> tuple[JobPlan, ...]:
     # Restored jobs take 2 checkpoints with 3 retained: in CLAIM mode the restored checkpoint then
     # stays in the retained set, so every file any _metadata names still exists (a consistent
-    # store); A's shared/ files are referenced from B's and C's job directories.
-    restored = {"checkpoints": 2}
-    jobs = [JobPlan("A", {"checkpoints": 4}),
+    # store). RocksDB compaction is off in chains: with it, a restored DB that already holds 4+
+    # L0 files compacts them at open and the new job stops referencing its parent's SSTs; without
+    # it, B and C really reference files in A's shared/ (and C in B's).
+    restored = {"checkpoints": 2, "compaction_style": "NONE"}
+    jobs = [JobPlan("A", {"checkpoints": 4, "compaction_style": "NONE"}),
             JobPlan("B", restored, restore_from="A", claim_mode=claim)]
     if claim == "CLAIM":
         jobs.append(JobPlan("B_legacy", restored, restore_from="A", claim_mode="LEGACY"))

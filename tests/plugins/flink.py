@@ -15,6 +15,7 @@ import shutil
 import pytest
 
 import tests.harness as harness
+from tests.harness.cache import prune_stale
 from tests.harness.flink import HarnessSetupError, harness_classes
 
 
@@ -41,6 +42,7 @@ def flink_harness():
             raise HarnessSetupError(f"{tool} not found on PATH: the real-Flink tests need a JDK 17")
     for version in harness.FLINK_VERSIONS:
         harness_classes(version)   # downloads Flink once per cache, compiles once per source hash
+    prune_stale()                  # fixtures/classes of old source hashes, untouched for a day
     return harness
 
 
@@ -53,6 +55,23 @@ def flink_fixture(flink_harness):
         key = (version, scenario)
         if key not in cache:
             cache[key] = flink_harness.get_fixture(version, scenario)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def flink_oracle(flink_fixture):
+    """Callable (version, scenario) -> {metadata path: oracle dict}, one oracle JVM per store."""
+    cache: dict[tuple[str, str], dict] = {}
+
+    def get(version: str, scenario: str) -> dict:
+        key = (version, scenario)
+        if key not in cache:
+            fixture = flink_fixture(version, scenario)
+            files = fixture.metadata_files()
+            results = harness.run_oracle(version, files)
+            cache[key] = {str(path): result for path, result in zip(files, results)}
         return cache[key]
 
     return get

@@ -1,7 +1,22 @@
 """The Flink `_metadata` codec: read, model, write, reference extraction and edits.
 
 Pure: imports nothing from Spark, Airflow or boto3 and parses from any seekable binary source
-(`read`, `seek`, `tell`, optional `size`). See docs in each module; the public surface is below.
+(`read(n)`, `seek(pos)`, `tell()`, optional `size`), e.g. `FileIO.open_input(uri)`.
+
+    model = read_metadata(source, uri)                 # CheckpointMetadata; payloads not loaded
+    model = open_metadata("/path/chk-42")              # local file or snapshot directory
+    refs = extract_references(model, uri)              # .files: [FileReference], .inline: [InlineState]
+    refs.physical_files()                              # {uri: size}, segments -> end of last segment
+    account(model)                                     # where the bytes of the file go
+    res = rewrite_prefixes(model, {"s3://a/ckpt": "s3://b/ckpt"})   # .model .changes .unmapped
+    res = externalize_inline(model, uri)               # .model .files (ExternalFile: uri, payload)
+    write_metadata(res.model, out, inline_source=original_source)    # streams unloaded payloads
+
+Errors: MetadataFormatError (subclasses: NotFlinkMetadataError, UnsupportedMetadataVersionError,
+TruncatedMetadataError, CorruptMetadataError > UnknownHandleTagError / InvalidStringError /
+TrailingBytesError / UnresolvableReferenceError), each naming the object, byte offset and cause;
+MetadataWriteError for models a version cannot hold; RewriteError for unsafe edits.
+Model, reader, writer, walk (one traversal for every handle), references, rewrite: one module each.
 """
 from .accounting import Accounting, account
 from .errors import (

@@ -35,6 +35,7 @@ public final class JobSpec {
     public final int keys;                // K: element v has key v % K
     public final int payloadBytes;        // per-element map-state value size
     public final long tallySleepMicros;   // slow downstream (backpressure) per element
+    public final String compactionStyle;  // RocksDB: null keeps LEVEL; NONE keeps restored SSTs alive
     public final String restore;          // null, a snapshot path, or "@<job>" (its latest checkpoint)
     public final String claimMode;        // CLAIM | NO_CLAIM | LEGACY
     public final List<String> savepoints; // formats to trigger after the checkpoints: CANONICAL, NATIVE
@@ -59,6 +60,7 @@ public final class JobSpec {
         this.keys = Integer.parseInt(get(p, "keys", "256"));
         this.payloadBytes = Integer.parseInt(get(p, "payload_bytes", "48"));
         this.tallySleepMicros = Long.parseLong(get(p, "tally_sleep_micros", "0"));
+        this.compactionStyle = p.getProperty(name + ".compaction_style");
         this.restore = p.getProperty(name + ".restore");
         this.claimMode = get(p, "claim_mode", "NO_CLAIM");
         String sp = get(p, "savepoints", "");
@@ -96,6 +98,9 @@ public final class JobSpec {
         if (backend.equals("rocksdb")) {
             // The 64 MB default write buffer stalls tiny jobs on 1.x; state here is a few MB.
             c.put("state.backend.rocksdb.writebuffer.size", "4mb");
+            if (compactionStyle != null) {
+                c.put("state.backend.rocksdb.compaction.style", compactionStyle);
+            }
         }
         both(c, "execution.checkpointing.storage", "state.checkpoint-storage", "filesystem");
         both(c, "execution.checkpointing.dir", "state.checkpoints.dir", ckptUri);

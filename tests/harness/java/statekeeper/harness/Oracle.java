@@ -281,7 +281,7 @@ public final class Oracle {
                 path = ((FileStateHandle) h).getFilePath().toString();
                 reference(path, size);
             } else if (isA(h, EMPTY_SEGMENT)) {
-                startPos = 0L;  // placeholder for "no state": names no file
+                // Tag 16: a placeholder for "no state". Its in-memory path "empty" is not a file.
             } else if (isA(h, SEGMENT)) {
                 path = call(h, "getFilePath").toString();
                 startPos = (Long) call(h, "getStartPos");

@@ -25,6 +25,8 @@ public final class Verify {
         }
         String job = args[1];
         plan.setProperty(job + ".checkpoints", "1");
+        // One checkpoint is all we wait for: take it soon after the restored job runs.
+        plan.setProperty(job + ".interval_ms", "300");
         plan.setProperty(job + ".claim_mode", "NO_CLAIM");
         plan.setProperty(job + ".savepoints", "");
         JobSpec spec = JobSpec.parse(job, plan);
