@@ -11,11 +11,12 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 export PYTHONDONTWRITEBYTECODE = 1
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test bench clean help
+.PHONY: setup demo test bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
 	@echo "make bench  - run the benchmarks (prints ratios against a same-run baseline)"
+	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
 
 setup: $(STAMP)
@@ -35,6 +36,9 @@ test: setup
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
+
+airflow-ui: setup
+	$(PY) -m statekeeper.airflow_local
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

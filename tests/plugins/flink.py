@@ -5,6 +5,7 @@
   without Java or PyPI access the tests error loudly.
 * `flink_version_scenarios()` / `flink_params()`: parametrization over (version, scenario).
 * `flink_fixture(version, scenario)`: the cached store (read-only!).
+* `flink_oracle(version, scenario)`: {metadata path: oracle dict} for that store, one JVM each.
 
 Mark tests that use it with `@pytest.mark.flink`.
 """

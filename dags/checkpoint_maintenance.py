@@ -1,0 +1,97 @@
+"""Nightly Flink checkpoint-storage maintenance: index -> (chains -> validate, as they land).
+
+Thin by design: each task submits one entry point from spark_jobs/ through
+StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, Param
+from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+
+DAG_DOC = """
+### Flink checkpoint-storage maintenance
+
+Runs Statekeeper's Spark jobs against the checkpoint and savepoint **roots**, writing Delta tables
+to the **warehouse**.
+
+| step | reads | writes |
+|---|---|---|
+| `index` | every object and `_metadata` under the roots (incremental: unchanged `_metadata` are not re-parsed) | `files`, `snapshots`, `references`, `inline_state`, `index_runs` |
+
+**Manual runs** take the form's parameters; empty values fall back to the Airflow Variables
+`statekeeper_roots` and `statekeeper_warehouse` (what scheduled runs use). **Backfills**
+(`airflow backfill create --dag-id checkpoint_maintenance --from-date ... --to-date ...`) record each
+run's data interval in `index_runs`. Only one run at a time (`max_active_runs=1`): two maintenance
+runs never race on one warehouse. Spark submissions share the `statekeeper_spark` pool.
+"""
+
+COMMON_ARGS = [
+    "--roots", "{{ (params.roots | join(',')) if params.roots else var.value.statekeeper_roots }}",
+    "--warehouse", "{{ params.warehouse or var.value.statekeeper_warehouse }}",
+    "--job-filter", "{{ params.job_filter }}",
+    "--run-id", "{{ run_id }}",
+    # Manual runs triggered without a logical date have no data interval (the names are undefined).
+    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
+    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
+]
+
+with DAG(
+    dag_id="checkpoint_maintenance",
+    description="Index Flink checkpoints and savepoints into Delta tables; chains and validation follow.",
+    schedule="0 2 * * *",
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=DAG_DOC,
+    tags=["statekeeper", "flink"],
+    default_args={
+        "owner": "statekeeper",
+        "retries": 2,
+        "retry_delay": timedelta(minutes=2),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+        "pool": "statekeeper_spark",
+    },
+    params={
+        "roots": Param(
+            [], type="array", items={"type": "string"},
+            title="Roots",
+            description="Checkpoint base directories (<root>/<job-id>/chk-N) or savepoint base directories, "
+                        "as file:// or s3:// URIs. Empty: the Variable statekeeper_roots (comma-separated).",
+        ),
+        "job_filter": Param(
+            "", type="string", title="Job filter",
+            description="Only job directories whose name matches this glob (e.g. 'a1b2*'). Empty: all jobs.",
+        ),
+        "warehouse": Param(
+            "", type="string", title="Warehouse",
+            description="Where the Delta tables live (a local path, file:// or s3:// prefix). "
+                        "Empty: the Variable statekeeper_warehouse.",
+        ),
+        "storage_conn_id": Param(
+            "", type="string", title="Storage connection",
+            description="An 'aws' connection for s3:// roots or warehouse (e.g. statekeeper_s3_local). "
+                        "Empty for local disks and NFS mounts.",
+        ),
+        "spark_conn_id": Param(
+            "spark_local", type="string", title="Spark connection",
+            description="The Spark connection whose master spark-submit uses.",
+        ),
+        "spark_master": Param(
+            "", type="string", title="Spark master override",
+            description="Overrides the connection's master for this run, e.g. local[2] or spark://host:7077.",
+        ),
+    },
+) as dag:
+    index = StatekeeperSparkSubmitOperator(
+        task_id="index",
+        job="index_checkpoints",
+        job_args=COMMON_ARGS,
+        spark_conn_id="{{ params.spark_conn_id }}",
+        storage_conn_id="{{ params.storage_conn_id }}",
+        spark_master="{{ params.spark_master }}",
+        doc_md="Lists every object under the roots and parses every `_metadata` (streaming, in Spark tasks), "
+               "then commits `files`, `snapshots`, `references`, `inline_state` and an `index_runs` audit row.",
+    )

@@ -1,0 +1,101 @@
+"""Environment for the embedded Airflow (SQLite, LocalExecutor, loopback only).
+
+One definition serves `make demo`, `make airflow-ui` and the tests, so what the tests prove is what
+a user runs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fernet_key(home: Path) -> str:
+    """One Fernet key per Airflow home, shared by every process that uses it.
+
+    Without it, whichever process first writes airflow.cfg generates a key that processes which
+    imported Airflow earlier never see, and connections they read back fail to decrypt.
+    """
+    path = home / "fernet.key"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(Fernet.generate_key())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    return path.read_text().strip()
+
+
+def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = PROJECT_ROOT,
+                      api_port: int = 8080, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment variables for an Airflow rooted at `airflow_home` that serves this project's DAGs."""
+    home = Path(airflow_home).resolve()
+    venv_bin = str(Path(sys.executable).parent)
+    env = dict(os.environ if base is None else base)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(project_root / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(project_root / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__FERNET_KEY": _fernet_key(home),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        # Standalone defaults to 32 worker processes; two cores want two.
+        "AIRFLOW__CORE__PARALLELISM": "2",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(api_port),
+        # Task workers reach the API server here; the default assumes port 8080.
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "STATEKEEPER_HOME": str(project_root),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(project_root / "include"), env.get("PYTHONPATH", "")])),
+        # `airflow standalone` runs bare `airflow`; the venv must be first on PATH.
+        "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
+        "GX_ANALYTICS_ENABLED": "false",
+        "NO_PROXY": "*",
+    })
+    return env
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).with_name("airflow"))
+
+
+def prepare(airflow_home: str | os.PathLike, env: dict[str, str]) -> None:
+    """Migrate the SQLite metadata DB and import airflow_settings.yaml (both idempotent)."""
+    import subprocess
+
+    from statekeeper.airflow_settings import import_into_airflow, load_settings
+
+    Path(airflow_home).mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([airflow_bin(), "db", "migrate"], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    import_into_airflow(load_settings(PROJECT_ROOT / "airflow_settings.yaml", env), airflow_bin(), env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`make airflow-ui`: the Airflow UI on http://127.0.0.1:8080 with this project's DAGs."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m statekeeper.airflow_local", description=main.__doc__)
+    parser.add_argument("--home", default=str(PROJECT_ROOT / ".statekeeper" / "airflow"),
+                        help="AIRFLOW_HOME (default: .statekeeper/airflow in the project)")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args(argv)
+    env = local_airflow_env(args.home, api_port=args.port)
+    prepare(args.home, env)
+    print(f"Airflow UI: http://127.0.0.1:{args.port}  (user admin; password in "
+          f"{Path(args.home) / 'simple_auth_manager_passwords.json.generated'}). Ctrl-C stops it.", flush=True)
+    os.execvpe(airflow_bin(), [airflow_bin(), "standalone"], env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Tables written by the chains job. docs/chains-and-validation.md documents every column.
+
+`dependencies` and `pins` hold the same edges seen from both ends, each partitioned for its
+question: `dependencies` by the dependent snapshot's unit ("what does this snapshot need?"),
+`pins` by the target's unit ("who keeps this directory's files alive?"). Both are rewritten as a
+whole by every run (the graph is global: one new snapshot can change any lineage); the run's
+audit row in `chains_runs` names the index table versions they were computed from.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TableSpec
+
+TS = pa.timestamp("us", tz="UTC")
+PARTITION_BY = ("root_id", "job_dir")
+
+DIRECT = "direct"
+TRANSITIVE = "transitive"
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+_EDGE = [
+    _f("relation", pa.string(), False),
+    _f("dependency", pa.string(), False),
+    _f("depth", pa.int32(), False),
+    _f("via", pa.list_(pa.string()), False),
+    _f("files", pa.int64()),
+    _f("directories", pa.int64()),
+    _f("bytes", pa.int64()),
+    _f("run_id", pa.string(), False),
+]
+
+DEPENDENCIES = TableSpec(
+    "dependencies",
+    pa.schema([
+        _f("snapshot_uri", pa.string(), False),
+        _f("root", pa.string(), False),
+        _f("root_id", pa.string(), False),
+        _f("job_dir", pa.string(), False),
+        _f("snapshot_job_id", pa.string()),
+        _f("snapshot_checkpoint_id", pa.int64()),
+        _f("snapshot_type", pa.string()),
+        _f("target_kind", pa.string(), False),
+        _f("target_uri", pa.string(), False),
+        _f("target_snapshot_uri", pa.string()),
+        _f("target_root", pa.string()),
+        _f("target_root_id", pa.string(), False),
+        _f("target_job_dir", pa.string(), False),
+        _f("target_job_id", pa.string()),
+        *_EDGE,
+    ]),
+    PARTITION_BY,
+    "Per snapshot: every directory whose files it uses (direct, with files and bytes) and the "
+    "directories its lineage reaches through other jobs and savepoints (transitive, with depth and path).",
+)
+
+PINS = TableSpec(
+    "pins",
+    pa.schema([
+        _f("root", pa.string()),             # the target's root; null for external targets
+        _f("root_id", pa.string(), False),   # the target's root id ("external" outside every root)
+        _f("job_dir", pa.string(), False),   # the target's job directory ("." for flat layouts)
+        _f("target_kind", pa.string(), False),
+        _f("target_uri", pa.string(), False),
+        _f("target_snapshot_uri", pa.string()),
+        _f("target_job_id", pa.string()),
+        _f("snapshot_uri", pa.string(), False),
+        _f("snapshot_root", pa.string(), False),
+        _f("snapshot_root_id", pa.string(), False),
+        _f("snapshot_job_dir", pa.string(), False),
+        _f("snapshot_job_id", pa.string()),
+        _f("snapshot_checkpoint_id", pa.int64()),
+        _f("snapshot_type", pa.string()),
+        *_EDGE,
+    ]),
+    PARTITION_BY,
+    "Per job directory / savepoint / snapshot directory: the retained snapshots that keep some of its "
+    "files alive (direct rows, with files and bytes pinned) and those whose lineage passes through it "
+    "(transitive rows).",
+)
+
+CHAINS_RUNS = TableSpec(
+    "chains_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("warehouse", pa.string(), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("source_versions", pa.map_(pa.string(), pa.int64())),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("snapshots", pa.int64(), False),
+        _f("unparsed_snapshots", pa.int64(), False),
+        _f("unparsed_examples", pa.list_(pa.string()), False),
+        _f("direct_rows", pa.int64(), False),
+        _f("transitive_rows", pa.int64(), False),
+        _f("cross_directory_rows", pa.int64(), False),
+        _f("max_depth", pa.int32(), False),
+        _f("airflow_run_id", pa.string()),
+        _f("error", pa.string()),
+    ]),
+    (),
+    "Audit row per chains run. `unparsed_snapshots` > 0 means some `_metadata` could not be read: "
+    "their references are unknown, so the graph is incomplete and GC must not act on it.",
+)
+
+CHAINS_TABLES = (DEPENDENCIES, PINS)

@@ -1,0 +1,183 @@
+"""The integrity checks: names, severities, and the pure rule that turns one referenced file's
+evidence into findings (run inside Spark tasks on the rows that need it).
+
+Checks (docs/chains-and-validation.md):
+
+* ``metadata_parses``   error   - `_metadata` could not be read or parsed (message from the codec);
+* ``file_exists``       error   - an absolutely referenced file (tag 2/15) is not in the listing;
+* ``relative_resolves`` error   - a relative handle (tag 6) names no file beside `_metadata`
+                                  (FLINK-39964 after a CLAIM restore of a native savepoint);
+* ``file_size``         error   - the file is shorter than the handle says (size, or the end of a
+                                  segment: start + length);
+* ``file_unverifiable`` error   - the file lies outside every indexed root and outside every
+                                  configured root, or stat failed: existence is unknown, so the
+                                  snapshot is not considered restorable (fail closed);
+* ``cross_directory``   warning - the snapshot uses files in another job's directory, a savepoint or
+                                  outside the roots (a dependency to keep, not damage);
+* ``snapshot``          summary - one row per snapshot: worst severity, files checked, restorable.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+METADATA_PARSES = "metadata_parses"
+FILE_EXISTS = "file_exists"
+RELATIVE_RESOLVES = "relative_resolves"
+FILE_SIZE = "file_size"
+FILE_UNVERIFIABLE = "file_unverifiable"
+CROSS_DIRECTORY = "cross_directory"
+SNAPSHOT = "snapshot"
+CHECKS = (METADATA_PARSES, FILE_EXISTS, RELATIVE_RESOLVES, FILE_SIZE, FILE_UNVERIFIABLE, CROSS_DIRECTORY)
+
+OK = "ok"
+WARNING = "warning"
+ERROR = "error"
+SEVERITY_RANK = {OK: 0, WARNING: 1, ERROR: 2}
+
+# How a file outside the index's listing was looked at (statekeeper.validate.stat).
+STAT_FOUND = "found"
+STAT_MISSING = "missing"
+STAT_OUTSIDE = "outside_roots"
+STAT_UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class FileEvidence:
+    snapshot_uri: str
+    file_uri: str
+    indexed_root: bool              # the file lies under a root the index listed
+    listed_size: int | None         # its size in `files`, None when the listing does not have it
+    stat_status: str | None         # for files outside indexed roots: STAT_*
+    stat_size: int | None
+    stat_error: str | None
+    extent: int | None              # largest stated size / segment end
+    segmented: bool
+    relative: bool
+    relative_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    snapshot_uri: str
+    check: str
+    severity: str
+    subject: str
+    detail: str
+    bytes: int | None
+
+
+def file_findings(e: FileEvidence) -> list[Finding]:
+    """Findings for one (snapshot, referenced file); empty when the file is present and long enough."""
+    if e.indexed_root:
+        exists, size = e.listed_size is not None, e.listed_size
+    elif e.stat_status == STAT_FOUND:
+        exists, size = True, e.stat_size
+    elif e.stat_status == STAT_MISSING:
+        exists, size = False, None
+    elif e.stat_status == STAT_UNREADABLE:
+        return [Finding(e.snapshot_uri, FILE_UNVERIFIABLE, ERROR, e.file_uri,
+                        f"{e.file_uri} lies outside the indexed roots and could not be looked at: "
+                        f"{e.stat_error or 'unknown error'}", e.extent)]
+    else:
+        return [Finding(e.snapshot_uri, FILE_UNVERIFIABLE, ERROR, e.file_uri,
+                        f"{e.file_uri} lies outside every indexed and configured root, so its existence cannot be "
+                        "verified; add its location to --roots (or index it) to check it", e.extent)]
+    stated = "" if e.extent is None else f" ({e.extent} bytes stated)"
+    if not exists:
+        if e.relative:
+            return [Finding(e.snapshot_uri, RELATIVE_RESOLVES, ERROR, e.file_uri,
+                            f"relative handle {e.relative_name!r}{stated} does not resolve: no {e.file_uri} beside "
+                            "_metadata", e.extent)]
+        return [Finding(e.snapshot_uri, FILE_EXISTS, ERROR, e.file_uri,
+                        f"referenced file {e.file_uri}{stated} does not exist", e.extent)]
+    if e.extent is not None and size is not None and size < e.extent:
+        if e.segmented:
+            detail = f"{e.file_uri} has {size} bytes but a segment of it ends at byte {e.extent}"
+        else:
+            detail = f"{e.file_uri} has {size} bytes, shorter than the {e.extent} bytes its handle states"
+        return [Finding(e.snapshot_uri, FILE_SIZE, ERROR, e.file_uri, detail, e.extent)]
+    return []
+
+
+def relative_hint(detail: str, candidates: list[str] | None) -> str:
+    """Extend a relative_resolves detail with where a file of that name does exist."""
+    if not candidates:
+        return detail + "; no file with this name exists under any indexed root"
+    shown = ", ".join(sorted(candidates)[:3]) + (f" (+{len(candidates) - 3} more)" if len(candidates) > 3 else "")
+    return (detail + f"; a file with this name exists at {shown}: the FLINK-39964 pattern (a checkpoint taken "
+            "after a CLAIM restore of a native savepoint keeps that savepoint's files as relative handles, "
+            "which Flink resolves against the checkpoint's own directory); rewrite the handle as an absolute "
+            "path to repair it")
+
+
+EVIDENCE_COLUMNS = ("snapshot_uri", "file_uri", "indexed_root", "listed_size", "stat_status", "stat_size",
+                    "stat_error", "extent", "segmented", "relative", "relative_name")
+FINDING_SCHEMA = pa.schema([
+    pa.field("snapshot_uri", pa.string()), pa.field("check", pa.string()), pa.field("severity", pa.string()),
+    pa.field("subject", pa.string()), pa.field("detail", pa.string()), pa.field("bytes", pa.int64()),
+])
+
+
+def findings_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    """mapInArrow: evidence rows (EVIDENCE_COLUMNS) -> finding rows (FINDING_SCHEMA)."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        cols = [batch.column(n).to_pylist() for n in EVIDENCE_COLUMNS]
+        out: list[Finding] = []
+        for values in zip(*cols, strict=True):
+            out.extend(file_findings(FileEvidence(*values)))
+        if out:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([getattr(f, n) for f in out], t.type) for n, t in zip(FINDING_SCHEMA.names, FINDING_SCHEMA,
+                                                                                  strict=True)],
+                schema=FINDING_SCHEMA)
+
+
+def worst(severities: Iterable[str]) -> str:
+    return max(severities, key=SEVERITY_RANK.__getitem__, default=OK)
+
+
+def cross_directory_detail(relation: str, target_kind: str, target_uri: str, target_job_id: str | None,
+                           files: int | None, directories: int | None, nbytes: int | None) -> str:
+    where = {"other_job": f"another job's directory {target_uri}" + (f" (job {target_job_id})" if target_job_id else ""),
+             "savepoint": f"savepoint {target_uri}",
+             "external": f"{target_uri}, outside every indexed root"}.get(relation, target_uri)
+    if target_kind == "checkpoint":
+        where = f"checkpoint directory {target_uri} of another job"
+    parts = [f"{files or 0} file(s), {nbytes or 0} bytes"]
+    if directories:
+        parts.append(f"{directories} file-merging directory(ies)")
+    return (f"uses {' and '.join(parts)} in {where}: a cross-directory dependency; deleting or moving that "
+            "location breaks this snapshot")
+
+
+def snapshot_detail(status: str | None, error: str | None, errors: int, warnings: int, files: int) -> str:
+    if status not in (None, "ok"):
+        return f"_metadata not usable ({status}); {errors} error(s)"
+    return f"{errors} error(s), {warnings} warning(s); {files} referenced file(s) checked"
+
+
+def metadata_detail(status: str, error: str | None) -> str:
+    return f"_metadata is {status}: {error or 'no detail'}"
+
+
+@dataclass
+class ColumnMap:
+    """mapInArrow function appending `output` = fn(*inputs) row by row (fn must be module level)."""
+
+    fn: object
+    inputs: tuple[str, ...]
+    output: pa.Field
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        fn = self.fn
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            cols = [batch.column(n).to_pylist() for n in self.inputs]
+            values = [fn(*row) for row in zip(*cols, strict=True)]  # type: ignore[operator]
+            yield batch.append_column(self.output, pa.array(values, self.output.type))

@@ -1,0 +1,187 @@
+"""The validation checks as Spark DataFrame transformations (joins, no driver collects).
+
+    uses      = chains.spark_graph.file_uses(references, snapshots)
+    outside   = outside_files(uses)                      files no indexed root covers -> stat'ed in tasks
+    evidence  = evidence(uses, files, stat)              per (snapshot, file): listing / stat facts
+    found     = file_findings(evidence, files)           file_exists, relative_resolves, file_size, ...
+              + cross_directory_findings(direct)         warnings
+              + metadata_findings(snapshots)             metadata_parses
+    summary   = snapshot_summary(snapshots, uses, found) one `snapshot` row per snapshot
+    jobs      = job_health(summary)                      newest / latest restorable per job directory
+
+Every message comes from the pure functions of statekeeper.validate.checks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from statekeeper.chains.locate import FOREIGN_RELATIONS, job_location, location_job_dir, unit_kind
+from statekeeper.validate.checks import (
+    CROSS_DIRECTORY,
+    ERROR,
+    EVIDENCE_COLUMNS,
+    FINDING_SCHEMA,
+    METADATA_PARSES,
+    OK,
+    RELATIVE_RESOLVES,
+    SNAPSHOT,
+    STAT_FOUND,
+    WARNING,
+    ColumnMap,
+    cross_directory_detail,
+    findings_batches,
+    metadata_detail,
+    relative_hint,
+    snapshot_detail,
+)
+
+FINDING_COLUMNS = ("snapshot_uri", "check", "severity", "subject", "detail", "files", "bytes")
+
+
+def _F() -> Any:
+    from pyspark.sql import functions as F
+
+    return F
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+def _append(df: Any, fn: Any, inputs: tuple[str, ...], name: str, type_: pa.DataType = pa.string()) -> Any:
+    """df plus column `name` = fn(*inputs), computed in Python in the tasks."""
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    field = pa.field(name, type_)
+    schema = StructType(list(df.schema.fields) + [StructField(name, from_arrow_type(type_), True)])
+    return df.mapInArrow(ColumnMap(fn, inputs, field), schema)
+
+
+def outside_files(uses: Any) -> Any:
+    """Distinct referenced files under no indexed root (the listing cannot vouch for them)."""
+    F = _F()
+    return uses.where(F.col("file_root").isNull() & ~F.col("is_dir")).select("file_uri").distinct()
+
+
+def evidence(uses: Any, files: Any, stat: Any) -> Any:
+    """EVIDENCE_COLUMNS per (snapshot, referenced file), directories excluded."""
+    F = _F()
+    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
+    u = uses.where(~F.col("is_dir"))
+    return (u.join(sizes, "file_uri", "left").join(stat, "file_uri", "left")
+            .select("snapshot_uri", "file_uri", F.col("file_root").isNotNull().alias("indexed_root"), "listed_size",
+                    "stat_status", "stat_size", "stat_error", "extent",
+                    F.coalesce(F.col("segmented"), F.lit(False)).alias("segmented"),
+                    F.coalesce(F.col("relative"), F.lit(False)).alias("relative"), "relative_name"))
+
+
+def file_findings(ev: Any, files: Any) -> Any:
+    """Findings of the referenced files: SQL picks the rows that cannot be fine, Python words them."""
+    F = _F()
+    present_size = F.when(F.col("indexed_root"), F.col("listed_size")).otherwise(
+        F.when(F.col("stat_status") == STAT_FOUND, F.col("stat_size")))
+    exists = F.when(F.col("indexed_root"), F.col("listed_size").isNotNull()).otherwise(
+        F.col("stat_status") == STAT_FOUND)
+    suspicious = ev.where(~exists | (F.col("extent").isNotNull() & (present_size < F.col("extent"))))
+    found = suspicious.select(*EVIDENCE_COLUMNS).mapInArrow(findings_batches, _spark_schema(FINDING_SCHEMA))
+    found = found.withColumn("files", F.lit(1).cast("long"))
+    # Say where a file of the missing relative name does exist (FLINK-39964 leaves it in the
+    # restored savepoint's directory).
+    rel = found.where(F.col("check") == RELATIVE_RESOLVES).withColumn(
+        "name", F.regexp_extract("subject", "[^/]*$", 0)).alias("r")
+    other = found.where(F.col("check") != RELATIVE_RESOLVES)
+    names = files.select(F.regexp_extract("uri", "[^/]*$", 0).alias("name"), F.col("uri").alias("candidate")).alias("n")
+    hinted = (rel.join(names, (F.col("r.name") == F.col("n.name")) & (F.col("n.candidate") != F.col("r.subject")),
+                       "left")
+              .groupBy(*[F.col(f"r.{c}").alias(c) for c in FINDING_COLUMNS])
+              .agg(F.sort_array(F.collect_set("n.candidate")).alias("candidates")))
+    hinted = _append(hinted, relative_hint, ("detail", "candidates"), "hinted_detail")
+    rel_out = hinted.select("snapshot_uri", "check", "severity", "subject", F.col("hinted_detail").alias("detail"),
+                            "files", "bytes")
+    return other.select(*FINDING_COLUMNS).unionByName(rel_out)
+
+
+def cross_directory_findings(direct: Any) -> Any:
+    F = _F()
+    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
+    worded = _append(foreign, cross_directory_detail,
+                     ("relation", "target_kind", "target_uri", "target_job_id", "files", "directories", "bytes"),
+                     "detail")
+    return worded.select("snapshot_uri", F.lit(CROSS_DIRECTORY).alias("check"), F.lit(WARNING).alias("severity"),
+                         F.col("target_uri").alias("subject"), "detail", "files", "bytes")
+
+
+def metadata_findings(snapshots: Any) -> Any:
+    F = _F()
+    bad = snapshots.where(F.col("status") != "ok").select(F.col("uri").alias("snapshot_uri"), "status", "error")
+    worded = _append(bad, metadata_detail, ("status", "error"), "detail")
+    return worded.select("snapshot_uri", F.lit(METADATA_PARSES).alias("check"), F.lit(ERROR).alias("severity"),
+                         F.lit(None).cast("string").alias("subject"), "detail",
+                         F.lit(None).cast("long").alias("files"), F.lit(None).cast("long").alias("bytes"))
+
+
+def snapshot_info(snapshots: Any) -> Any:
+    F = _F()
+    return snapshots.select(F.col("uri").alias("snapshot_uri"), "root", "root_id", "job_dir",
+                            F.col("job_id").alias("snapshot_job_id"),
+                            F.coalesce("checkpoint_id", "dir_checkpoint_id").alias("snapshot_checkpoint_id"),
+                            "snapshot_type", "status", "error")
+
+
+def snapshot_summary(snapshots: Any, uses: Any, found: Any) -> Any:
+    """One `snapshot` row per snapshot (FINDING_COLUMNS + restorable)."""
+    F = _F()
+    checked = (uses.where(~F.col("is_dir")).groupBy("snapshot_uri")
+               .agg(F.count(F.lit(1)).alias("n_files"), F.sum(F.coalesce("extent", F.lit(0))).alias("n_bytes")))
+    counts = (found.groupBy("snapshot_uri")
+              .agg(F.sum(F.when(F.col("severity") == ERROR, 1).otherwise(0)).alias("errors"),
+                   F.sum(F.when(F.col("severity") == WARNING, 1).otherwise(0)).alias("warnings")))
+    s = (snapshot_info(snapshots).select("snapshot_uri", "status", "error")
+         .join(checked, "snapshot_uri", "left").join(counts, "snapshot_uri", "left")
+         .select("snapshot_uri", "status", "error",
+                 F.coalesce("n_files", F.lit(0)).cast("long").alias("files"),
+                 F.coalesce("n_bytes", F.lit(0)).cast("long").alias("bytes"),
+                 F.coalesce("errors", F.lit(0)).cast("long").alias("errors"),
+                 F.coalesce("warnings", F.lit(0)).cast("long").alias("warnings")))
+    s = _append(s, snapshot_detail, ("status", "error", "errors", "warnings", "files"), "detail")
+    severity = F.when(F.col("errors") > 0, ERROR).when(F.col("warnings") > 0, WARNING).otherwise(OK)
+    return s.select("snapshot_uri", F.lit(SNAPSHOT).alias("check"), severity.alias("severity"),
+                    F.lit(None).cast("string").alias("subject"), "detail", "files", "bytes",
+                    (F.col("errors") == 0).alias("restorable"))
+
+
+def job_health(results: Any) -> Any:
+    """Per job location: newest retained checkpoint, whether it restores, latest restorable.
+
+    `results` are validation_results rows; only the `snapshot` summary rows are used. Within a job
+    directory checkpoints rank above other snapshot types, then by checkpoint id (so a corrupt
+    newest `_metadata`, whose id comes from its chk-N directory name, still counts as newest).
+    """
+    F = _F()
+    s = results.where(F.col("check") == SNAPSHOT)
+    s = _append(s, location_job_dir, ("job_dir",), "loc_job_dir")
+    s = _append(s, unit_kind, ("job_dir",), "kind")
+    s = _append(s, job_location, ("root", "job_dir"), "location")
+    rank = F.struct((F.col("snapshot_type") == "checkpoint").cast("int").alias("c"),
+                    F.coalesce("snapshot_checkpoint_id", F.lit(-1)).alias("id"), F.col("snapshot_uri").alias("uri"))
+    newest = F.max(F.struct(rank.alias("k"), F.col("restorable").alias("ok"),
+                            F.col("snapshot_checkpoint_id").alias("cid")))
+    latest = F.max(F.when(F.col("restorable"), F.struct(rank.alias("k"), F.col("snapshot_checkpoint_id").alias("cid"))))
+    g = (s.groupBy("run_id", "root", "root_id", F.col("loc_job_dir").alias("job_dir"), "location", "kind",
+                   "validated_at")
+         .agg(F.max("snapshot_job_id").alias("job_id"), F.count(F.lit(1)).alias("snapshots"),
+              F.sum(F.when(F.col("severity") == ERROR, 1).otherwise(0)).cast("long").alias("snapshots_with_errors"),
+              F.sum(F.when(F.col("severity") == WARNING, 1).otherwise(0)).cast("long").alias("snapshots_with_warnings"),
+              newest.alias("n"), latest.alias("l")))
+    return g.select(
+        "run_id", "root", "root_id", "job_dir", "location", "kind", "job_id",
+        F.when(F.col("n.ok"), "restorable").otherwise("unrestorable").alias("status"),
+        "snapshots", "snapshots_with_errors", "snapshots_with_warnings",
+        F.col("n.k.uri").alias("newest_uri"), F.col("n.cid").alias("newest_checkpoint_id"),
+        F.col("n.ok").alias("newest_restorable"), F.col("l.k.uri").alias("latest_restorable_uri"),
+        F.col("l.cid").alias("latest_restorable_checkpoint_id"), "validated_at")

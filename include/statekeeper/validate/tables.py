@@ -1,0 +1,102 @@
+"""Tables written by the validation job. docs/chains-and-validation.md documents every column.
+
+`validation_results` and `validation_jobs` hold the latest run (each run overwrites them in one
+commit; earlier runs stay readable through Delta time travel, their versions are in
+`validation_runs`, one appended audit row per run).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TableSpec
+
+TS = pa.timestamp("us", tz="UTC")
+PARTITION_BY = ("root_id", "job_dir")
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+VALIDATION_RESULTS = TableSpec(
+    "validation_results",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("snapshot_uri", pa.string(), False),
+        _f("root", pa.string(), False),
+        _f("root_id", pa.string(), False),
+        _f("job_dir", pa.string(), False),
+        _f("snapshot_job_id", pa.string()),
+        _f("snapshot_checkpoint_id", pa.int64()),
+        _f("snapshot_type", pa.string()),
+        _f("check", pa.string(), False),
+        _f("severity", pa.string(), False),
+        _f("subject", pa.string()),
+        _f("detail", pa.string(), False),
+        _f("files", pa.int64()),
+        _f("bytes", pa.int64()),
+        _f("restorable", pa.bool_()),
+        _f("validated_at", TS, False),
+    ]),
+    PARTITION_BY,
+    "Findings per snapshot (one row per offending file or directory) plus one `snapshot` summary row "
+    "per snapshot with its worst severity and whether it is restorable.",
+)
+
+VALIDATION_JOBS = TableSpec(
+    "validation_jobs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("root", pa.string(), False),
+        _f("root_id", pa.string(), False),
+        _f("job_dir", pa.string(), False),
+        _f("location", pa.string(), False),
+        _f("kind", pa.string(), False),
+        _f("job_id", pa.string()),
+        _f("status", pa.string(), False),
+        _f("snapshots", pa.int64(), False),
+        _f("snapshots_with_errors", pa.int64(), False),
+        _f("snapshots_with_warnings", pa.int64(), False),
+        _f("newest_uri", pa.string()),
+        _f("newest_checkpoint_id", pa.int64()),
+        _f("newest_restorable", pa.bool_()),
+        _f("latest_restorable_uri", pa.string()),
+        _f("latest_restorable_checkpoint_id", pa.int64()),
+        _f("validated_at", TS, False),
+    ]),
+    PARTITION_BY,
+    "Per job directory (and per savepoint directory): the newest retained checkpoint, whether it is "
+    "restorable, and the latest restorable one.",
+)
+
+VALIDATION_RUNS = TableSpec(
+    "validation_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("warehouse", pa.string(), False),
+        _f("roots", pa.list_(pa.string()), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("source_versions", pa.map_(pa.string(), pa.int64())),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("snapshots", pa.int64(), False),
+        _f("snapshots_with_errors", pa.int64(), False),
+        _f("snapshots_with_warnings", pa.int64(), False),
+        _f("findings", pa.map_(pa.string(), pa.int64())),
+        _f("jobs", pa.int64(), False),
+        _f("jobs_unrestorable", pa.int64(), False),
+        _f("unrestorable", pa.list_(pa.string()), False),
+        _f("files_statted", pa.int64(), False),
+        _f("quality_success", pa.bool_()),
+        _f("quality_failures", pa.list_(pa.string())),
+        _f("report_uri", pa.string()),
+        _f("airflow_run_id", pa.string()),
+        _f("error", pa.string()),
+    ]),
+    (),
+    "Audit row per validation run.",
+)
+
+VALIDATION_TABLES = (VALIDATION_RESULTS, VALIDATION_JOBS)

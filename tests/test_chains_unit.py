@@ -1,0 +1,151 @@
+"""Pure chain logic: where a referenced file lives, how it relates to its snapshot, and lineage."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from statekeeper.chains import graph
+from statekeeper.chains.locate import (
+    CHECKPOINT,
+    DIRECTORY,
+    EXTERNAL,
+    JOB,
+    OTHER_JOB,
+    OWN_JOB,
+    SAVEPOINT,
+    SELF,
+    annotate,
+    job_location,
+    lineage_nodes,
+    location_job_dir,
+    relation_of,
+    target_of,
+    unit_kind,
+)
+from statekeeper.storage.roots import root_id_of
+
+ROOT = "s3://b/ckpt"
+SP_ROOT = "s3://b/sp"
+A = "a" * 32
+B = "b" * 32
+SP = "savepoint-aaaaaa-0123456789ab"
+
+
+def meta(*parts: str, root: str = ROOT) -> str:
+    return "/".join((root, *parts, "_metadata"))
+
+
+def test_job_location_and_flat_layouts():
+    assert job_location(ROOT, A) == f"{ROOT}/{A}"
+    for flat in ("chk-12", "shared", "taskowned", "."):
+        assert job_location(ROOT, flat) == ROOT
+        assert location_job_dir(flat) == "."
+    assert location_job_dir(A) == A
+    assert unit_kind(A) == JOB and unit_kind("shared") == JOB and unit_kind(SP) == SAVEPOINT
+    assert unit_kind("my-backup") == DIRECTORY
+
+
+@pytest.mark.parametrize("file_uri, root, job_dir, parent, parent_type, kind, uri, job", [
+    # shared/ and taskowned/ belong to the job
+    (f"{ROOT}/{A}/shared/x", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
+    (f"{ROOT}/{A}/taskowned/job_x_tm_y/z", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
+    # a file beside an indexed _metadata belongs to that snapshot
+    (f"{ROOT}/{A}/chk-4/x", ROOT, A, meta(A, "chk-4"), "checkpoint", CHECKPOINT, f"{ROOT}/{A}/chk-4", A),
+    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, meta(SP, root=SP_ROOT), "savepoint", SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
+    # a chk-N whose _metadata is gone (subsumed) is just part of the job
+    (f"{ROOT}/{A}/chk-1/x", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
+    # a savepoint-named directory without an indexed _metadata is still a savepoint
+    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, None, None, SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
+    (f"{SP_ROOT}/backup-1/x", SP_ROOT, "backup-1", None, None, DIRECTORY, f"{SP_ROOT}/backup-1", "."),
+    # create-subdir=false: the root plays the job
+    (f"{ROOT}/shared/x", ROOT, "shared", None, None, JOB, ROOT, "."),
+])
+def test_target_of(file_uri, root, job_dir, parent, parent_type, kind, uri, job):
+    job_id = A if job == A else None
+    t = target_of(file_uri, root, job_dir, job_id, parent, parent_type)
+    assert (t.kind, t.uri, t.snapshot_uri, t.root) == (kind, uri, parent, root)
+    assert t.root_id == root_id_of(root)
+    assert t.job_dir == location_job_dir(job_dir)
+
+
+def test_external_target_is_the_parent_directory():
+    t = target_of("s3://other/entropy/ab12/x", None, None, None, None, None)
+    assert (t.kind, t.uri, t.root, t.root_id, t.job_dir) == (EXTERNAL, "s3://other/entropy/ab12", None, "external", ".")
+
+
+def test_relations():
+    s = meta(B, "chk-6")
+    own_shared = target_of(f"{ROOT}/{B}/shared/x", ROOT, B, B, None, None)
+    own_chk = target_of(f"{ROOT}/{B}/chk-6/x", ROOT, B, B, s, "checkpoint")
+    older_chk = target_of(f"{ROOT}/{B}/chk-5/x", ROOT, B, B, meta(B, "chk-5"), "checkpoint")
+    other = target_of(f"{ROOT}/{A}/shared/x", ROOT, A, A, None, None)
+    other_chk = target_of(f"{ROOT}/{A}/chk-4/x", ROOT, A, A, meta(A, "chk-4"), "checkpoint")
+    sp = target_of(f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, None, meta(SP, root=SP_ROOT), "savepoint")
+    ext = target_of("s3://x/y/z", None, None, None, None, None)
+    assert relation_of(s, ROOT, B, own_chk) == SELF
+    assert relation_of(s, ROOT, B, own_shared) == OWN_JOB
+    assert relation_of(s, ROOT, B, older_chk) == OWN_JOB
+    assert relation_of(s, ROOT, B, other) == OTHER_JOB
+    assert relation_of(s, ROOT, B, other_chk) == OTHER_JOB
+    assert relation_of(s, ROOT, B, sp) == "savepoint"
+    assert relation_of(s, ROOT, B, ext) == "external"
+    # a savepoint's own files are its own directory, whatever the savepoint directory is called
+    assert relation_of(meta(SP, root=SP_ROOT), SP_ROOT, SP, sp) == SELF
+    # flat layout: chk-N and shared/ directly in the root are one job
+    flat_shared = target_of(f"{ROOT}/shared/x", ROOT, "shared", None, None, None)
+    assert relation_of(f"{ROOT}/chk-3/_metadata", ROOT, "chk-3", flat_shared) == OWN_JOB
+    assert lineage_nodes(f"{ROOT}/chk-3/_metadata", ROOT, "chk-3") == (f"{ROOT}/chk-3", ROOT)
+    assert lineage_nodes(meta(SP, root=SP_ROOT), SP_ROOT, SP) == (f"{SP_ROOT}/{SP}",)
+
+
+def test_annotate_matches_the_scalar_rules():
+    rows = [
+        (meta(B, "chk-6"), ROOT, B, f"{ROOT}/{A}/shared/1", ROOT, A, A, None, None),
+        (meta(B, "chk-6"), ROOT, B, f"{ROOT}/{A}/shared/2", ROOT, A, A, None, None),
+        (meta(B, "chk-6"), ROOT, B, f"{ROOT}/{B}/chk-6/3", ROOT, B, B, meta(B, "chk-6"), "checkpoint"),
+        (meta(B, "chk-6"), ROOT, B, "s3://far/away/4", None, None, None, None, None),
+    ]
+    cols = ("snapshot_uri", "root", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
+            "parent_snapshot_uri", "parent_snapshot_type")
+    table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+    out = annotate(table).to_pylist()
+    assert [r["relation"] for r in out] == [OTHER_JOB, OTHER_JOB, SELF, "external"]
+    assert [r["target_uri"] for r in out] == [f"{ROOT}/{A}", f"{ROOT}/{A}", f"{ROOT}/{B}/chk-6", "s3://far/away"]
+    assert {r["snapshot_dir"] for r in out} == {f"{ROOT}/{B}/chk-6"}
+    assert {r["snapshot_job_location"] for r in out} == {f"{ROOT}/{B}"}
+    assert out[0]["target_job_location"] == f"{ROOT}/{A}" and out[3]["target_job_location"] is None
+
+
+# -- lineage --------------------------------------------------------------------------------------
+
+def edge(snapshot: str, job: str, target: str, foreign: bool = True) -> graph.DirectEdge:
+    return graph.DirectEdge(snapshot, (f"{snapshot}-dir", job), target, foreign)
+
+
+def test_lineage_of_a_restore_chain():
+    # C's checkpoint uses B's files only; B's checkpoints use A's; A uses its own job.
+    edges = [edge("A1", "A", "A", foreign=False),
+             edge("B1", "B", "A"), edge("B1", "B", "B", foreign=False),
+             edge("C1", "C", "B"), edge("C1", "C", "C", foreign=False)]
+    assert graph.lineage(edges) == [graph.Lineage("C1", "A", 2, ("B",))]
+
+
+def test_direct_dependency_wins_and_cycles_terminate():
+    edges = [edge("C1", "C", "B"), edge("C1", "C", "A"), edge("B1", "B", "A"),
+             # A was restored from C at some point (a cycle through job directories)
+             edge("A1", "A", "C")]
+    rows = {(r.snapshot_uri, r.target_uri): (r.depth, r.via) for r in graph.lineage(edges)}
+    assert ("C1", "A") not in rows            # direct
+    assert ("C1", "C") not in rows            # its own job
+    assert rows[("B1", "C")] == (2, ("A",))
+    assert rows[("A1", "B")] == (2, ("C",))
+    assert ("A1", "A") not in rows            # back to its own job through the cycle
+
+
+def test_shortest_then_smallest_path():
+    edges = [edge("S", "J", "X"), edge("S", "J", "Y"), edge("X1", "X", "Z"), edge("Y1", "Y", "Z"),
+             edge("Z1", "Z", "T"), edge("X1", "X", "T2"), edge("T21", "T2", "T")]
+    rows = {(r.snapshot_uri, r.target_uri): (r.depth, r.via) for r in graph.lineage(edges)}
+    assert rows[("S", "Z")] == (2, ("X",))          # X < Y
+    assert rows[("S", "T")] == (3, ("X", "T2"))     # both length 3: ("X","T2") < ("X","Z")
+    assert rows[("S", "T2")] == (2, ("X",))

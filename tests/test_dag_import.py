@@ -1,0 +1,47 @@
+"""The maintenance DAG imports cleanly and declares what the UI form and the scheduler need."""
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert "checkpoint_maintenance" in dagbag.dags
+
+
+def test_maintenance_dag_shape(dagbag):
+    dag = dagbag.dags["checkpoint_maintenance"]
+    assert dag.max_active_runs == 1
+    assert dag.schedule == "0 2 * * *" or str(dag.timetable.summary) == "0 2 * * *"
+    assert dag.doc_md and "index" in dag.doc_md
+    index = dag.get_task("index")
+    assert index.pool == "statekeeper_spark"
+    assert index.retries >= 1 and index.retry_exponential_backoff
+    assert index.retry_delay == timedelta(minutes=2)
+    assert index.doc_md
+    assert Path(index.application).name == "index_checkpoints.py"
+
+
+def test_params_form(dagbag):
+    dag = dagbag.dags["checkpoint_maintenance"]
+    schema = {k: dag.params.get_param(k).schema for k in dag.params}
+    described = {k: dag.params.get_param(k).description for k in dag.params}
+    assert schema["roots"]["type"] == "array" and schema["roots"]["items"] == {"type": "string"}
+    for key in ("job_filter", "warehouse", "storage_conn_id", "spark_conn_id", "spark_master"):
+        assert schema[key]["type"] == "string", key
+        assert described[key], key
+    assert dag.params["spark_conn_id"] == "spark_local"
+    assert dag.params["roots"] == []
