@@ -336,6 +336,7 @@ class ChangesetWriter(DataSourceArrowWriter):
         message = ChangesetMessage()
         pending: dict[tuple[str, str], list[pa.Table]] = {}
         pending_rows: dict[tuple[str, str], int] = {}
+        current: dict[str, tuple[str, str]] = {}
 
         def flush(key: tuple[str, str]) -> None:
             chunks = pending.pop(key, [])
@@ -356,6 +357,13 @@ class ChangesetWriter(DataSourceArrowWriter):
                                                         cols["payload"], strict=True):
                     if op == "add":
                         key = (name, partition)
+                        # Producers send one partition's chunks together: once another partition
+                        # of the same table starts, the previous one is complete. Writing it now
+                        # bounds memory to one partition instead of the whole task.
+                        previous = current.get(name)
+                        if previous is not None and previous != key:
+                            flush(previous)
+                        current[name] = key
                         chunk = table_from_ipc(payload)
                         if chunk.num_rows == 0:
                             continue
