@@ -23,7 +23,8 @@ setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@test -x $(UV) || $(PY) -m pip install -q uv==0.13.9
+	@# A venv made by uv (or without pip) gets pip from ensurepip first.
+	@test -x $(UV) || { $(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip >/dev/null; $(PY) -m pip install -q uv==0.13.9; }
 	$(UV) pip install -q --python $(PY) -r requirements.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@

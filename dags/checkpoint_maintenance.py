@@ -1,4 +1,4 @@
-"""Nightly Flink checkpoint-storage maintenance: index -> (chains -> validate, as they land).
+"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate.
 
 Thin by design: each task submits one entry point from spark_jobs/ through
 StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper.
@@ -19,6 +19,13 @@ to the **warehouse**.
 | step | reads | writes |
 |---|---|---|
 | `index` | every object and `_metadata` under the roots (incremental: unchanged `_metadata` are not re-parsed) | `files`, `snapshots`, `references`, `inline_state`, `index_runs` |
+| `chains` | the index tables | `dependencies` (what each snapshot uses, across jobs and savepoints), `pins` (who keeps each directory alive), `chains_runs` |
+| `validate` | the index and chains tables; `stat` of referenced files outside the indexed roots | `validation_results`, `validation_jobs`, `validation_runs`, a Great Expectations report and Data Docs under `<warehouse>/_reports/validation/` |
+
+**Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
+would not restore; its log names the job, the snapshot, the failing checks and the latest
+checkpoint that does restore. Configuration errors also fail without retries; internal failures
+are retried with back-off. Each task's XCom holds its job's result (counts, status, table versions).
 
 **Manual runs** take the form's parameters; empty values fall back to the Airflow Variables
 `statekeeper_roots` and `statekeeper_warehouse` (what scheduled runs use). **Backfills**
@@ -27,19 +34,29 @@ run's data interval in `index_runs`. Only one run at a time (`max_active_runs=1`
 runs never race on one warehouse. Spark submissions share the `statekeeper_spark` pool.
 """
 
-COMMON_ARGS = [
-    "--roots", "{{ (params.roots | join(',')) if params.roots else var.value.statekeeper_roots }}",
+ROOTS = "{{ (params.roots | join(',')) if params.roots else var.value.statekeeper_roots }}"
+WAREHOUSE_AND_RUN = [
     "--warehouse", "{{ params.warehouse or var.value.statekeeper_warehouse }}",
-    "--job-filter", "{{ params.job_filter }}",
     "--run-id", "{{ run_id }}",
+]
+INDEX_ARGS = [
+    "--roots", ROOTS,
+    *WAREHOUSE_AND_RUN,
+    "--job-filter", "{{ params.job_filter }}",
     # Manual runs triggered without a logical date have no data interval (the names are undefined).
     "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
     "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
 ]
 
+SUBMIT = {
+    "spark_conn_id": "{{ params.spark_conn_id }}",
+    "storage_conn_id": "{{ params.storage_conn_id }}",
+    "spark_master": "{{ params.spark_master }}",
+}
+
 with DAG(
     dag_id="checkpoint_maintenance",
-    description="Index Flink checkpoints and savepoints into Delta tables; chains and validation follow.",
+    description="Index Flink checkpoints and savepoints into Delta tables, compute reference chains, validate.",
     schedule="0 2 * * *",
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
     catchup=False,
@@ -88,10 +105,26 @@ with DAG(
     index = StatekeeperSparkSubmitOperator(
         task_id="index",
         job="index_checkpoints",
-        job_args=COMMON_ARGS,
-        spark_conn_id="{{ params.spark_conn_id }}",
-        storage_conn_id="{{ params.storage_conn_id }}",
-        spark_master="{{ params.spark_master }}",
+        job_args=INDEX_ARGS,
         doc_md="Lists every object under the roots and parses every `_metadata` (streaming, in Spark tasks), "
                "then commits `files`, `snapshots`, `references`, `inline_state` and an `index_runs` audit row.",
+        **SUBMIT,
     )
+    chains = StatekeeperSparkSubmitOperator(
+        task_id="chains",
+        job="compute_chains",
+        job_args=WAREHOUSE_AND_RUN,
+        doc_md="From the index tables: which directories (own job, other jobs, savepoints, outside the roots) "
+               "every snapshot uses, with files and bytes, and its lineage; writes `dependencies` and `pins`.",
+        **SUBMIT,
+    )
+    validate = StatekeeperSparkSubmitOperator(
+        task_id="validate",
+        job="validate_checkpoints",
+        job_args=[*WAREHOUSE_AND_RUN, "--roots", ROOTS],
+        doc_md="Checks every snapshot (parses; referenced files exist and are long enough; relative handles "
+               "resolve; cross-directory dependencies) and each job's newest retained checkpoint. Fails without "
+               "retries when a newest retained checkpoint is not restorable.",
+        **SUBMIT,
+    )
+    index >> chains >> validate

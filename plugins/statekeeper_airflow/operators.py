@@ -6,7 +6,15 @@ What it adds over the provider's operator, and why:
   credentials never appear on a command line, in rendered templates or in the DAG file;
 * runs the venv's own spark-submit and Python so driver and executors import the same library,
   and ships `include/statekeeper` as a zip in --py-files for real clusters;
-* lets a manual run override the Spark master without editing the connection.
+* lets a manual run override the Spark master without editing the connection;
+* maps the jobs' shared exit codes (statekeeper.entrypoint) onto Airflow's semantics: 1 (done but
+  needs attention, e.g. an unrestorable newest checkpoint) and 2 (configuration error) fail the
+  task without retries, because a retry cannot change the answer; 3 (internal failure) is retried;
+* returns the job's result (its --result-json) so it lands in XCom and the UI shows counts.
+
+Exit codes and the result file reach the operator only when the driver runs beside it (local
+masters and client deploy mode, the defaults); in cluster deploy mode spark-submit reports the
+submission, not the job, and every failure is retried.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
@@ -28,6 +37,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 LIBRARY = PROJECT_ROOT / "include"
 LOG4J = SPARK_JOBS / "log4j2.properties"
+
+# statekeeper.entrypoint's exit codes; repeated here because the operator must not import the library
+# (Airflow workers parse DAGs without it on the path).
+EXIT_ATTENTION = 1
+EXIT_USAGE = 2
+NO_RETRY = {
+    EXIT_ATTENTION: "the job finished but found something that needs attention (see its summary above)",
+    EXIT_USAGE: "a usage or configuration error (see the job's log above); fix the parameters or connections",
+}
 
 
 class StatekeeperConfigError(Exception):
@@ -116,7 +134,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             hook._connection["master"] = self.spark_master
         return hook
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> dict[str, Any] | None:
         # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
         self._conn_id = self.spark_conn_id
         try:
@@ -142,11 +160,42 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                     mask_secret(storage_env[key])
             env.update(storage_env)
         self.env_vars = {**env, **(self.env_vars or {})}
-        self.application_args = [str(a) for a in self.job_args]
         tmp = tempfile.mkdtemp(prefix="statekeeper-submit-")
+        result_file = Path(tmp) / "result.json"
+        self.application_args = [str(a) for a in self.job_args] + ["--result-json", str(result_file)]
         try:
             self.py_files = _library_zip(tmp)
             self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
-            super().execute(context)
+            try:
+                super().execute(context)
+            except AirflowException as exc:
+                code = self._returncode()
+                if code in NO_RETRY:
+                    raise AirflowFailException(
+                        f"{self.job} exited {code}: {NO_RETRY[code]}. Not retried. {_result_line(result_file)}"
+                    ) from exc
+                raise
+            return _read_result(result_file)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _returncode(self) -> int | None:
+        process = getattr(self._hook, "_submit_sp", None) if self._hook else None
+        return process.returncode if process is not None else None
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # cluster deploy mode: the driver wrote it elsewhere
+        return None
+
+
+def _result_line(path: Path) -> str:
+    result = _read_result(path)
+    if not result:
+        return ""
+    brief = {k: result[k] for k in ("status", "error", "jobs_unrestorable") if result.get(k) is not None}
+    if result.get("unrestorable"):
+        brief["newest_not_restorable"] = [u.get("newest_uri") for u in result["unrestorable"][:10]]
+    return "Result: " + json.dumps(brief, default=str)

@@ -1,0 +1,137 @@
+"""What the thin entry points in spark_jobs/ share: arguments, exit codes, the Spark session, results.
+
+Every Statekeeper Spark job speaks the same command-line dialect and the same exit codes, so an
+orchestrator (the Airflow operator, a cron wrapper, a human) can react to any job the same way:
+
+    0  done, nothing needs attention
+    1  done, but something needs attention (validation: a job's newest retained checkpoint does
+       not restore; index: some job directories could not be listed). Retrying will not help.
+    2  usage or configuration error (bad arguments, missing tables, invalid roots or storage
+       settings). Retrying will not help.
+    3  internal failure (nothing committed by this run, or results that cannot be trusted).
+       A retry may help.
+
+pyspark is imported lazily so that `--help` and configuration errors answer in well under a second.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+EXIT_OK = 0
+EXIT_ATTENTION = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+S3_EPILOG = ("S3 settings come from the environment: STATEKEEPER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
+             "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, STATEKEEPER_S3_PATH_STYLE (never from "
+             "the command line, where they would show in process listings). Exit status: 0 ok, "
+             "1 done but needs attention, 2 usage/configuration error, 3 internal failure.")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--roots", action="append", default=[], metavar="URI[,URI...]",
+                        help=f"{help_text}; comma-separated and/or repeated")
+    parser.add_argument("--root", action="append", default=[], metavar="URI", help="one root (repeatable)")
+
+
+def roots_from(args: argparse.Namespace) -> list[str]:
+    return [r.strip() for group in args.roots for r in group.split(",") if r.strip()] + list(args.root)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, audit_table: str) -> None:
+    """The options every job takes: where the tables are, who called, how to report."""
+    parser.add_argument("--warehouse", required=True,
+                        help="where the Delta tables live: a local path or an s3:// prefix")
+    parser.add_argument("--run-id", "--airflow-run-id", dest="airflow_run_id", default="",
+                        help=f"the caller's run id (e.g. Airflow's run_id), recorded in {audit_table}.airflow_run_id")
+    parser.add_argument("--engine", default="auto", choices=["auto", "delta-rs", "delta-spark"],
+                        help="table engine (auto: delta-spark when its jars and extension are configured, "
+                             "else delta-rs)")
+    parser.add_argument("--progress-interval", type=float, default=10.0,
+                        help="seconds between progress log lines (0: only phase changes)")
+    parser.add_argument("--result-json", default="",
+                        help="also write the run's result as JSON to this local file")
+    parser.add_argument("--master", default="",
+                        help="Spark master when not started by spark-submit (e.g. local[2])")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+
+
+def write_result(path: str, payload: dict[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(payload, indent=2, default=str))
+
+
+@contextmanager
+def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
+    """The active session (tests, notebooks, spark-submit) or a new one that is stopped afterwards."""
+    from pyspark.sql import SparkSession
+
+    from statekeeper.tables.spark import configure_builder
+
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        yield spark
+        return
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    spark = configure_builder(builder).getOrCreate()
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """A finished run as an entry point reports it: the summary to print, the JSON, the exit code."""
+
+    summary: str
+    mapping: dict[str, Any]
+    exit_code: int
+
+
+def run_job(args: argparse.Namespace, *, app_name: str, log: logging.Logger,
+            config_errors: tuple[type[BaseException], ...],
+            execute: Callable[[Any], JobOutcome]) -> int:
+    """Run `execute(spark)`, turning every outcome into an exit code, a summary and --result-json.
+
+    Configuration errors (the listed types) exit 2 with their message; anything else exits 3 with
+    the traceback in the log. Nothing is swallowed: the result JSON always says what happened.
+    """
+    with spark_session(app_name, args.master) as spark:
+        try:
+            outcome = execute(spark)
+        except config_errors as exc:
+            log.error("configuration error: %s: %s", type(exc).__name__, exc)
+            write_result(args.result_json, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+            return EXIT_USAGE
+        except Exception as exc:  # noqa: BLE001 - reported and turned into the exit status
+            log.exception("%s failed: %s: %s", app_name, type(exc).__name__, exc)
+            write_result(args.result_json, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+            return EXIT_INTERNAL
+    print(outcome.summary, flush=True)
+    write_result(args.result_json, outcome.mapping)
+    return outcome.exit_code
+
+
+def table_config_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean the warehouse, storage settings or roots are wrong, not that the job broke."""
+    from statekeeper.chains.errors import MissingTableError
+    from statekeeper.storage.errors import RootNotFoundError, StorageConfigError, UnsupportedSchemeError
+    from statekeeper.tables.errors import EngineUnavailableError, TableSchemaError, UnsupportedTableError
+
+    # RootConfigError is a StorageConfigError.
+    return (MissingTableError, StorageConfigError, UnsupportedSchemeError, RootNotFoundError,
+            EngineUnavailableError, TableSchemaError, UnsupportedTableError)
