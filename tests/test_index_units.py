@@ -14,7 +14,7 @@ from statekeeper.index.parse import RootIndex
 from statekeeper.index.unit import FAILED, REWRITTEN, UNCHANGED, UnitContext, UnitPlan, index_unit
 from statekeeper.storage import GuardedFileIO, LocalFileIO, Roots, UnreadableObjectError
 from statekeeper.tables import Warehouse, delta_log
-from statekeeper.tables.catalog import INDEX_TABLES
+from statekeeper.tables.catalog import INDEX_TABLES, job_bucket
 from statekeeper.tables.files import write_data_file
 from statekeeper.uri import normalize_uri
 
@@ -58,7 +58,7 @@ def persist(warehouse, result, previous_state):
         adds = []
         if spec.name in result.tables:
             t = spec.conform(result.tables[spec.name])
-            values = {"root_id": t.column("root_id")[0].as_py(), "job_dir": t.column("job_dir")[0].as_py()}
+            values = {"root_id": t.column("root_id")[0].as_py(), "bucket": t.column("bucket")[0].as_py()}
             adds = [write_data_file(warehouse, spec, t, values)]
         delta_log.commit(warehouse, spec, adds, result.removes.get(spec.name, []),
                          read_version=None if state is None else state.version)
@@ -66,8 +66,8 @@ def persist(warehouse, result, previous_state):
 
 
 def previous_for(states, root, job_dir):
-    return {name: state.files_by_partition().get((root.root_id, job_dir), []) for name, state in states.items()
-            if state is not None}
+    return {name: state.files_by_partition().get((root.root_id, job_bucket(job_dir)), [])
+            for name, state in states.items() if state is not None}
 
 
 def test_unreadable_metadata_is_recorded_and_retried(job, tmp_path):

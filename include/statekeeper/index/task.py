@@ -1,10 +1,10 @@
-"""The Spark side of the index job: turn unit plans into change set rows, one task at a time.
+"""The Spark side of the index job: turn bucket plans into change set rows, one task at a time.
 
 `IndexTask` is the `mapInArrow` function. It is pickled with the storage config, roots and
 warehouse (never with deltalake objects) and emits rows of
 `statekeeper.tables.datasource.CHANGESET_SCHEMA`: `add` rows carrying Arrow IPC chunks of one
-unit's rows per table, `remove` rows for the unit's previous data files, and one `note` per task
-with its counters, so the driver never sees the listing itself.
+bucket's rows per table, `remove` rows for the bucket's previous data files, and one `note` per
+task with its counters, so the driver never sees the listing itself.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from statekeeper.index.bucket import BucketPlan, index_bucket
 from statekeeper.index.parse import RootIndex
-from statekeeper.index.unit import FAILED, UnitContext, UnitPlan, UnitStats, index_unit
+from statekeeper.index.unit import FAILED, UnitContext, UnitStats
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
 from statekeeper.tables.arrow_codec import table_to_ipc
 from statekeeper.tables.files import DataFile
@@ -26,7 +27,7 @@ from statekeeper.tables.warehouse import Warehouse
 
 log = logging.getLogger("statekeeper.index")
 
-UNIT_SCHEMA = "root string, job_dir string, previous string"
+BUCKET_SCHEMA = "root string, bucket string, job_dirs string, previous string, job_filter string"
 _CHUNK_ROWS = 50_000
 _MAX_ERRORS_PER_TASK = 50
 
@@ -64,13 +65,16 @@ class IndexTask:
         started = time.monotonic()
         for batch in batches:
             cols = batch.to_pydict()
-            for root_uri, job_dir, previous in zip(cols["root"], cols["job_dir"], cols["previous"], strict=True):
-                plan = UnitPlan(by_uri[root_uri], job_dir, decode_previous(previous))
-                result = index_unit(ctx, plan)
+            for root_uri, bucket, job_dirs, previous, job_filter in zip(
+                    cols["root"], cols["bucket"], cols["job_dirs"], cols["previous"], cols["job_filter"], strict=True):
+                plan = BucketPlan(by_uri[root_uri], bucket, json.loads(job_dirs), decode_previous(previous),
+                                  job_filter or None)
+                result = index_bucket(ctx, plan, _MAX_ERRORS_PER_TASK)
                 totals.add(result.stats, _MAX_ERRORS_PER_TASK)
                 self._progress(result.stats)
-                if result.outcome == FAILED:
-                    log.warning("unit %s failed: %s", plan.uri, "; ".join(result.stats.errors))
+                for job_dir, unit in result.units.items():
+                    if unit.outcome == FAILED:
+                        log.warning("unit %s/%s failed: %s", root_uri, job_dir, "; ".join(unit.stats.errors))
                 out = _changes(plan, result.tables, result.removes)
                 if out is not None:
                     yield out
@@ -86,7 +90,7 @@ class IndexTask:
                 acc.add(value)
 
 
-def _changes(plan: UnitPlan, tables: dict[str, pa.Table], removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
+def _changes(plan: BucketPlan, tables: dict[str, pa.Table], removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
     partition = json.dumps(plan.partition, sort_keys=True)
     rows: list[tuple[str, str, str, bytes]] = []
     for name, files in removes.items():
