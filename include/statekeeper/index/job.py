@@ -25,7 +25,7 @@ from typing import Any
 
 from statekeeper import __version__
 from statekeeper.index.planner import balance, plan_buckets
-from statekeeper.index.task import BUCKET_SCHEMA, IndexTask, encode_previous
+from statekeeper.index.task import IndexTask, encode_previous
 from statekeeper.index.unit import UnitStats
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
 from statekeeper.tables import delta_log
@@ -176,15 +176,15 @@ class IndexCheckpoints:
 
         accumulators = {name: spark.sparkContext.accumulator(0) for name in
                         ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
-        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators)
-        rows = [[(b.plan.root.uri, b.plan.bucket, json.dumps(b.plan.job_dirs), encode_previous(b.plan.previous),
-                  self._job_filter or "") for b in group] for group in bins]
-        # One slice per balanced bin: parallelize() cuts a list of k elements into k slices.
-        rdd = spark.sparkContext.parallelize(rows, max(1, len(rows))).flatMap(lambda b: b)
-        units_df = spark.createDataFrame(rdd, BUCKET_SCHEMA)
+        # The plans travel inside the task function (a few KB: buckets and their data file
+        # lists); each of the `len(bins)` Spark tasks gets one id from a JVM range and indexes
+        # that bin, so no Python stage is needed just to hand plans to the tasks.
+        plans = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous))
+                  for b in group] for group in bins]
+        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators, plans, self._job_filter)
         from statekeeper.tables.datasource import CHANGESET_SCHEMA
 
-        changes = units_df.mapInArrow(task, CHANGESET_SCHEMA)
+        changes = spark.range(0, len(plans), 1, numPartitions=max(1, len(plans))).mapInArrow(task, CHANGESET_SCHEMA)
         metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "index"}
         progress = _Progress(accumulators, job_dirs, self._progress_interval, run_id)
         progress.start()
@@ -203,9 +203,13 @@ class IndexCheckpoints:
         t1 = time.monotonic()
         log.info("index run %s: indexed and committed in %.1fs", run_id, t1 - t0)
         stats = UnitStats()
+        task_seconds = []
         for note in outcome.notes:
             if isinstance(note, dict) and note.get("kind") == "index_task":
                 stats.add(UnitStats.from_mapping(note), max_errors=200)
+                task_seconds.append(float(note.get("seconds", 0.0)))
+        log.info("index run %s: %d tasks, %.1fs in task functions (longest %.1fs)", run_id, len(task_seconds),
+                 sum(task_seconds), max(task_seconds, default=0.0))
         versions = {name: (outcome.committed[name].version if name in outcome.committed
                            and outcome.committed[name].version is not None else read_versions[name])
                     for name in read_versions}

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +27,6 @@ from statekeeper.tables.warehouse import Warehouse
 
 log = logging.getLogger("statekeeper.index")
 
-BUCKET_SCHEMA = "root string, bucket string, job_dirs string, previous string, job_filter string"
 _CHUNK_ROWS = 50_000
 _MAX_ERRORS_PER_TASK = 50
 
@@ -50,6 +49,9 @@ class IndexTask:
     warehouse: Warehouse
     run_id: str
     accumulators: dict[str, Any] | None = None   # pyspark Accumulators for live progress
+    # bins[i]: the buckets task i indexes, as (root uri, bucket, job dirs, encoded previous files)
+    bins: list[list[tuple[str, str, list[str], str]]] = field(default_factory=list)
+    job_filter: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         roots = Roots(self.roots)
@@ -63,21 +65,20 @@ class IndexTask:
         )
         totals = UnitStats()
         started = time.monotonic()
-        for batch in batches:
-            cols = batch.to_pydict()
-            for root_uri, bucket, job_dirs, previous, job_filter in zip(
-                    cols["root"], cols["bucket"], cols["job_dirs"], cols["previous"], cols["job_filter"], strict=True):
-                plan = BucketPlan(by_uri[root_uri], bucket, json.loads(job_dirs), decode_previous(previous),
-                                  job_filter or None)
-                result = index_bucket(ctx, plan, _MAX_ERRORS_PER_TASK)
-                totals.add(result.stats, _MAX_ERRORS_PER_TASK)
-                self._progress(result.stats)
-                for job_dir, unit in result.units.items():
-                    if unit.outcome == FAILED:
-                        log.warning("unit %s/%s failed: %s", root_uri, job_dir, "; ".join(unit.stats.errors))
-                out = _changes(plan, result.tables, result.removes)
-                if out is not None:
-                    yield out
+        for batch in batches:  # ids of bins (a range: one id per Spark task)
+            for bin_id in batch.column("id").to_pylist():
+                for root_uri, bucket, job_dirs, previous in self.bins[bin_id]:
+                    plan = BucketPlan(by_uri[root_uri], bucket, list(job_dirs), decode_previous(previous),
+                                      self.job_filter)
+                    result = index_bucket(ctx, plan, _MAX_ERRORS_PER_TASK)
+                    totals.add(result.stats, _MAX_ERRORS_PER_TASK)
+                    self._progress(result.stats)
+                    for job_dir, unit in result.units.items():
+                        if unit.outcome == FAILED:
+                            log.warning("unit %s/%s failed: %s", root_uri, job_dir, "; ".join(unit.stats.errors))
+                    out = _changes(plan, result.tables, result.removes)
+                    if out is not None:
+                        yield out
         note = {"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()}
         yield _batch([("", "note", "", json.dumps(note).encode())])
 
