@@ -284,7 +284,7 @@ def run_local(args, spark, work: Path) -> None:
         runs.append((seconds, full_cpu, rerun_s, _LAST_CPU[0]))
     assert base["objects"] == info["objects"] and base["metadata"] == info["metadata"], (base, info)
     seconds, full_cpu, rerun_s, rerun_cpu = min(runs)
-    empty_s, floor_s = _floor(spark, work, 4 * spark.sparkContext.defaultParallelism)
+    empty_s, floor_s = _floor(spark, work, spark.sparkContext.defaultParallelism)
     _report("baseline list+read", base, base["wall_s"], base["wall_s"], base["cpu_s"], base["cpu_s"])
     _report("baseline list+read+parse", base, parsed["wall_s"], base["wall_s"], parsed["cpu_s"], base["cpu_s"])
     _report(f"index full (local[{args.cores}])", base, seconds, base["wall_s"], full_cpu, base["cpu_s"])
