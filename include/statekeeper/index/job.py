@@ -184,7 +184,10 @@ class IndexCheckpoints:
         # that bin, so no Python stage is needed just to hand plans to the tasks.
         plans = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous))
                   for b in group] for group in bins]
-        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators, plans, self._job_filter)
+        # Tasks write the parquet files themselves only for delta-rs, whose change set writer
+        # commits producer-written files; delta-spark writes files from `add` rows.
+        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators, plans, self._job_filter,
+                         write_files=engine.name == "delta-rs")
         from statekeeper.tables.datasource import CHANGESET_SCHEMA
 
         changes = spark.range(0, len(plans), 1, numPartitions=max(1, len(plans))).mapInArrow(task, CHANGESET_SCHEMA)

@@ -27,6 +27,7 @@ from statekeeper.tables.warehouse import Warehouse
 log = logging.getLogger("statekeeper.index")
 
 _FILE_ROWS = 1_000_000   # rows per data file; a bucket's rows of one table are one file below that
+_IPC_ROWS = 50_000
 _MAX_ERRORS_PER_TASK = 50
 
 
@@ -51,6 +52,9 @@ class IndexTask:
     # bins[i]: the buckets task i indexes, as (root uri, bucket, job dirs, encoded previous files)
     bins: list[list[tuple[str, str, list[str], str]]] = field(default_factory=list)
     job_filter: str | None = None
+    # True: write the data files in the task and emit `file` rows (delta-rs engine). False: emit
+    # the rows as Arrow IPC `add` rows for engines that write the files themselves (delta-spark).
+    write_files: bool = True
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         roots = Roots(self.roots)
@@ -75,7 +79,10 @@ class IndexTask:
                     for job_dir, unit in result.units.items():
                         if unit.outcome == FAILED:
                             log.warning("unit %s/%s failed: %s", root_uri, job_dir, "; ".join(unit.stats.errors))
-                    out = _changes(self.warehouse, ctx.warehouse_io, plan, result.tables, result.removes)
+                    if self.write_files:
+                        out = _changes(self.warehouse, ctx.warehouse_io, plan, result.tables, result.removes)
+                    else:
+                        out = _ipc_changes(plan, result.tables, result.removes)
                     if out is not None:
                         yield out
         note = {"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()}
@@ -120,6 +127,21 @@ def _changes(warehouse: Warehouse, fileio: Any, plan: BucketPlan, tables: dict[s
         for spec, f in written:
             delta_log.abort_files(warehouse, spec, [f])
         raise
+    return _batch(rows) if rows else None
+
+
+def _ipc_changes(plan: BucketPlan, tables: dict[str, pa.Table],
+                 removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
+    """The bucket's rows as Arrow IPC `add` rows (chunks of _IPC_ROWS), for engines that write
+    the data files themselves."""
+    from statekeeper.tables.arrow_codec import table_to_ipc
+
+    partition = json.dumps(plan.partition, sort_keys=True)
+    rows = [(name, "remove", json.dumps(f.partition_values, sort_keys=True), f.to_json().encode())
+            for name, files in removes.items() for f in files]
+    for name, table in tables.items():
+        for offset in range(0, table.num_rows, _IPC_ROWS):
+            rows.append((name, "add", partition, table_to_ipc(table.slice(offset, _IPC_ROWS))))
     return _batch(rows) if rows else None
 
 
