@@ -48,7 +48,7 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
     from statekeeper.index.layout import classify
     from statekeeper.storage.roots import root_id_of
     from statekeeper.tables import Warehouse
-    from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS
+    from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS, job_bucket
     from statekeeper.tables.engine import DeltaRsEngine
 
     rng = random.Random(42)
@@ -64,7 +64,7 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
         for n in range(checkpoints):
             cid = 100 * i + n + 1
             meta = f"{root}/{job}/chk-{cid}/_metadata"
-            snaps.append({"uri": meta, "root": root, "root_id": rid, "job_dir": job, "job_id": job,
+            snaps.append({"uri": meta, "root": root, "root_id": rid, "job_dir": job, "bucket": job_bucket(job), "job_id": job,
                           "layout_kind": "checkpoint_metadata", "dir_checkpoint_id": cid, "status": "ok",
                           "error": None, "metadata_version": 6, "checkpoint_id": cid, "snapshot_type": "checkpoint",
                           "snapshot_format": None, "sharing": "forward_backward", "metadata_size": 10_000,
@@ -80,7 +80,8 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
                 segment = not rel and k % 17 == 0
                 loc = classify(f[len(root) + 1:])
                 references.append({
-                    "snapshot_uri": meta, "root": root, "root_id": rid, "job_dir": job, "snapshot_job_id": job,
+                    "snapshot_uri": meta, "root": root, "root_id": rid, "job_dir": job, "bucket": job_bucket(job),
+                    "snapshot_job_id": job,
                     "snapshot_checkpoint_id": cid, "file_uri": f, "stored_path": f.rsplit("/", 1)[1] if rel else f,
                     "handle_kind": "RELATIVE_STREAM_STATE_HANDLE" if rel else (
                         "SEGMENT_FILE_HANDLE" if segment else "FILE_STREAM_STATE_HANDLE"),
@@ -92,7 +93,8 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
     files = []
     for f, size in sizes.items():
         loc = classify(f[len(root) + 1:])
-        files.append({"uri": f, "root": root, "root_id": rid, "job_dir": loc.job_dir, "relative_path": f[len(root) + 1:],
+        files.append({"uri": f, "root": root, "root_id": rid, "job_dir": loc.job_dir,
+                      "bucket": job_bucket(loc.job_dir), "relative_path": f[len(root) + 1:],
                       "kind": loc.kind.value, "job_id": loc.job_id, "checkpoint_id": loc.checkpoint_id,
                       "size": size if rng.random() > 0.001 else size // 3, "mtime": T0, "etag": "e",
                       "index_run_id": "bench"})

@@ -16,6 +16,10 @@ Measured in one run:
                       small store first): listing in tasks, parsing every `_metadata`, writing
                       and committing the four Delta tables and the audit row;
 * index re-run      - the same job again with no storage change (nothing parsed or committed);
+* floor             - what any run pays regardless of the store, measured in the same run: an
+                      empty Spark job of as many Python tasks as the index job uses, and the index
+                      job on a store of one object (planning, one Spark job, one Delta commit of
+                      `files`, the audit row): the ratio the index can never go below here;
 * S3 (moto)         - the same comparison on a smaller store uploaded to a moto server on loopback
                       (moto does ~220 puts/s and is CPU-bound on this machine, so the S3 store is
                       kept small); baseline = boto3 single-process list + GET of every `_metadata`.
@@ -223,6 +227,24 @@ def _index(spark, roots: list[str], warehouse, storage=None):
 _LAST_CPU = [0.0]
 
 
+def _floor(spark, work: Path, tasks: int) -> tuple[float, float]:
+    """(seconds of an empty Spark job of `tasks` Python tasks, seconds of an index run on a store
+    holding one object): the fixed costs below which no index run on this machine can go."""
+    best_empty = best_index = float("inf")
+    store = work / "floor-store" / "checkpoints"
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "lonely-object").write_bytes(b"x")
+    for i in range(3):
+        t = time.perf_counter()
+        # A lambda, pickled by value: workers need not import the bench package.
+        spark.range(0, tasks, 1, numPartitions=tasks).mapInArrow(lambda batches: batches, "id long").collect()
+        best_empty = min(best_empty, time.perf_counter() - t)
+        result, seconds = _index(spark, [str(store)], str(work / f"wh-floor-{i}"))
+        assert result.objects_listed == 1 and result.table_versions.get("files") == 0, result.summary()
+        best_index = min(best_index, seconds)
+    return best_empty, best_index
+
+
 def _baseline_local(roots: list[str], parse: bool = False) -> dict:
     m = measure([sys.executable, "-c", _BASELINE_LOCAL, "parse" if parse else "read", str(REPO / "include"), *roots])
     data = m.json_line()
@@ -262,17 +284,21 @@ def run_local(args, spark, work: Path) -> None:
         runs.append((seconds, full_cpu, rerun_s, _LAST_CPU[0]))
     assert base["objects"] == info["objects"] and base["metadata"] == info["metadata"], (base, info)
     seconds, full_cpu, rerun_s, rerun_cpu = min(runs)
+    empty_s, floor_s = _floor(spark, work, spark.sparkContext.defaultParallelism)
     _report("baseline list+read", base, base["wall_s"], base["wall_s"], base["cpu_s"], base["cpu_s"])
     _report("baseline list+read+parse", base, parsed["wall_s"], base["wall_s"], parsed["cpu_s"], base["cpu_s"])
     _report(f"index full (local[{args.cores}])", base, seconds, base["wall_s"], full_cpu, base["cpu_s"])
     print(f"  {'':28} vs list+read+parse (same work, 1 process, no Spark/Delta): wall "
           f"{seconds / parsed['wall_s']:.2f}, cpu {full_cpu / parsed['cpu_s']:.2f}", flush=True)
     _report("index re-run, no change", base, rerun_s, base["wall_s"], rerun_cpu, base["cpu_s"])
+    print(f"  {'spark+commit floor':28} {floor_s:8.2f} s  (index of a 1-object store; ratio {floor_s / base['wall_s']:5.2f})"
+          f"  of which empty Spark job {empty_s:.2f} s", flush=True)
     print(json.dumps({"bench": NAME, "backend": "local", "objects": info["objects"], "metadata": info["metadata"],
                       "baseline_s": round(base["wall_s"], 3), "baseline_cpu_s": round(base["cpu_s"], 3),
                       "baseline_parse_s": round(parsed["wall_s"], 3), "baseline_parse_cpu_s": round(parsed["cpu_s"], 3),
                       "index_s": round(seconds, 3), "index_cpu_s": round(full_cpu, 3),
                       "rerun_s": round(rerun_s, 3), "rerun_cpu_s": round(rerun_cpu, 3),
+                      "floor_s": round(floor_s, 3), "empty_spark_job_s": round(empty_s, 3),
                       "ratio": round(seconds / base["wall_s"], 3)}), flush=True)
 
 

@@ -24,6 +24,7 @@ from statekeeper.chains.locate import parent_dir, relation_of, snapshot_dir, tar
 from statekeeper.index.layout import classify
 from statekeeper.storage import FileIO
 from statekeeper.storage.roots import root_id_of
+from statekeeper.tables.catalog import job_bucket
 from statekeeper.uri import normalize_uri
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -52,7 +53,8 @@ def _file_row(roots: list[str], uri: str, size: int) -> dict:
     rel = uri[len(root) + 1:]
     loc = classify(rel)
     return {"uri": uri, "root": root, "root_id": root_id_of(root), "job_dir": loc.job_dir or ".",
-            "relative_path": rel, "kind": loc.kind.value, "job_id": loc.job_id, "checkpoint_id": loc.checkpoint_id,
+            "bucket": job_bucket(loc.job_dir or "."), "relative_path": rel, "kind": loc.kind.value,
+            "job_id": loc.job_id, "checkpoint_id": loc.checkpoint_id,
             "size": size, "mtime": T0, "etag": f"e-{abs(hash(uri)) % 10**8}", "index_run_id": RUN}
 
 
@@ -143,7 +145,8 @@ def synthetic_index(seed: int, base: str, jobs: int = 7, missing_rate: float = 0
 
 
 def _snapshot_row(root: str, job_dir: str, cid: int | None, uri: str, status: str) -> dict:
-    return {"uri": uri, "root": root, "root_id": root_id_of(root), "job_dir": job_dir, "job_id": job_dir,
+    return {"uri": uri, "root": root, "root_id": root_id_of(root), "job_dir": job_dir, "bucket": job_bucket(job_dir),
+            "job_id": job_dir,
             "layout_kind": "checkpoint_metadata", "dir_checkpoint_id": cid, "status": status,
             "error": None if status == "ok" else "CorruptMetadataError: synthetic", "metadata_version": 6,
             "checkpoint_id": cid if status == "ok" else None, "snapshot_type": "checkpoint", "snapshot_format": None,
@@ -164,7 +167,8 @@ def _reference_row(roots: list[str], snapshot_uri: str, root: str, job_dir: str,
         fjob, fjob_id, file_kind = loc.job_dir or ".", loc.job_id, loc.kind.value
     stored = file_uri.rsplit("/", 1)[1] if kind == "RELATIVE_STREAM_STATE_HANDLE" else file_uri
     return {"snapshot_uri": snapshot_uri, "root": root, "root_id": root_id_of(root), "job_dir": job_dir,
-            "snapshot_job_id": job_dir if job_id is True else job_id, "snapshot_checkpoint_id": cid,
+            "bucket": job_bucket(job_dir), "snapshot_job_id": job_dir if job_id is True else job_id,
+            "snapshot_checkpoint_id": cid,
             "file_uri": file_uri, "stored_path": stored, "handle_kind": kind,
             "scope": "shared" if "/shared/" in file_uri else "exclusive", "stated_size": stated if start is None else length,
             "segment_start": start, "segment_length": length, "operator_id": "0" * 32, "operator_name": "op",

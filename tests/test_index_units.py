@@ -14,7 +14,7 @@ from statekeeper.index.parse import RootIndex
 from statekeeper.index.unit import FAILED, REWRITTEN, UNCHANGED, UnitContext, UnitPlan, index_unit
 from statekeeper.storage import GuardedFileIO, LocalFileIO, Roots, UnreadableObjectError
 from statekeeper.tables import Warehouse, delta_log
-from statekeeper.tables.catalog import INDEX_TABLES
+from statekeeper.tables.catalog import INDEX_TABLES, job_bucket
 from statekeeper.tables.files import write_data_file
 from statekeeper.uri import normalize_uri
 
@@ -58,7 +58,7 @@ def persist(warehouse, result, previous_state):
         adds = []
         if spec.name in result.tables:
             t = spec.conform(result.tables[spec.name])
-            values = {"root_id": t.column("root_id")[0].as_py(), "job_dir": t.column("job_dir")[0].as_py()}
+            values = {"root_id": t.column("root_id")[0].as_py(), "bucket": t.column("bucket")[0].as_py()}
             adds = [write_data_file(warehouse, spec, t, values)]
         delta_log.commit(warehouse, spec, adds, result.removes.get(spec.name, []),
                          read_version=None if state is None else state.version)
@@ -66,8 +66,8 @@ def persist(warehouse, result, previous_state):
 
 
 def previous_for(states, root, job_dir):
-    return {name: state.files_by_partition().get((root.root_id, job_dir), []) for name, state in states.items()
-            if state is not None}
+    return {name: state.files_by_partition().get((root.root_id, job_bucket(job_dir)), [])
+            for name, state in states.items() if state is not None}
 
 
 def test_unreadable_metadata_is_recorded_and_retried(job, tmp_path):
@@ -129,3 +129,47 @@ def test_references_outside_roots_are_external(job, tmp_path):
     assert all(r["file_root"] is None and r["file_job_dir"] is None for r in external)
     assert all(r["file_uri"].startswith(root.uri + "/") for r in inside)
     assert {r["file_kind"] for r in inside} <= {"exclusive", "shared", "task_owned"}
+
+
+def test_task_writes_files_or_ipc_rows_with_equal_contents(job, tmp_path):
+    """The two outputs of an index task (data files it wrote itself, for delta-rs; Arrow IPC `add`
+    rows, for engines that write files themselves) carry the same rows, one bucket per file."""
+    import json
+
+    import pyarrow as pa
+
+    from statekeeper.index.planner import balance, plan_buckets
+    from statekeeper.index.task import IndexTask, encode_previous
+    from statekeeper.storage import StorageConfig
+    from statekeeper.tables.arrow_codec import table_from_ipc
+    from statekeeper.tables.catalog import spec
+    from statekeeper.tables.files import DataFile, read_data_file
+
+    roots, _, metadata = job
+    planned = plan_buckets(LocalFileIO(), roots, {})
+    bins = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous)) for b in g]
+            for g in balance(planned, 1)]
+    contents = {}
+    for write_files in (True, False):
+        warehouse = Warehouse(str(tmp_path / f"wh-{write_files}"))
+        task = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, bins, None, write_files=write_files)
+        rows = pa.Table.from_batches(list(task(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])))).to_pylist()
+        ops = {r["op"] for r in rows}
+        assert ops == ({"file", "note"} if write_files else {"add", "note"})
+        tables: dict[str, list] = {}
+        for r in rows:
+            if r["op"] == "file":
+                f = DataFile.from_json(r["payload"].decode())
+                assert f.partition_values == json.loads(r["partition"]) and set(f.partition_values) == {"root_id", "bucket"}
+                s = spec(r["table"])
+                t = read_data_file(warehouse, s.schema, s.partition_by, f.path, f.partition_values, table_name=s.name)
+            elif r["op"] == "add":
+                t = table_from_ipc(r["payload"])
+            else:
+                note = json.loads(r["payload"].decode())
+                assert note["metadata_parsed"] == len(metadata)
+                continue
+            tables.setdefault(r["table"], []).extend(t.to_pylist())
+        contents[write_files] = tables
+    assert contents[True] == contents[False]
+    assert len(contents[True]["snapshots"]) == len(metadata)

@@ -169,6 +169,32 @@ def test_changeset_conflict_commits_nothing_and_cleans_up(spark, tmp_path):
     assert _orphan_parquet(warehouse, "events") == set() and _orphan_parquet(warehouse, "other") == set()
 
 
+def written(warehouse: Warehouse, spec, t: pa.Table, partition: dict) -> tuple:
+    """A `file` row: the producer wrote the data file itself (as the index tasks do)."""
+    from statekeeper.tables.files import write_data_file
+
+    f = write_data_file(warehouse, spec, spec.conform(t), partition)
+    return (spec.name, "file", json.dumps(partition, sort_keys=True), bytearray(f.to_json().encode()))
+
+
+def test_changeset_commits_files_written_by_the_producer_or_deletes_them(spark, tmp_path):
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    items = [written(warehouse, SPEC, arrow_rows("r", "a", [1, 2]), {"root_id": "r", "job_dir": "a"}),
+             add("events", arrow_rows("r", "b", [3]), {"root_id": "r", "job_dir": "b"})]
+    result = engine.commit_changeset(changeset_rows(spark, items), warehouse, [SPEC], {"events": None})
+    assert result.committed["events"].version == 0 and result.committed["events"].rows_added == 3
+    assert collect(engine.read(spark, warehouse, "events")) == [("r", "a", 1), ("r", "a", 2), ("r", "b", 3)]
+    # A stale change set (the table moved): the producer's file is deleted, nothing is committed.
+    engine.write(df_of(spark, arrow_rows("r", "z", [5])), warehouse, SPEC)
+    stale = [written(warehouse, SPEC, arrow_rows("r", "a", [7]), {"root_id": "r", "job_dir": "a"})]
+    assert _orphan_parquet(warehouse, "events") != set()  # written, not yet committed
+    with pytest.raises(ConcurrentCommitError):
+        engine.commit_changeset(changeset_rows(spark, stale), warehouse, [SPEC], {"events": 0})
+    assert delta_log.latest_version(warehouse, "events") == 1
+    assert _orphan_parquet(warehouse, "events") == set()
+
+
 def test_writes_from_another_python_thread(spark, tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     errors: list[BaseException] = []

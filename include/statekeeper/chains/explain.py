@@ -73,22 +73,41 @@ class TableReader:
 
     def read(self, name: str, *, partitions: list[tuple[str, str, Any]] | None = None,
              filters: Any = None, columns: list[str] | None = None) -> pa.Table:
-        """Rows of `name` in the partitions matching every (column, "=" | "in", value) of
-        `partitions`, then `filters` (a pyarrow expression over `columns`, or all columns)."""
+        """Rows of `name` whose location matches every (column, "=" | "in", value) of `partitions`,
+        then `filters` (a pyarrow expression over `columns`, or all columns).
+
+        `partitions` may name `job_dir` on every table: the index tables are partitioned by
+        (root_id, bucket) with job_dir as a column (`statekeeper.tables.catalog.job_bucket`), so
+        there the job_dir condition prunes to its bucket's files and then filters rows; the chains
+        and validation tables are partitioned by job_dir itself."""
+        from statekeeper.tables.catalog import job_bucket
         from statekeeper.tables.files import read_data_file
 
         state = self.state(name)
         if state is None:
             return pa.table({})
+        prune: list[tuple[str, str, Any]] = []
+        rows: Any = None
+        for c, op, v in partitions or ():
+            if c in state.partition_by:
+                prune.append((c, op, v))
+                continue
+            if c == "job_dir" and "bucket" in state.partition_by:
+                prune.append(("bucket", op, job_bucket(v) if op == "=" else {job_bucket(x) for x in v}))
+            cond = (pc.field(c) == v) if op == "=" else pc.field(c).isin(list(v))
+            rows = cond if rows is None else rows & cond
         wanted = []
         for f in state.files:
             values = f.partition_values
-            if all((values.get(c) == v) if op == "=" else (values.get(c) in v) for c, op, v in (partitions or ())):
+            if all((values.get(c) == v) if op == "=" else (values.get(c) in v) for c, op, v in prune):
                 wanted.append(f)
         schema = state.schema if not columns else pa.schema([state.schema.field(c) for c in columns])
         parts = [read_data_file(self.warehouse, state.schema, state.partition_by, f.path, f.partition_values,
-                                fileio=self._io, table_name=name).select(schema.names) for f in wanted]
-        table = pa.concat_tables(parts) if parts else schema.empty_table()
+                                fileio=self._io, table_name=name) for f in wanted]
+        table = pa.concat_tables(parts) if parts else state.schema.empty_table()
+        if rows is not None:
+            table = table.filter(rows)
+        table = table.select(schema.names)
         return table.filter(filters) if filters is not None else table
 
     def version(self, name: str) -> int | None:
@@ -198,8 +217,7 @@ def _indexed_roots(reader: TableReader) -> list[str]:
             rid = f.partition_values.get("root_id")
             if rid not in seen:
                 seen.add(rid)
-                t = reader.read("snapshots", partitions=[("root_id", "=", rid), ("job_dir", "=",
-                                                                                 f.partition_values["job_dir"])],
+                t = reader.read("snapshots", partitions=[(c, "=", v) for c, v in f.partition_values.items()],
                                 columns=["root"])
                 roots.update(t.column("root").to_pylist()[:1])
     return sorted(roots, key=len, reverse=True)

@@ -16,6 +16,7 @@ from statekeeper import __version__
 from statekeeper.index.layout import FileKind, Location, classify
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
+from statekeeper.tables.catalog import job_bucket
 
 STATUS_OK = "ok"
 STATUS_PARSE_ERROR = "parse_error"
@@ -85,13 +86,13 @@ class ParsedSnapshot:
 
 
 REFERENCE_COLUMNS = (
-    "snapshot_uri", "root", "root_id", "job_dir", "snapshot_job_id", "snapshot_checkpoint_id", "file_uri",
+    "snapshot_uri", "root", "root_id", "job_dir", "bucket", "snapshot_job_id", "snapshot_checkpoint_id", "file_uri",
     "stored_path", "handle_kind", "scope", "stated_size", "segment_start", "segment_length", "operator_id",
     "operator_name", "operator_uid", "subtask", "slot", "role", "local_name", "file_root", "file_job_dir",
     "file_job_id", "file_kind",
 )
 INLINE_COLUMNS = (
-    "snapshot_uri", "root", "root_id", "job_dir", "snapshot_checkpoint_id", "operator_id", "operator_name",
+    "snapshot_uri", "root", "root_id", "job_dir", "bucket", "snapshot_checkpoint_id", "operator_id", "operator_name",
     "operator_uid", "handle_kind", "slot", "inline_bytes", "handle_count", "subtask_count",
 )
 
@@ -99,7 +100,7 @@ INLINE_COLUMNS = (
 def base_snapshot_row(info: FileInfo, root: Root, job_dir: str, location: Location, run_id: str) -> dict[str, Any]:
     return {
         "uri": info.uri, "root": root.uri, "root_id": root.root_id, "job_dir": job_dir,
-        "job_id": location.job_id, "layout_kind": location.kind.value,
+        "bucket": job_bucket(job_dir), "job_id": location.job_id, "layout_kind": location.kind.value,
         "dir_checkpoint_id": location.checkpoint_id, "status": STATUS_OK, "error": None,
         "metadata_version": None, "checkpoint_id": location.checkpoint_id, "snapshot_type": None,
         "snapshot_format": None, "sharing": None, "metadata_size": info.size, "metadata_mtime": info.mtime,
@@ -157,7 +158,7 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         for op in model.operators
     ]
 
-    snap_uri, root_uri, root_id = info.uri, root.uri, root.root_id
+    snap_uri, root_uri, root_id, bucket = info.uri, root.uri, root.root_id, row["bucket"]
     job_id, checkpoint_id = location.job_id, model.checkpoint_id
     references = []
     append = references.append
@@ -170,7 +171,7 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
             kind = EXTERNAL
         else:
             kind = floc.kind.value
-        append((snap_uri, root_uri, root_id, job_dir, job_id, checkpoint_id, f.uri, f.stored_path,
+        append((snap_uri, root_uri, root_id, job_dir, bucket, job_id, checkpoint_id, f.uri, f.stored_path,
                 f.handle_kind, f.scope, f.stated_size, f.segment_start, f.segment_length, f.operator_id,
                 f.operator_name, f.operator_uid, f.subtask, f.slot, f.role, f.local_name,
                 None if froot is None else froot.uri, None if floc is None else (floc.job_dir or "."),
@@ -184,7 +185,7 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         a[1] += s.handle_count
         if s.subtask is not None:
             a[2].add(s.subtask)
-    inline = [(snap_uri, root_uri, root_id, job_dir, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
+    inline = [(snap_uri, root_uri, root_id, job_dir, bucket, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
                len(v[2])) for k, v in sorted(agg.items(), key=lambda kv: tuple("" if x is None else x for x in kv[0]))]
     return ParsedSnapshot(row, references, inline)
 

@@ -1,8 +1,10 @@
-"""Driver-side planning of an index run: which units exist, what each had last time.
+"""Driver-side planning of an index run: which bucket partitions to visit, with which job dirs.
 
 The driver lists only the roots' child directories (job directories, savepoint directories) and
 reads the Delta logs' file lists (one entry per data file, not per row); the objects below the
-children are listed inside Spark tasks.
+children are listed inside Spark tasks. A bucket is planned when a current child hashes into it
+or when it holds previous rows (a vanished job directory's rows must disappear); which job
+directories the previous rows name is learned in the task, from the bucket's own files.
 """
 from __future__ import annotations
 
@@ -10,62 +12,69 @@ import fnmatch
 import heapq
 from dataclasses import dataclass
 
-from statekeeper.index.unit import UnitPlan
+from statekeeper.index.bucket import BucketPlan
 from statekeeper.storage import Roots
 from statekeeper.storage.base import FileIO
-from statekeeper.tables.catalog import INDEX_TABLES, ROOT_LEVEL_JOB_DIR
+from statekeeper.tables.catalog import INDEX_TABLES, ROOT_LEVEL_JOB_DIR, job_bucket
 from statekeeper.tables.delta_log import TableState
 from statekeeper.tables.files import DataFile
 
 
 @dataclass(frozen=True)
-class PlannedUnit:
-    plan: UnitPlan
-    weight: int          # expected rows (objects) of the unit, for balancing tasks
+class PlannedBucket:
+    plan: BucketPlan
+    weight: int          # expected rows (objects) of the bucket, for balancing tasks
 
 
-def plan_units(storage: FileIO, roots: Roots, states: dict[str, TableState | None],
-               job_filter: str | None = None) -> list[PlannedUnit]:
+def plan_buckets(storage: FileIO, roots: Roots, states: dict[str, TableState | None],
+                 job_filter: str | None = None) -> list[PlannedBucket]:
     previous: dict[tuple[str, str], dict[str, list[DataFile]]] = {}
     for spec in INDEX_TABLES:
         state = states.get(spec.name)
         if state is None:
             continue
-        for (root_id, job_dir), files in state.files_by_partition().items():
-            previous.setdefault((root_id, job_dir), {})[spec.name] = files
+        for (root_id, bucket), files in state.files_by_partition().items():
+            previous.setdefault((root_id, bucket), {})[spec.name] = files
 
-    units: list[PlannedUnit] = []
+    planned: list[PlannedBucket] = []
     for root in roots:
         storage.check_directory(root.uri)  # fail closed on a missing mount or bucket
         names = {d.rstrip("/").rpartition("/")[2] for d in storage.list_dirs(root.uri)}
         names.add(ROOT_LEVEL_JOB_DIR)
-        # Units indexed before but gone now are planned too: their rows must disappear.
-        names |= {job_dir for (root_id, job_dir) in previous if root_id == root.root_id}
         if job_filter:
             names = {n for n in names if n != ROOT_LEVEL_JOB_DIR and fnmatch.fnmatchcase(n, job_filter)}
-        for name in sorted(names):
-            prev = previous.get((root.root_id, name), {})
+        by_bucket: dict[str, list[str]] = {}
+        for name in names:
+            by_bucket.setdefault(job_bucket(name), []).append(name)
+        buckets = set(by_bucket) | {b for (root_id, b) in previous if root_id == root.root_id}
+        for bucket in sorted(buckets):
+            prev = previous.get((root.root_id, bucket), {})
             weight = sum(f.num_records for f in prev.get("files", []))
-            units.append(PlannedUnit(UnitPlan(root, name, prev), weight))
-    return units
+            plan = BucketPlan(root, bucket, sorted(by_bucket.get(bucket, [])), prev, job_filter)
+            planned.append(PlannedBucket(plan, weight))
+    return planned
 
 
-def balance(units: list[PlannedUnit], bins: int) -> list[list[PlannedUnit]]:
-    """Longest-processing-time-first assignment of units to `bins` tasks by expected size.
+def balance(buckets: list[PlannedBucket], bins: int) -> list[list[PlannedBucket]]:
+    """Longest-processing-time-first assignment of buckets to `bins` tasks by expected size.
 
-    Units never indexed before get the median known weight, so a first run degrades to an even
-    spread by count.
+    Buckets never indexed before get the median known weight (or, on a first run, their number of
+    job directories), so a first run degrades to an even spread by count.
     """
-    if not units:
+    if not buckets:
         return []
-    bins = max(1, min(bins, len(units)))
-    known = sorted(u.weight for u in units if u.weight > 0)
-    default = known[len(known) // 2] if known else 1
-    ordered = sorted(units, key=lambda u: (-(u.weight or default), u.plan.root.uri, u.plan.job_dir))
+    bins = max(1, min(bins, len(buckets)))
+    known = sorted(b.weight for b in buckets if b.weight > 0)
+    default = known[len(known) // 2] if known else 0
+
+    def weight(b: PlannedBucket) -> int:
+        return b.weight or default or max(1, len(b.plan.job_dirs))
+
+    ordered = sorted(buckets, key=lambda b: (-weight(b), b.plan.root.uri, b.plan.bucket))
     heap = [(0, i) for i in range(bins)]
-    out: list[list[PlannedUnit]] = [[] for _ in range(bins)]
-    for unit in ordered:
+    out: list[list[PlannedBucket]] = [[] for _ in range(bins)]
+    for b in ordered:
         load, i = heapq.heappop(heap)
-        out[i].append(unit)
-        heapq.heappush(heap, (load + (unit.weight or default) + 1, i))
+        out[i].append(b)
+        heapq.heappush(heap, (load + weight(b) + 1, i))
     return [b for b in out if b]

@@ -30,7 +30,7 @@ from statekeeper.index.parse import (
 )
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
-from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS
+from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS, job_bucket
 from statekeeper.tables.files import DataFile, read_data_file
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
@@ -45,15 +45,19 @@ _MAX_ERRORS_PER_UNIT = 20
 class UnitPlan:
     root: Root
     job_dir: str                                   # child dir name, or "." for the root's own files
-    previous: dict[str, list[DataFile]]            # table -> data files of this unit's partition
+    previous: dict[str, list[DataFile]]            # table -> data files of this unit's bucket partition
 
     @property
     def uri(self) -> str:
         return self.root.uri if self.job_dir == ROOT_LEVEL_JOB_DIR else join_uri(self.root.uri, self.job_dir)
 
     @property
+    def bucket(self) -> str:
+        return job_bucket(self.job_dir)
+
+    @property
     def partition(self) -> dict[str, str]:
-        return {"root_id": self.root.root_id, "job_dir": self.job_dir}
+        return {"root_id": self.root.root_id, "bucket": self.bucket}
 
 
 @dataclass
@@ -109,16 +113,56 @@ class UnitContext:
     warehouse_io: FileIO
     run_id: str
     roots: RootIndex
+    # (table, file paths, columns) -> job_dir -> rows: the jobs of one bucket share its files, so
+    # each file is read once per bucket, not once per job. Cleared between buckets.
+    _previous: dict[tuple, dict[str, pa.Table]] = field(default_factory=dict, repr=False)
 
-    def read_previous(self, spec_name: str, files: list[DataFile], columns: list[str] | None = None) -> pa.Table | None:
-        from statekeeper.tables.catalog import spec
+    def clear_previous(self) -> None:
+        self._previous.clear()
 
+    def read_previous(self, spec_name: str, files: list[DataFile], columns: list[str] | None = None,
+                      job_dir: str | None = None) -> pa.Table | None:
+        """Previous rows of `spec_name` in `files` (one bucket partition), only those of `job_dir`
+        when given; None when there are none."""
         if not files:
             return None
+        key = (spec_name, tuple(sorted(f.path for f in files)), None if columns is None else tuple(columns))
+        groups = self._previous.get(key)
+        if groups is None:
+            groups = self._previous[key] = _by_job_dir(self._read(spec_name, files, columns))
+        if job_dir is not None:
+            return groups.get(job_dir)
+        parts = [groups[j] for j in sorted(groups)]
+        return pa.concat_tables(parts) if parts else None
+
+    def previous_job_dirs(self, spec_name: str, files: list[DataFile], columns: list[str] | None = None) -> set[str]:
+        self.read_previous(spec_name, files, columns)
+        key = (spec_name, tuple(sorted(f.path for f in files)), None if columns is None else tuple(columns))
+        return set(self._previous.get(key, {}))
+
+    def _read(self, spec_name: str, files: list[DataFile], columns: list[str] | None) -> pa.Table:
+        from statekeeper.tables.catalog import spec
+
         s = spec(spec_name)
+        wanted = None if columns is None else (columns if "job_dir" in columns else [*columns, "job_dir"])
         parts = [read_data_file(self.warehouse, s.schema, s.partition_by, f.path, f.partition_values,
-                                fileio=self.warehouse_io, table_name=s.name, columns=columns) for f in files]
+                                fileio=self.warehouse_io, table_name=s.name, columns=wanted) for f in files]
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _by_job_dir(table: pa.Table) -> dict[str, pa.Table]:
+    """Split rows by job_dir, keeping each job's row order (a stable sort, then runs)."""
+    if table.num_rows == 0:
+        return {}
+    ordered = table.take(pc.sort_indices(table, sort_keys=[("job_dir", "ascending")]))
+    # value_counts lists values in order of first appearance: on sorted data, the runs in order.
+    counts = pc.value_counts(ordered.column("job_dir"))
+    out: dict[str, pa.Table] = {}
+    start = 0
+    for value, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
+        out[value] = ordered.slice(start, n)
+        start += n
+    return out
 
 
 def list_unit(storage: FileIO, plan: UnitPlan) -> Iterator[FileInfo]:
@@ -139,8 +183,9 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     stats.bytes_listed = sum(i.size for i in listing)
 
     # Only the columns the change check needs; full rows are read when the unit is rewritten.
-    prev_files = ctx.read_previous("files", plan.previous.get("files", []), _FILE_KEY_COLUMNS)
-    prev_snaps = ctx.read_previous("snapshots", plan.previous.get("snapshots", []), _SNAPSHOT_KEY_COLUMNS)
+    prev_files = ctx.read_previous("files", plan.previous.get("files", []), _FILE_KEY_COLUMNS, plan.job_dir)
+    prev_snaps = ctx.read_previous("snapshots", plan.previous.get("snapshots", []), _SNAPSHOT_KEY_COLUMNS,
+                                   plan.job_dir)
     prev_by_uri = _previous_objects(prev_files)
     snap_by_uri = _previous_snapshots(prev_snaps)
 
@@ -174,7 +219,8 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     stats.units_rewritten = 1
     locations = [classify(i.uri[len(prefix):]) for i in listing]
     files_table = _files_table(ctx, plan, listing, locations, mtimes, prev_by_uri)
-    snap_by_uri = _previous_snapshots(ctx.read_previous("snapshots", plan.previous.get("snapshots", [])))
+    snap_by_uri = _previous_snapshots(ctx.read_previous("snapshots", plan.previous.get("snapshots", []),
+                                                        job_dir=plan.job_dir))
     snapshot_rows: list[dict[str, Any]] = []
     reference_parts: list[pa.Table] = []
     inline_parts: list[pa.Table] = []
@@ -199,10 +245,10 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     stats.metadata_reused = len(reused)
     if reused:
         keep = pa.array(reused, pa.string())
-        prev_refs = ctx.read_previous("references", plan.previous.get("references", []))
+        prev_refs = ctx.read_previous("references", plan.previous.get("references", []), job_dir=plan.job_dir)
         if prev_refs is not None:
             reference_parts.append(prev_refs.filter(pc.is_in(prev_refs.column("snapshot_uri"), keep)))
-        prev_inline = ctx.read_previous("inline_state", plan.previous.get("inline_state", []))
+        prev_inline = ctx.read_previous("inline_state", plan.previous.get("inline_state", []), job_dir=plan.job_dir)
         if prev_inline is not None:
             inline_parts.append(prev_inline.filter(pc.is_in(prev_inline.column("snapshot_uri"), keep)))
     stats.metadata_failed = sum(1 for r in snapshot_rows if r["status"] != STATUS_OK)
@@ -273,6 +319,7 @@ def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], loca
         "root": [root.uri] * n,
         "root_id": [root.root_id] * n,
         "job_dir": [plan.job_dir] * n,
+        "bucket": [plan.bucket] * n,
         "relative_path": [i.uri[prefix_len:] for i in listing],
         "kind": [loc.kind.value for loc in locations],
         "job_id": [loc.job_id for loc in locations],

@@ -1,19 +1,36 @@
 """The index tables: names, schemas, partitioning. docs/tables.md documents every column.
 
-All tables but `index_runs` are partitioned by (root_id, job_dir), so re-indexing one job directory
-rewrites only its partition. `job_dir` is the first path segment below the root: a job id, a
-savepoint directory name, `chk-N`/`shared`/`taskowned` for roots written with create-subdir=false,
-or "." for objects directly inside the root.
+All tables but `index_runs` are partitioned by (root_id, bucket), where `bucket` is a stable hash
+of `job_dir` modulo JOB_BUCKETS (`job_bucket`). One partition per job directory made one tiny
+parquet file per job per table (thousands per run: the classic small-file problem); a fixed
+number of buckets bounds the files per root and table. `job_dir` stays an ordinary column and the
+rows of a bucket file are sorted by it, so a per-job read prunes to one bucket and then filters.
+Re-indexing a changed job directory rewrites its bucket (the other jobs' rows are carried over
+unchanged). `job_dir` is the first path segment below the root: a job id, a savepoint directory
+name, `chk-N`/`shared`/`taskowned` for roots written with create-subdir=false, or "." for objects
+directly inside the root.
 """
 from __future__ import annotations
+
+import zlib
 
 import pyarrow as pa
 
 from statekeeper.tables.spec import TableSpec
 
 TS = pa.timestamp("us", tz="UTC")
-PARTITION_BY = ("root_id", "job_dir")
+PARTITION_BY = ("root_id", "bucket")
 ROOT_LEVEL_JOB_DIR = "."
+# Fixed forever for a table: changing it would move jobs between buckets, so the tables carry the
+# value nowhere but here. 16 keeps a root's files per table at <= 16 while a changed job rewrites
+# about 1/16 of its root.
+JOB_BUCKETS = 16
+
+
+def job_bucket(job_dir: str) -> str:
+    """The `bucket` partition value of a job directory: CRC-32 of its UTF-8 name mod JOB_BUCKETS,
+    two digits ("00".."15"). CRC-32 is stable across processes and Python versions (unlike hash())."""
+    return f"{zlib.crc32(job_dir.encode()) % JOB_BUCKETS:02d}"
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
@@ -21,7 +38,8 @@ def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
 
 
 def _location_fields() -> list[pa.Field]:
-    return [_f("root", pa.string(), False), _f("root_id", pa.string(), False), _f("job_dir", pa.string(), False)]
+    return [_f("root", pa.string(), False), _f("root_id", pa.string(), False), _f("job_dir", pa.string(), False),
+            _f("bucket", pa.string(), False)]
 
 
 FILES = TableSpec(

@@ -4,8 +4,10 @@
   DataFrame to one table (append, overwrite, replace partitions).
 * `statekeeper_changeset` — write a multi-table change set in one pass: rows of
   (table, op, partition, payload) where op is `add` (payload: Arrow IPC rows of one partition),
-  `remove` (payload: a DataFile JSON, planned from the table state the producer read) or `note`
-  (opaque JSON handed back to the caller). Producers such as the index job emit these from
+  `file` (payload: a DataFile JSON of an uncommitted data file the producer already wrote into the
+  table in the same task; the writer then owns it: commits it or deletes it), `remove` (payload: a
+  DataFile JSON, planned from the table state the producer read) or `note` (opaque JSON handed
+  back to the caller). Producers such as the index job emit these from
   `mapInArrow`, so parsing and writing happen in the same Spark task without a second pass.
 
 Executors only write parquet with pyarrow; `commit()` runs once on the driver side and makes one
@@ -371,6 +373,11 @@ class ChangesetWriter(DataSourceArrowWriter):
                         pending_rows[key] = pending_rows.get(key, 0) + chunk.num_rows
                         if pending_rows[key] >= _MAX_BUFFERED_ROWS:
                             flush(key)
+                    elif op == "file":
+                        # Written by the producer in the same task; from here on ours to commit
+                        # or to delete (on failure, with the rest of message.adds).
+                        self._spec(name)
+                        message.adds.setdefault(name, []).append(DataFile.from_json(payload.decode()))
                     elif op == "remove":
                         self._spec(name)
                         message.removes.setdefault(name, []).append(DataFile.from_json(payload.decode()))

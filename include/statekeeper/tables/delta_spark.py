@@ -123,6 +123,10 @@ class DeltaSparkEngine(TableEngine):
         spark = changes.sparkSession
         staged = changes.persist(StorageLevel.DISK_ONLY)
         try:
+            if staged.where(F.col("op") == "file").limit(1).count():
+                # Producer-written files would be silently dropped below: refuse instead.
+                raise TableError("the delta-spark engine cannot commit change set 'file' rows (data files written "
+                                 "by the producer); produce 'add' rows for it")
             notes = [json.loads(bytes(r["payload"]).decode())
                      for r in staged.where(F.col("op") == "note").select("payload").toLocalIterator()]
             for spec in specs:
