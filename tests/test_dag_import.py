@@ -27,12 +27,23 @@ def test_maintenance_dag_shape(dagbag):
     assert dag.max_active_runs == 1
     assert dag.schedule == "0 2 * * *" or str(dag.timetable.summary) == "0 2 * * *"
     assert dag.doc_md and "index" in dag.doc_md
-    index = dag.get_task("index")
-    assert index.pool == "statekeeper_spark"
-    assert index.retries >= 1 and index.retry_exponential_backoff
-    assert index.retry_delay == timedelta(minutes=2)
-    assert index.doc_md
-    assert Path(index.application).name == "index_checkpoints.py"
+    jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py"}
+    assert {t.task_id for t in dag.tasks} == set(jobs)
+    for task_id, application in jobs.items():
+        task = dag.get_task(task_id)
+        assert task.pool == "statekeeper_spark"
+        assert task.retries >= 1 and task.retry_exponential_backoff
+        assert task.retry_delay == timedelta(minutes=2)
+        assert task.doc_md
+        assert Path(task.application).name == application
+    # chains reads what index wrote; validate reads both
+    assert dag.get_task("chains").upstream_task_ids == {"index"}
+    assert dag.get_task("validate").upstream_task_ids == {"chains"}
+    # validate may stat referenced files under the roots; every job writes to the same warehouse
+    for task_id in jobs:
+        args = dag.get_task(task_id).job_args
+        assert "--warehouse" in args and "--run-id" in args, (task_id, args)
+    assert "--roots" in dag.get_task("validate").job_args
 
 
 def test_params_form(dagbag):

@@ -87,10 +87,24 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     if master:
         builder = builder.master(master)
     spark = configure_builder(builder).getOrCreate()
+    _fit_shuffle_partitions(spark)
     try:
         yield spark
     finally:
         spark.stop()
+
+
+def _fit_shuffle_partitions(spark: Any) -> None:
+    """On a local master, size shuffles to the machine unless the user chose a number.
+
+    Spark's default of 200 shuffle partitions is meant for clusters; on local[2] every join of a small
+    warehouse ran hundreds of near-empty tasks (the chains and validation jobs spent most of a minute
+    scheduling them). A cluster keeps Spark's defaults and adaptive coalescing.
+    """
+    conf = spark.sparkContext.getConf()
+    if conf.contains("spark.sql.shuffle.partitions") or not conf.get("spark.master", "").startswith("local"):
+        return
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,10 @@ class IndexedStore:
         # Maps a local fixture path to the URI the store has where the DAG reads it (S3 uploads).
         self._uri_map = uri_map or (lambda p: Path(p).as_uri())
 
+    def uri_of(self, path) -> str:
+        """Where a fixture file is as the DAG sees it."""
+        return self._uri_map(path)
+
     def check_index_run(self, warehouse: str | Path, airflow_run_id: str, storage_options=None) -> None:
         import pyarrow.compute as pc
         from deltalake import DeltaTable
@@ -72,7 +76,6 @@ class IndexedStore:
             if row["layout_kind"] == "checkpoint_metadata" or row["dir_checkpoint_id"] is not None:
                 assert row["checkpoint_id"] == row["dir_checkpoint_id"], row
 
-        # Job C/B checkpoints of the chain scenario use files in job A's shared/ directory.
         # Job B/C checkpoints of the chain scenario use files in job A's shared/ directory. An S3
         # copy of the store still names them by their original file:// paths (absolute paths are
         # not rewritten by an upload), so match the original location too.
