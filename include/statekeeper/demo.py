@@ -2,8 +2,8 @@
 
 Local storage, local Spark (`local[2]`), Airflow with SQLite: reuse (or write, with real Flink) a
 sample checkpoint store that holds a cross-job restore chain, savepoints, a failed checkpoint and
-orphan files; run the `checkpoint_maintenance` DAG on it with `dag.test()`; print what it found
-and where the tables are.
+orphan files; run the `checkpoint_maintenance` DAG on it with `dag.test()` (index, reference
+chains, validation); print what it found and where the tables are.
 """
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def run_dag(roots: list[str], warehouse: str, airflow_home: Path) -> str:
     dag = bag.dags["checkpoint_maintenance"]
     run = dag.test(run_conf={"roots": roots, "warehouse": warehouse})
     if str(run.state) != "success":
-        raise SystemExit(f"DAG run {run.run_id} ended {run.state}; task logs are under {airflow_home / 'logs'}")
+        states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+        raise SystemExit(f"DAG run {run.run_id} ended {run.state} (tasks: {states}); task logs are under "
+                         f"{airflow_home / 'logs'}")
     return run.run_id
 
 
@@ -63,24 +65,52 @@ def summarize(warehouse: str, run_id: str) -> str:
     def table(name: str):
         return DeltaTable(f"{warehouse.rstrip('/')}/{name}").to_pyarrow_table()
 
-    runs = table("index_runs").filter(pc.equal(pc.field("airflow_run_id"), run_id))
+    def this_run(name: str):
+        return table(name).filter(pc.equal(pc.field("airflow_run_id"), run_id)).to_pylist()
+
+    def short(job_id: str | None) -> str:
+        return f"{job_id[:8]}…" if job_id else "?"
+
+    index_run = (this_run("index_runs") or [{}])[0]
+    validation = (this_run("validation_runs") or [{}])[0]
     snapshots, refs, files = table("snapshots"), table("references"), table("files")
     by_status = {s: int(pc.sum(pc.equal(snapshots["status"], s)).as_py() or 0) for s in set(snapshots["status"].to_pylist())}
-    cross = refs.filter(pc.and_(pc.is_valid(refs["file_job_id"]),
-                                pc.not_equal(refs["file_job_id"], refs["snapshot_job_id"])))
-    cross_pairs = sorted({(s, f) for s, f in zip(cross["snapshot_job_id"].to_pylist(), cross["file_job_id"].to_pylist())})
     kinds: dict[str, int] = {}
     for k in files["kind"].to_pylist():
         kinds[k] = kinds.get(k, 0) + 1
     lines = [
-        f"index run: {runs['run_id'][0].as_py() if runs.num_rows else '?'} ({runs['status'][0].as_py() if runs.num_rows else '?'})",
-        f"objects indexed: {files.num_rows}  by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())),
-        f"snapshots: {snapshots.num_rows}  by status: " + ", ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
-        f"references: {refs.num_rows}; cross-job references: {cross.num_rows}",
+        f"index run {index_run.get('run_id', '?')}: {index_run.get('status', '?')}",
+        f"  objects indexed: {files.num_rows}  by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())),
+        f"  snapshots: {snapshots.num_rows}  by status: " + ", ".join(f"{k}={v}" for k, v in sorted(by_status.items())),
+        f"  references: {refs.num_rows}",
+        "reference chains (dependencies): snapshots that use another job's or a savepoint's files",
     ]
-    lines += [f"  job {s[:8]}… uses files of job {f[:8]}…" for s, f in cross_pairs]
-    lines.append(f"tables: {warehouse}/{{files,snapshots,references,inline_state,index_runs}} (Delta; read them "
-                 "with deltalake, polars or Spark)")
+    cross: dict[tuple[str, str, str], list[int]] = {}
+    for d in table("dependencies").to_pylist():
+        if d["dependency"] == "direct" and d["relation"] in ("other_job", "savepoint", "external"):
+            acc = cross.setdefault((d["snapshot_job_id"], d["relation"], d["target_uri"]), [0, 0, 0])
+            acc[0] += 1
+            acc[1] += d["files"] or 0
+            acc[2] += d["bytes"] or 0
+    lines += [f"  job {short(job)} -> {relation} {target}: {n} snapshot(s), {f} files, {b:,} bytes"
+              for (job, relation, target), (n, f, b) in sorted(cross.items())] or ["  none"]
+    lines.append(f"validation run {validation.get('run_id', '?')}: {validation.get('status', '?')} "
+                 f"({validation.get('snapshots', '?')} snapshots, {validation.get('snapshots_with_errors', '?')} "
+                 f"with errors, {validation.get('snapshots_with_warnings', '?')} with warnings)")
+    for job in sorted(table("validation_jobs").to_pylist(), key=lambda j: j["location"]):
+        if job["kind"] != "job":
+            continue
+        latest = job["latest_restorable_checkpoint_id"]
+        lines.append(f"  job {short(job['job_id'])}: newest chk-{job['newest_checkpoint_id']} "
+                     f"{'restorable' if job['newest_restorable'] else 'NOT restorable'}; "
+                     f"latest restorable: {f'chk-{latest}' if latest is not None else 'none'}")
+    if validation.get("report_uri"):
+        lines.append(f"  Data Docs: {validation['report_uri']}")
+    lines.append(f"tables: {warehouse}/{{files,snapshots,references,inline_state,index_runs,dependencies,pins,"
+                 "validation_results,validation_jobs,...} (Delta; read them with deltalake, polars or Spark)")
+    if cross:
+        target = sorted(cross)[0][2]
+        lines.append(f"who keeps that directory alive: .venv/bin/statekeeper explain {target}/shared --warehouse {warehouse}")
     return "\n".join(lines)
 
 
