@@ -7,6 +7,27 @@ import pyarrow as pa
 
 from statekeeper.tables.errors import TableSchemaError
 
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def column(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
+    """A declared column; non-null keys say so, so writers fail on a null instead of storing it."""
+    return pa.field(name, type_, nullable=nullable)
+
+
+def snapshot_columns() -> list[pa.Field]:
+    """The snapshot a derived row is about, as every table downstream of the index names it: the
+    `_metadata` URI (key into `snapshots.uri`), its unit (root, root_id, job_dir) and its identity."""
+    return [
+        column("snapshot_uri", pa.string(), False),
+        column("root", pa.string(), False),
+        column("root_id", pa.string(), False),
+        column("job_dir", pa.string(), False),
+        column("snapshot_job_id", pa.string()),
+        column("snapshot_checkpoint_id", pa.int64()),
+        column("snapshot_type", pa.string()),
+    ]
+
 
 @dataclass(frozen=True)
 class TableSpec:

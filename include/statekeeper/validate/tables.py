@@ -8,27 +8,18 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.spec import TableSpec, snapshot_columns
+from statekeeper.tables.spec import column as _f
 
-TS = pa.timestamp("us", tz="UTC")
 PARTITION_BY = ("root_id", "job_dir")
-
-
-def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable)
 
 
 VALIDATION_RESULTS = TableSpec(
     "validation_results",
     pa.schema([
         _f("run_id", pa.string(), False),
-        _f("snapshot_uri", pa.string(), False),
-        _f("root", pa.string(), False),
-        _f("root_id", pa.string(), False),
-        _f("job_dir", pa.string(), False),
-        _f("snapshot_job_id", pa.string()),
-        _f("snapshot_checkpoint_id", pa.int64()),
-        _f("snapshot_type", pa.string()),
+        *snapshot_columns(),
         _f("check", pa.string(), False),
         _f("severity", pa.string(), False),
         _f("subject", pa.string()),
