@@ -25,7 +25,7 @@ to the **warehouse**.
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest
 checkpoint that does restore. Configuration errors also fail without retries; internal failures
-are retried with back-off. Each task's XCom holds its job's result (counts, status, table versions).
+and a partial index (some job directories could not be listed) are retried with back-off. Each task's XCom holds its job's result (counts, status, table versions).
 
 **Manual runs** take the form's parameters; empty values fall back to the Airflow Variables
 `statekeeper_roots` and `statekeeper_warehouse` (what scheduled runs use). **Backfills**
@@ -106,6 +106,8 @@ with DAG(
         task_id="index",
         job="index_checkpoints",
         job_args=INDEX_ARGS,
+        # Exit 1 = some job directories could not be listed, often a transient storage error: retried.
+        final_exit_codes=(2,),
         doc_md="Lists every object under the roots and parses every `_metadata` (streaming, in Spark tasks), "
                "then commits `files`, `snapshots`, `references`, `inline_state` and an `index_runs` audit row.",
         **SUBMIT,

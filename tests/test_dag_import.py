@@ -44,6 +44,9 @@ def test_maintenance_dag_shape(dagbag):
         args = dag.get_task(task_id).job_args
         assert "--warehouse" in args and "--run-id" in args, (task_id, args)
     assert "--roots" in dag.get_task("validate").job_args
+    # an unrestorable checkpoint is an answer, not a transient failure; a partial listing may be
+    assert dag.get_task("validate").final_exit_codes == (1, 2)
+    assert dag.get_task("index").final_exit_codes == (2,)
 
 
 def test_params_form(dagbag):

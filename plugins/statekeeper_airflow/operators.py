@@ -7,9 +7,11 @@ What it adds over the provider's operator, and why:
 * runs the venv's own spark-submit and Python so driver and executors import the same library,
   and ships `include/statekeeper` as a zip in --py-files for real clusters;
 * lets a manual run override the Spark master without editing the connection;
-* maps the jobs' shared exit codes (statekeeper.entrypoint) onto Airflow's semantics: 1 (done but
-  needs attention, e.g. an unrestorable newest checkpoint) and 2 (configuration error) fail the
-  task without retries, because a retry cannot change the answer; 3 (internal failure) is retried;
+* maps the jobs' shared exit codes (statekeeper.entrypoint) onto Airflow's semantics: by default 1
+  (done but needs attention, e.g. an unrestorable newest checkpoint) and 2 (configuration error)
+  fail the task without retries, because a retry cannot change the answer; 3 (internal failure) is
+  retried. `final_exit_codes` changes the set per task (the index retries its 1, a partial listing,
+  which is often transient);
 * returns the job's result (its --result-json) so it lands in XCom and the UI shows counts.
 
 Exit codes and the result file reach the operator only when the driver runs beside it (local
@@ -100,6 +102,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     :param spark_conn_id: templated; the Spark connection (its host is the master).
     :param storage_conn_id: templated; an 'aws' connection for s3:// roots/warehouse, '' for local paths.
     :param spark_master: templated; overrides the Spark connection's master when non-empty.
+    :param final_exit_codes: the job's exit codes that fail the task for good (no retry).
     """
 
     template_fields: Sequence[str] = (
@@ -107,7 +110,11 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     )
 
     def __init__(self, *, job: str, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
-                 storage_conn_id: str = "", spark_master: str = "", **kwargs: Any) -> None:
+                 storage_conn_id: str = "", spark_master: str = "",
+                 final_exit_codes: Sequence[int] = (EXIT_ATTENTION, EXIT_USAGE), **kwargs: Any) -> None:
+        unknown = set(final_exit_codes) - set(NO_RETRY)
+        if unknown:
+            raise StatekeeperConfigError(f"final_exit_codes may hold {sorted(NO_RETRY)}, not {sorted(unknown)}")
         application = SPARK_JOBS / f"{job}.py"
         if not application.is_file():
             raise StatekeeperConfigError(f"no Spark job {application}; expected one of "
@@ -127,6 +134,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         self.job_args = list(job_args or [])
         self.storage_conn_id = storage_conn_id
         self.spark_master = spark_master
+        self.final_exit_codes = tuple(final_exit_codes)
 
     def _get_hook(self) -> SparkSubmitHook:
         hook = super()._get_hook()
@@ -170,7 +178,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 super().execute(context)
             except AirflowException as exc:
                 code = self._returncode()
-                if code in NO_RETRY:
+                if code in self.final_exit_codes:
                     raise AirflowFailException(
                         f"{self.job} exited {code}: {NO_RETRY[code]}. Not retried. {_result_line(result_file)}"
                     ) from exc
