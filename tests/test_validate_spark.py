@@ -162,3 +162,26 @@ def test_quality_suite_failure_is_an_internal_failure(spark, tmp_path):
     assert any(f.startswith("files: expect_column_values_to_be_unique") for f in result["quality_failures"])
     runs = DeltaTable(warehouse.delta_location("validation_runs")).to_pyarrow_table().to_pylist()
     assert runs[-1]["status"] == "quality_failed"
+
+
+def test_derived_tables_are_bucketed_like_the_index(spark, synthetic):
+    """dependencies, pins, validation_results and validation_jobs are partitioned by (root_id, bucket)
+    with the bucket computed in Spark exactly as job_bucket() computes it in Python."""
+    from statekeeper.tables.catalog import job_bucket
+    from statekeeper.tables.spark import bucket_of
+
+    names = ["job-a", "ä/ß-日本", ".", "7f3a9c0e1b2d4f6a8c0e1b2d4f6a8c0e", ""]
+    got = dict(spark.createDataFrame([(n,) for n in names], "job_dir string")
+               .select("job_dir", bucket_of("job_dir").alias("b")).collect())
+    assert got == {n: job_bucket(n) for n in names}
+
+    warehouse = synthetic["warehouse"]
+    for name in ("dependencies", "pins", "validation_results", "validation_jobs"):
+        dt = DeltaTable(warehouse.delta_location(name))
+        assert dt.metadata().partition_columns == ["root_id", "bucket"], name
+        rows = dt.to_pyarrow_table().to_pylist()
+        assert rows, name
+        assert all(r["bucket"] == job_bucket(r["job_dir"]) for r in rows), name
+        # one data file per (root_id, bucket), not one per job directory
+        partitions = {(r["root_id"], r["bucket"]) for r in rows}
+        assert len(dt.file_uris()) == len(partitions), name

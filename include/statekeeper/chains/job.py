@@ -203,7 +203,7 @@ class ComputeChains:
                   .otherwise(0)).alias("cross"),
             F.max("depth").alias("depth")).first()
 
-        deps = edges.select(*[c for c in DEPENDENCIES.schema.names])
+        deps = edges.select(*[c for c in DEPENDENCIES.schema.names if c != "bucket"])  # bucketed() adds it
         pins = edges.select(
             F.col("target_root").alias("root"), F.col("target_root_id").alias("root_id"),
             F.col("target_job_dir").alias("job_dir"), "target_kind", "target_uri", "target_snapshot_uri",
@@ -214,9 +214,11 @@ class ComputeChains:
         metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "chains",
                     "statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)}
         committed: dict[str, int | None] = {}
+        from statekeeper.tables.spark import bucketed
+
         beat.phase("writing dependencies and pins")
         for spec, df in ((DEPENDENCIES, deps), (PINS, pins)):
-            outcome = engine.write(df.repartition(*spec.partition_by), warehouse, spec, mode="overwrite",
+            outcome = engine.write(bucketed(df, spec), warehouse, spec, mode="overwrite",
                                    metadata=metadata)
             committed[spec.name] = outcome.version
         log.info("chains run %s: tables written (%.1fs)", run_id, time.monotonic() - clock)

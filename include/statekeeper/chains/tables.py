@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from statekeeper.tables.catalog import PARTITION_BY  # (root_id, bucket), as the index tables
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
 
-PARTITION_BY = ("root_id", "job_dir")
 
 DIRECT = "direct"
 TRANSITIVE = "transitive"
@@ -55,6 +55,7 @@ PINS = TableSpec(
         _f("root", pa.string()),             # the target's root; null for external targets
         _f("root_id", pa.string(), False),   # the target's root id ("external" outside every root)
         _f("job_dir", pa.string(), False),   # the target's job directory ("." for flat layouts)
+        _f("bucket", pa.string(), False),    # job_dir's bucket (statekeeper.tables.catalog.job_bucket)
         _f("target_kind", pa.string(), False),
         _f("target_uri", pa.string(), False),
         _f("target_snapshot_uri", pa.string()),

@@ -76,3 +76,21 @@ def activate(spark: Any) -> None:
     if jvm_session is not None:
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jvm_session)
     SparkSession._activeSession = spark  # type: ignore[attr-defined]
+
+
+def bucket_of(job_dir: Any) -> Any:
+    """Spark expression for `statekeeper.tables.catalog.job_bucket(job_dir)`: CRC-32 of the UTF-8
+    name modulo JOB_BUCKETS, two digits."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.tables.catalog import JOB_BUCKETS
+
+    return F.lpad((F.crc32(F.col(job_dir).cast("binary")) % JOB_BUCKETS).cast("string"), 2, "0")
+
+
+def bucketed(df: Any, spec: Any) -> Any:
+    """`df` shaped for a table partitioned by (root_id, bucket): each row's bucket (re)computed from
+    its job_dir, the spec's columns in order, one task per partition, rows sorted by job_dir so a
+    per-job read of a bucket file filters contiguous rows."""
+    shaped = df.withColumn("bucket", bucket_of("job_dir")).select(*spec.schema.names)
+    return shaped.repartition(*spec.partition_by).sortWithinPartitions("job_dir")

@@ -17,12 +17,14 @@ def column(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
 
 def snapshot_columns() -> list[pa.Field]:
     """The snapshot a derived row is about, as every table downstream of the index names it: the
-    `_metadata` URI (key into `snapshots.uri`), its unit (root, root_id, job_dir) and its identity."""
+    `_metadata` URI (key into `snapshots.uri`), its unit (root, root_id, job_dir and job_dir's bucket,
+    see statekeeper.tables.catalog.job_bucket) and its identity."""
     return [
         column("snapshot_uri", pa.string(), False),
         column("root", pa.string(), False),
         column("root_id", pa.string(), False),
         column("job_dir", pa.string(), False),
+        column("bucket", pa.string(), False),
         column("snapshot_job_id", pa.string()),
         column("snapshot_checkpoint_id", pa.int64()),
         column("snapshot_type", pa.string()),

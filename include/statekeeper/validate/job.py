@@ -220,6 +220,7 @@ class ValidateCheckpoints:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, file_uses
+        from statekeeper.tables.spark import bucket_of, bucketed
         from statekeeper.validate import spark_checks as sc
         from statekeeper.validate.stat import STAT_SPARK_SCHEMA, StatTask
 
@@ -247,8 +248,10 @@ class ValidateCheckpoints:
         results = keep(found.withColumn("restorable", F.lit(None).cast("boolean")).unionByName(summary)
                        .join(info, "snapshot_uri", "inner")
                        .withColumn("run_id", F.lit(run_id)).withColumn("validated_at", F.lit(now))
+                       .withColumn("bucket", bucket_of("job_dir"))
                        .select(*VALIDATION_RESULTS.schema.names))
-        jobs = keep(sc.job_health(results).select(*VALIDATION_JOBS.schema.names))
+        jobs = keep(sc.job_health(results).withColumn("bucket", bucket_of("job_dir"))
+                    .select(*VALIDATION_JOBS.schema.names))
         log.info("validation run %s: checks done (%.1fs)", run_id, time.monotonic() - clock)
 
         counts = results.where(F.col("check") == SNAPSHOT).agg(
@@ -266,7 +269,7 @@ class ValidateCheckpoints:
         committed: dict[str, int | None] = {}
         beat.phase("writing validation_results and validation_jobs")
         for spec, df in ((VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)):
-            outcome = engine.write(df.repartition(*spec.partition_by), warehouse, spec, mode="overwrite",
+            outcome = engine.write(bucketed(df, spec), warehouse, spec, mode="overwrite",
                                    metadata=metadata)
             committed[spec.name] = outcome.version
         log.info("validation run %s: tables written (%.1fs)", run_id, time.monotonic() - clock)

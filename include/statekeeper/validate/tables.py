@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from statekeeper.tables.catalog import PARTITION_BY  # (root_id, bucket), as the index tables
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
 
-PARTITION_BY = ("root_id", "job_dir")
 
 
 VALIDATION_RESULTS = TableSpec(
@@ -41,6 +41,7 @@ VALIDATION_JOBS = TableSpec(
         _f("root", pa.string(), False),
         _f("root_id", pa.string(), False),
         _f("job_dir", pa.string(), False),
+        _f("bucket", pa.string(), False),    # job_dir's bucket (statekeeper.tables.catalog.job_bucket)
         _f("location", pa.string(), False),
         _f("kind", pa.string(), False),
         _f("job_id", pa.string()),
