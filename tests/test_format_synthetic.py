@@ -92,6 +92,25 @@ def test_trailer_properties(kind, fmt, sharing):
     assert (p.snapshot_type, p.format, p.sharing) == (kind, fmt, sharing)
 
 
+def test_trailer_cache_answers_like_a_cold_decode():
+    """Trailers are decoded once per distinct byte string: a cached answer equals a cold decode, and
+    a damaged trailer still fails after intact ones were cached."""
+    from dataclasses import replace
+
+    import statekeeper.format.reader as reader
+
+    trailer = checkpoint_properties("savepoint", "NATIVE", "NO_SHARING")
+    data = to_bytes(replace(sample_model(5), trailer=trailer))
+    reader._TRAILERS.clear()
+    cold = parse(data).properties
+    assert trailer in reader._TRAILERS
+    assert parse(data).properties == cold and cold.format == "NATIVE"
+    damaged = data[:-len(trailer)] + b"\x00" + trailer[1:]  # same length, magic broken
+    with pytest.raises(CorruptMetadataError, match="not a valid Java-serialized CheckpointProperties"):
+        parse(damaged)
+    assert parse(data).properties == cold
+
+
 def test_null_trailer():
     from dataclasses import replace
 
