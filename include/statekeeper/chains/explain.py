@@ -76,10 +76,10 @@ class TableReader:
         """Rows of `name` whose location matches every (column, "=" | "in", value) of `partitions`,
         then `filters` (a pyarrow expression over `columns`, or all columns).
 
-        `partitions` may name `job_dir` on every table: the index tables are partitioned by
-        (root_id, bucket) with job_dir as a column (`statekeeper.tables.catalog.job_bucket`), so
-        there the job_dir condition prunes to its bucket's files and then filters rows; the chains
-        and validation tables are partitioned by job_dir itself."""
+        `partitions` may name `job_dir` on every table: all Statekeeper tables but the `*_runs` audits
+        are partitioned by (root_id, bucket) with job_dir as a column
+        (`statekeeper.tables.catalog.job_bucket`), so the job_dir condition prunes to its bucket's
+        files and then filters rows."""
         from statekeeper.tables.catalog import job_bucket
         from statekeeper.tables.files import read_data_file
 
