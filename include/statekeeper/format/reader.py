@@ -86,9 +86,11 @@ _ERR = (struct.error, IndexError)
 # Decoded trailers by their exact bytes. A store holds only a handful of distinct trailers (one per
 # checkpoint type and flag combination), and decoding the Java serialization stream was ~15% of a
 # whole parse. Only successful decodes are kept, and the value is immutable, so a hit is exactly
-# what decoding would return.
+# what decoding would return. Real trailers are a few hundred bytes; only those up to
+# _TRAILER_CACHE_BYTES are kept, so odd files cannot make the cache hold more than 1 MiB.
 _TRAILERS: dict[bytes, Any] = {}
 _TRAILER_CACHE_SIZE = 256
+_TRAILER_CACHE_BYTES = 4096
 _UNSEEN = object()
 
 # Hot-path construction of the two most numerous frozen records without the generated frozen
@@ -386,7 +388,7 @@ class _Reader:
                 raise self._corrupt(
                     at + exc.pos, f"trailer is not a valid Java-serialized CheckpointProperties: {exc}"
                 ) from None
-            if len(_TRAILERS) < _TRAILER_CACHE_SIZE:
+            if len(raw) <= _TRAILER_CACHE_BYTES and len(_TRAILERS) < _TRAILER_CACHE_SIZE:
                 _TRAILERS[raw] = properties
         return raw, properties
 
