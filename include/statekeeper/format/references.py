@@ -1,8 +1,10 @@
 """Reference extraction: every file (or segment, or managed directory) a `_metadata` points at.
 
-Used by the index (`references` table), integrity validation, GC marking and relocation. Paths are
-resolved and normalized with statekeeper.uri so they join against storage listings: relative
-handles (tag 6) resolve against the directory holding `_metadata` (spec §8.1).
+Used by the index (`references` table), integrity validation, GC marking and relocation. Stored
+paths are resolved exactly as Flink's `Path` resolves them (`statekeeper.uri.flink_path_uri`), in
+the canonical spelling storage listings use, so a reference equals a listed object exactly when
+Flink would open that object; relative handles (tag 6) resolve against the directory holding
+`_metadata` (spec §8.1). Nothing is percent-decoded: Flink stores paths unencoded.
 
 Scope (who owns the file, spec §5-§6):
 * ``exclusive``  - inside this snapshot's own directory, or private state outside it (entropy)
@@ -18,7 +20,7 @@ import gc
 from dataclasses import dataclass, field
 from typing import Optional
 
-from statekeeper.uri import join_uri, normalize_uri, parent_uri
+from statekeeper.uri import flink_path_uri, normalize_uri, parent_uri, resolve_relative
 
 from . import tags as T
 from .errors import CorruptMetadataError
@@ -184,14 +186,14 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
     dir_cache: dict[str, str] = {}
 
     def norm(path: str) -> str:
-        # Thousands of files share a directory: normalize each directory once and append the
-        # file name when appending cannot change the result (no '%', not '.'/'..', non-empty).
+        # Thousands of files share a directory: resolve each directory once and append the file
+        # name when appending cannot change the result (not '.'/'..', no backslash, non-empty).
         head, sep, name = path.rpartition("/")
-        if sep and name and name not in (".", "..") and "%" not in name and head:
+        if sep and name and name not in (".", "..") and "\\" not in name and head:
             d = dir_cache.get(head)
             if d is None:
                 try:
-                    d = normalize_uri(head)
+                    d = flink_path_uri(head)
                 except ValueError:
                     return _normalize(path)
                 if len(dir_cache) < 100_000:
@@ -201,7 +203,7 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
 
     def _normalize(path: str) -> str:
         try:
-            return normalize_uri(path)
+            return flink_path_uri(path)
         except ValueError as exc:
             raise UnresolvableReferenceError(
                 metadata_uri, None, f"stored path {path!r} is not an absolute URI: {exc}"
@@ -241,10 +243,10 @@ def extract_references(model: CheckpointMetadata, metadata_uri: str) -> Metadata
         elif t is RelativeFileHandle:
             rel = node.relative_path
             try:
-                if rel and "/" not in rel and "%" not in rel and rel not in (".", ".."):
+                if rel and "/" not in rel and "\\" not in rel and rel not in (".", ".."):
                     uri = prefix + rel  # a plain file name: joining cannot change anything else
                 else:
-                    uri = join_uri(snapshot_dir, rel)
+                    uri = resolve_relative(snapshot_dir, rel)
             except ValueError as exc:
                 raise UnresolvableReferenceError(
                     metadata_uri, None, f"relative path {node.relative_path!r} cannot be resolved: {exc}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from statekeeper.errors import StatekeeperError
-from statekeeper.uri import join_uri, normalize_uri, parent_uri
+from statekeeper.uri import flink_path_uri, join_uri, normalize_uri, parent_uri
 
 from . import tags as T
 from .model import (
@@ -60,7 +60,8 @@ class _PrefixMap:
         self.entries: list[tuple[str, str]] = []
         for old, new in mapping.items():
             try:
-                key = normalize_uri(old)
+                # Stored paths are matched as Flink resolves them, so the source prefix is too.
+                key = flink_path_uri(old)
                 normalize_uri(new)
             except ValueError as exc:
                 raise RewriteError(f"mapping {old!r} -> {new!r} is not between absolute URIs: {exc}") from None
@@ -73,7 +74,7 @@ class _PrefixMap:
         if stored in self.cache:
             return self.cache[stored]
         try:
-            norm = normalize_uri(stored)
+            norm = flink_path_uri(stored)
         except ValueError as exc:
             raise RewriteError(f"stored location {stored!r} is not an absolute URI: {exc}") from None
         result = None
