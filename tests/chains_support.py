@@ -243,9 +243,35 @@ def write_index(spark: Any, warehouse: Any, idx: SyntheticIndex) -> None:
     from statekeeper.tables.engine import DeltaRsEngine
 
     engine = DeltaRsEngine()
+    counts: dict[str, int] = {}
+    for ref in idx.references:
+        counts[ref["snapshot_uri"]] = counts.get(ref["snapshot_uri"], 0) + 1
+    for row in idx.snapshots:   # what the index states for a parsed snapshot: one row per reference
+        if row["status"] == "ok":
+            row["reference_count"] = counts.get(row["uri"], 0)
+    versions = {}
     for spec, rows in ((SNAPSHOTS, idx.snapshots), (REFERENCES, idx.references), (FILES, idx.files)):
         table = pa.Table.from_pylist(rows, schema=spec.schema)
-        engine.write(spark.createDataFrame(table), warehouse, spec, mode="overwrite")
+        versions[spec.name] = engine.write(spark.createDataFrame(table), warehouse, spec, mode="overwrite").version
+    audit_cut(warehouse, versions)
+
+
+def audit_cut(warehouse: Any, versions: dict[str, int], run_id: str = RUN, status: str = "succeeded") -> None:
+    """Append the `index_runs` row that makes `versions` the warehouse's cut, as an index run does
+    after its table commits (readers read only audited cuts: statekeeper.tables.cut)."""
+    import pyarrow as pa
+
+    from statekeeper.tables.catalog import INDEX_RUNS
+    from statekeeper.tables.engine import DeltaRsEngine
+
+    counters = {c: 0 for c in ("units", "units_rewritten", "units_unchanged", "units_failed", "objects_listed",
+                               "bytes_listed", "metadata_found", "metadata_parsed", "metadata_reused",
+                               "metadata_failed")}
+    row = {"run_id": run_id, "status": status, "started_at": T0, "finished_at": datetime.now(timezone.utc),
+           "roots": [], "warehouse": warehouse.uri, "engine": "delta-rs", "statekeeper_version": "test",
+           **counters, "errors": [], "table_versions": list(versions.items()), "data_interval_start": None,
+           "data_interval_end": None, "airflow_run_id": None, "options": None}
+    DeltaRsEngine().append_rows(None, warehouse, INDEX_RUNS, pa.Table.from_pylist([row], schema=INDEX_RUNS.schema))
 
 
 # -- relocated copies of harness stores ----------------------------------------------------------

@@ -109,3 +109,16 @@ def test_stat_stays_inside_the_roots(tmp_path):
 @pytest.mark.parametrize("segmented", [False, True])
 def test_file_size_is_never_reported_for_missing_files(segmented):
     assert checks(ev(listed_size=None, extent=10, segmented=segmented)) == [FILE_EXISTS]
+
+
+def test_stat_of_an_unresolvable_reference_is_a_finding_not_a_crash(tmp_path):
+    """`file:etc/passwd` once became `file://etc/passwd` in `references`; validating such an index
+    must report that reference, not exit 3 on Roots.root_of's ValueError."""
+    from statekeeper.storage import GuardedFileIO, LocalFileIO, Roots
+    from statekeeper.validate.checks import STAT_UNREADABLE
+    from statekeeper.validate.stat import stat_one
+
+    roots = Roots([str(tmp_path)])
+    uri, status, size, error = stat_one(GuardedFileIO(LocalFileIO(), roots), roots, "file://etc/passwd")
+    assert (uri, status, size) == ("file://etc/passwd", STAT_UNREADABLE, None)
+    assert "etc/passwd" in error

@@ -144,8 +144,8 @@ def table_config_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean the warehouse, storage settings or roots are wrong, not that the job broke."""
     from statekeeper.chains.errors import MissingTableError
     from statekeeper.storage.errors import RootNotFoundError, StorageConfigError, UnsupportedSchemeError
-    from statekeeper.tables.errors import EngineUnavailableError, TableSchemaError, UnsupportedTableError
+    from statekeeper.tables.errors import EngineUnavailableError, NoCutError, TableSchemaError, UnsupportedTableError
 
     # RootConfigError is a StorageConfigError.
-    return (MissingTableError, StorageConfigError, UnsupportedSchemeError, RootNotFoundError,
+    return (MissingTableError, NoCutError, StorageConfigError, UnsupportedSchemeError, RootNotFoundError,
             EngineUnavailableError, TableSchemaError, UnsupportedTableError)

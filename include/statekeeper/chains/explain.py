@@ -53,8 +53,11 @@ class TableReader:
     `col >= null`, pruning every file: a pushed-down URI filter silently returns no rows.
     """
 
-    def __init__(self, warehouse: Warehouse) -> None:
+    def __init__(self, warehouse: Warehouse, versions: dict[str, int] | None = None) -> None:
         self.warehouse = warehouse
+        # Tables named here are read at that version (the index tables at their consistent cut,
+        # statekeeper.tables.cut); the others at their latest.
+        self.versions = dict(versions or {})
         self._states: dict[str, Any] = {}
         self._io = warehouse.file_io()
 
@@ -62,7 +65,7 @@ class TableReader:
         if name not in self._states:
             from statekeeper.tables import delta_log
 
-            self._states[name] = delta_log.load_state(self.warehouse, name)
+            self._states[name] = delta_log.load_state(self.warehouse, name, self.versions.get(name))
         return self._states[name]
 
     def require(self, name: str, producer: str) -> Any:
@@ -177,7 +180,12 @@ class ExplainReport:
 
 
 def explain(uri: str, warehouse: Warehouse) -> ExplainReport:
-    reader = TableReader(warehouse)
+    from statekeeper.tables import cut
+
+    index_cut, versions = cut.pin_cut(warehouse, ("files", "snapshots", "references"))
+    if index_cut.version("inline_state") is not None:
+        versions["inline_state"] = index_cut.version("inline_state")
+    reader = TableReader(warehouse, versions)
     reader.require("snapshots", "index_checkpoints")
     reader.require("pins", "compute_chains")
     target = normalize_uri(uri)

@@ -21,7 +21,7 @@ from typing import Any
 
 from statekeeper import __version__
 from statekeeper.chains.locate import FOREIGN_RELATIONS
-from statekeeper.chains.sources import pin_versions, read_pinned
+from statekeeper.chains.sources import check_consistent, pin_versions, read_pinned
 from statekeeper.chains.tables import CHAINS_RUNS, DEPENDENCIES, DIRECT, PINS, TRANSITIVE
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.errors import TableError
@@ -172,6 +172,7 @@ class ComputeChains:
         spark = self._spark
         tables = read_pinned(spark, engine, warehouse, versions)
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
+        check_consistent(snaps, refs, versions)
         clock = time.monotonic()
 
         counts = snaps.agg(F.count(F.lit(1)).alias("n"),

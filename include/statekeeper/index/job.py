@@ -28,7 +28,7 @@ from statekeeper.index.planner import balance, plan_buckets
 from statekeeper.index.task import IndexTask, encode_previous
 from statekeeper.index.unit import UnitStats
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
-from statekeeper.tables import delta_log
+from statekeeper.tables import cut, delta_log
 from statekeeper.tables.catalog import INDEX_RUNS, INDEX_TABLES
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.warehouse import Warehouse
@@ -52,6 +52,7 @@ class IndexResult:
     stats: UnitStats
     table_versions: dict[str, int | None] = field(default_factory=dict)
     error: str | None = None
+    repairs: tuple[str, ...] = ()    # index tables restored to the last audited run before planning
 
     @property
     def seconds(self) -> float:
@@ -74,13 +75,15 @@ class IndexResult:
                 f"({s.units_rewritten} rewritten, {s.units_unchanged} unchanged, {s.units_failed} failed), "
                 f"{s.objects_listed} objects ({rate:.0f}/s), {s.metadata_found} _metadata "
                 f"({s.metadata_parsed} parsed at {mrate:.1f}/s, {s.metadata_reused} reused, "
-                f"{s.metadata_failed} not ok); table versions {self.table_versions}")
+                f"{s.metadata_failed} not ok); table versions {self.table_versions}"
+                + (f"; repaired a torn cut first ({'; '.join(self.repairs)})" if self.repairs else ""))
 
     def to_mapping(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status, "started_at": self.started_at.isoformat(),
                 "finished_at": self.finished_at.isoformat(), "seconds": round(self.seconds, 3),
                 "roots": list(self.roots), "warehouse": self.warehouse, "engine": self.engine,
-                **self.stats.to_mapping(), "table_versions": self.table_versions, "error": self.error}
+                **self.stats.to_mapping(), "table_versions": self.table_versions, "repairs": list(self.repairs),
+                "error": self.error}
 
 
 class IndexCheckpoints:
@@ -164,6 +167,11 @@ class IndexCheckpoints:
         states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
         for spec in INDEX_TABLES:
             delta_log.check_compatible(states[spec.name], spec)
+        # A run that died between its table commits (or before its audit row) left tables ahead of
+        # the last audited run; plan only from that run's state (statekeeper.tables.cut).
+        _, repairs = cut.heal(warehouse, INDEX_TABLES, run_id)
+        if repairs:
+            states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
         read_versions = {name: (None if s is None else s.version) for name, s in states.items()}
         storage_io = GuardedFileIO(RoutingFileIO(storage), roots)
         buckets = plan_buckets(storage_io, roots, states, self._job_filter)
@@ -200,9 +208,11 @@ class IndexCheckpoints:
         except BaseException as exc:
             progress.stop()
             finished = datetime.now(timezone.utc)
+            # A failed row never names a cut: readers take `succeeded` rows, the next run heals
+            # from the last succeeded or partial one. Its versions are those it planned from.
             result = IndexResult(run_id, FAILED, started, finished, tuple(roots.uris), warehouse.uri, engine.name,
                                  UnitStats(errors=[f"{type(exc).__name__}: {exc}"]), read_versions,
-                                 error=f"{type(exc).__name__}: {exc}")
+                                 error=f"{type(exc).__name__}: {exc}", repairs=tuple(r.describe() for r in repairs))
             self._audit(engine, warehouse, result)
             raise
         progress.stop()
@@ -221,7 +231,7 @@ class IndexCheckpoints:
                     for name in read_versions}
         status = SUCCEEDED if stats.units_failed == 0 else PARTIAL
         result = IndexResult(run_id, status, started, datetime.now(timezone.utc), tuple(roots.uris), warehouse.uri,
-                             engine.name, stats, versions)
+                             engine.name, stats, versions, repairs=tuple(r.describe() for r in repairs))
         self._audit(engine, warehouse, result)
         log.info("index run %s: audit row written in %.1fs", run_id, time.monotonic() - t1)
         log.info("%s", result.summary())

@@ -15,7 +15,7 @@ from typing import BinaryIO
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.errors import OutsideRootError, RootConfigError
 from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
-from statekeeper.uri import is_under, normalize_uri
+from statekeeper.uri import flink_path_uri, is_under, normalize_uri
 
 _SUPPORTED = ("file://", "s3://")
 
@@ -40,7 +40,7 @@ class Root:
 
 
 def root_id_of(uri: str) -> str:
-    return hashlib.sha1(normalize_uri(uri).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha1(flink_path_uri(uri).encode("utf-8")).hexdigest()[:16]
 
 
 class Roots:
@@ -50,7 +50,9 @@ class Roots:
         roots: list[Root] = []
         for raw in uris:
             try:
-                norm = normalize_uri(raw)
+                # A root is a directory configured the way Flink's is (state.checkpoints.dir), so
+                # it is spelled as Flink's Path spells it: `s3://b/cp//` is where Flink writes `cp/`.
+                norm = flink_path_uri(raw)
             except ValueError as exc:
                 raise RootConfigError(f"invalid root {raw!r}: {exc}") from exc
             if not norm.startswith(_SUPPORTED):

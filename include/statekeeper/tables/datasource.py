@@ -75,13 +75,6 @@ def _write_result(path: str | None, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _read_result(path: str | None) -> dict[str, Any] | None:
-    if not path or not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as src:
-        return json.load(src)
-
-
 # ---------------------------------------------------------------------------------------------
 # statekeeper_delta: read one table, write one table
 # ---------------------------------------------------------------------------------------------
@@ -189,12 +182,17 @@ class DeltaWriter(DataSourceArrowWriter):
 
     def __init__(self, options: dict[str, str], spec: TableSpec, read_version: int | None,
                  removes: list[DataFile], strict: bool) -> None:
+        import uuid
+
         self.options = options
         self.warehouse = _warehouse(options)
         self.spec = spec
         self.read_version = read_version
         self.removes = removes
         self.strict = strict
+        # Chosen here on the driver and pickled into the commit and abort workers, so abort() can
+        # ask the log whether commit() landed before it deletes anything.
+        self.commit_id = options.get("commit_id") or uuid.uuid4().hex
 
     @classmethod
     def plan(cls, options: dict[str, str], schema: StructType, overwrite: bool) -> DeltaWriter:
@@ -278,14 +276,39 @@ class DeltaWriter(DataSourceArrowWriter):
         adds = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]
         metadata = json.loads(self.options.get("commit_metadata") or "{}")
         result = delta_log.commit(self.warehouse, self.spec, adds, self.removes, read_version=self.read_version,
-                                  strict=self.strict, metadata=metadata)
+                                  strict=self.strict, metadata=metadata, commit_id=self.commit_id)
         _write_result(self.options.get("result_path"), result.to_mapping())
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from statekeeper.tables import delta_log
-
         adds = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]
-        delta_log.abort_files(self.warehouse, self.spec, adds)
+        delete_unless_committed(self.warehouse, {self.spec.name: (self.spec, adds)}, {self.spec.name: self.commit_id},
+                                {self.spec.name: self.read_version})
+
+
+def delete_unless_committed(warehouse: Warehouse, adds: dict[str, tuple[TableSpec, list[DataFile]]],
+                            commit_ids: dict[str, str], read_versions: dict[str, int | None]) -> None:
+    """Delete written data files of tables whose commit the log shows did not happen.
+
+    Spark calls abort() after any failure, including one after commit() landed (a commit worker
+    killed before it reported): deleting then would remove live files and make the table
+    unreadable. When the log cannot be read, the files stay (an uncommitted file is harmless
+    garbage in the warehouse; a deleted committed one is lost data)."""
+    from statekeeper.tables import delta_log
+
+    for name, (spec, files) in adds.items():
+        if not files:
+            continue
+        try:
+            landed = delta_log.find_commit(warehouse, name, commit_ids[name], after=read_versions.get(name))
+        except Exception:  # noqa: BLE001 - unknown outcome: keep the files
+            delta_log.log.exception("cannot tell whether commit %s to %s landed; leaving its %d data file(s) in "
+                                    "place", commit_ids[name], warehouse.table_uri(name), len(files))
+            continue
+        if landed is None:
+            delta_log.abort_files(warehouse, spec, files)
+        else:
+            delta_log.log.warning("abort after commit %s landed as %s version %d: its data files are live and kept",
+                                  commit_ids[name], warehouse.table_uri(name), landed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +349,12 @@ class ChangesetWriter(DataSourceArrowWriter):
                       for name, t in tables.items()}
         self.read_versions: dict[str, int | None] = {name: t.get("read_version") for name, t in tables.items()}
         self.result_path = options.get("result_path")
+        # One id per table commit, chosen by the caller on the driver (so it can look the commits
+        # up after any failure) or here, and pickled into the commit and abort workers.
+        import uuid
+
+        ids = json.loads(options.get("commit_ids") or "{}")
+        self.commit_ids: dict[str, str] = {name: ids.get(name) or uuid.uuid4().hex for name in self.order}
 
     def _spec(self, name: str) -> TableSpec:
         spec = self.specs.get(name)
@@ -424,25 +453,31 @@ class ChangesetWriter(DataSourceArrowWriter):
                     raise ConcurrentCommitError(self.warehouse.table_uri(name), self.read_versions[name], current)
             for name in self.order:
                 outcome = delta_log.commit(self.warehouse, self.specs[name], adds[name], removes[name],
-                                           read_version=self.read_versions[name], strict=True, metadata=metadata)
+                                           read_version=self.read_versions[name], strict=True, metadata=metadata,
+                                           commit_id=self.commit_ids[name])
                 pending.remove(name)
                 result["committed"][name] = outcome.to_mapping()
                 _write_result(self.result_path, result)
         except BaseException as exc:
-            self._delete({n: adds[n] for n in pending})
+            # delta_log.commit already asked the log about the table it was committing; the
+            # tables after it were never attempted. Ask again anyway: deleting is irreversible.
+            self._delete_unless_committed({n: adds[n] for n in pending})
             result["error"] = f"{type(exc).__name__}: {exc}"
             result["uncommitted"] = pending
             _write_result(self.result_path, result)
             raise
         _write_result(self.result_path, result)
 
+    def _delete_unless_committed(self, adds: dict[str, list[DataFile]]) -> None:
+        delete_unless_committed(self.warehouse, {n: (self._spec(n), files) for n, files in adds.items()},
+                                self.commit_ids, self.read_versions)
+
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        previous = _read_result(self.result_path) or {}
-        committed = set(previous.get("committed", {}))
+        # The result file may be missing or stale (the commit worker can die between a commit
+        # and writing it): the Delta log, not the file, says which tables committed.
         adds: dict[str, list[DataFile]] = {}
         for m in messages:
             if isinstance(m, ChangesetMessage):
                 for n, files in m.adds.items():
-                    if n not in committed:
-                        adds.setdefault(n, []).extend(files)
-        self._delete(adds)
+                    adds.setdefault(n, []).extend(files)
+        self._delete_unless_committed(adds)

@@ -8,6 +8,7 @@ otherwise duplicate rows.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -18,13 +19,20 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from statekeeper.storage import DeleteReport
-from statekeeper.tables.errors import ConcurrentCommitError, TableError, TableSchemaError, UnsupportedTableError
+from statekeeper.tables.errors import (
+    CommitOutcomeUnknownError,
+    ConcurrentCommitError,
+    TableError,
+    TableSchemaError,
+    UnsupportedTableError,
+)
 from statekeeper.tables.files import DataFile
 from statekeeper.tables.spec import TableSpec, same_shape
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
 
 COMMIT_ID_KEY = "statekeeper.commitId"
+log = logging.getLogger("statekeeper.tables")
 
 
 @dataclass(frozen=True)
@@ -142,36 +150,56 @@ def latest_version(warehouse: Warehouse, name: str) -> int | None:
 
 def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], removes: Iterable[DataFile], *,
            read_version: int | None, strict: bool = True,
-           metadata: dict[str, Any] | None = None) -> CommitResult:
+           metadata: dict[str, Any] | None = None, commit_id: str | None = None,
+           owns_adds: bool = True) -> CommitResult:
     """Commit `adds`/`removes` to `spec` as one Delta transaction planned at `read_version`
     (None: the table did not exist and is created by this commit).
 
     A partition replace or full overwrite is expressed as explicit removes of the files seen at
     `read_version` (delta-rs' overwrite with partition filters does not check that new files match
-    the filter). On any failure the added files are deleted and the error re-raised:
-    ConcurrentCommitError when someone else committed since `read_version`.
+    the filter). `commit_id` (default: a new one) is written into the commit's metadata; a caller
+    that chooses it can later ask the log whether the commit happened (`find_commit`).
+
+    On a failure the log decides, never the error: a commit found in the log by its id happened
+    (the client lost the answer), and is returned as a success. Only when the log shows our
+    commit is absent are the added files deleted (if this commit `owns_adds`: a restore re-adds
+    files of older versions and never deletes them) and ConcurrentCommitError raised when someone
+    else committed since `read_version`. When the log cannot be read, nothing is deleted.
     """
     dl = _deltalake()
-    from deltalake.transaction import AddAction
 
     adds = list(adds)
     removes = list(removes)
     if not adds and not removes and read_version is not None:
         return CommitResult(spec.name, None)
-    commit_id = uuid.uuid4().hex
+    commit_id = commit_id or uuid.uuid4().hex
     custom = {COMMIT_ID_KEY: commit_id, **(metadata or {})}
     location = warehouse.delta_location(spec.name)
     options = warehouse.storage_options()
+    from deltalake.transaction import AddAction
+
     add_actions = [AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True,
                              f.stats or json.dumps({"numRecords": f.num_records})) for f in adds]
     now_ms = int(time.time() * 1000)
     attempts = 1 if strict or removes else 3
+    planned_from = read_version
     for attempt in range(1, attempts + 1):
         try:
             _commit_once(dl, location, options, spec, add_actions, removes, read_version, strict, custom, now_ms)
             break
         except Exception as exc:
-            current = latest_version(warehouse, spec.name)
+            try:
+                landed = find_commit(warehouse, spec.name, commit_id, after=planned_from)
+                current = latest_version(warehouse, spec.name)
+            except Exception as lookup:  # noqa: BLE001 - any failure here leaves the outcome unknown
+                raise CommitOutcomeUnknownError(
+                    f"commit {commit_id} to Delta table {warehouse.table_uri(spec.name)} failed ({exc}) and the log "
+                    f"could not be read to tell whether it landed ({lookup}); its data files were left in place. "
+                    "Re-run the job: it reads the log again and repairs whichever way it went") from exc
+            if landed is not None:
+                log.warning("commit %s to %s reported %s: %s, but the log holds it as version %d; it happened",
+                            commit_id, warehouse.table_uri(spec.name), type(exc).__name__, exc, landed)
+                return CommitResult(spec.name, landed, len(adds), len(removes), sum(f.num_records for f in adds))
             moved = (read_version is None and current is not None) or (
                 read_version is not None and current is not None and current > read_version)
             if moved and attempt < attempts:
@@ -179,13 +207,18 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
                 # created by a concurrent run's audit row): retry against the new version.
                 read_version = current
                 continue
-            abort_files(warehouse, spec, adds)
+            if owns_adds:
+                abort_files(warehouse, spec, adds)
             if moved:
                 raise ConcurrentCommitError(warehouse.table_uri(spec.name), read_version, current, str(exc)) from exc
             if isinstance(exc, TableError):
                 raise
             raise TableError(f"commit to Delta table {warehouse.table_uri(spec.name)} failed: {exc}") from exc
-    version = _find_commit(warehouse, spec.name, commit_id, read_version)
+    version = find_commit(warehouse, spec.name, commit_id, after=planned_from)
+    if version is None:
+        raise CommitOutcomeUnknownError(
+            f"commit {commit_id} to Delta table {warehouse.table_uri(spec.name)} reported success but the log does "
+            "not hold its commit id; its data files were left in place. Check the table's history")
     return CommitResult(spec.name, version, len(adds), len(removes), sum(f.num_records for f in adds))
 
 
@@ -211,14 +244,34 @@ def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: T
     )
 
 
-def _find_commit(warehouse: Warehouse, name: str, commit_id: str, read_version: int | None) -> int:
-    """Version of our commit: read_version+1 unless retries placed it later; found by commit id."""
+def find_commit(warehouse: Warehouse, name: str, commit_id: str, *, after: int | None) -> int | None:
+    """Version of the commit carrying `commit_id` made after version `after` (None: any), or None
+    when the log holds no such commit. Reads only the commits after `after`."""
+    if not table_exists(warehouse, name):
+        return None
     dt = open_table(warehouse, name)
-    for entry in dt.history(limit=20):
+    newer = dt.version() - (-1 if after is None else after)
+    if newer <= 0:
+        return None
+    for entry in dt.history(limit=newer):
         if entry.get(COMMIT_ID_KEY) == commit_id:
             return int(entry["version"])
-    # History entries carry custom metadata in every delta-rs release we use; fall back safely.
-    return dt.version() if read_version is None else read_version + 1
+    return None
+
+
+def restore(warehouse: Warehouse, spec: TableSpec, target: int | None, *, expected_version: int,
+            metadata: dict[str, Any] | None = None, commit_id: str | None = None) -> CommitResult:
+    """Make the live files of `spec` those of version `target` (None: no files) with one strict
+    commit on top of `expected_version`, like Delta's RESTORE: files added since are removed from
+    the table (not deleted: older versions still name them) and files removed since are added back."""
+    current = load_state(warehouse, spec.name, expected_version)
+    assert current is not None
+    wanted = {} if target is None else {f.path: f for f in load_state(warehouse, spec.name, target).files}
+    live = {f.path: f for f in current.files}
+    adds = [f for path, f in sorted(wanted.items()) if path not in live]
+    removes = [f for path, f in sorted(live.items()) if path not in wanted]
+    return commit(warehouse, spec, adds, removes, read_version=expected_version, strict=True,
+                  metadata=metadata, commit_id=commit_id, owns_adds=False)
 
 
 def abort_files(warehouse: Warehouse, spec: TableSpec, files: Iterable[DataFile]) -> DeleteReport:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from statekeeper.tables import delta_log
 from statekeeper.tables.arrow_codec import schema_to_text
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.errors import ConcurrentCommitError, EngineUnavailableError, TableError
+from statekeeper.tables.errors import ConcurrentCommitError, EngineUnavailableError, PartialChangesetError, TableError
 from statekeeper.tables.spark import activate, register_data_sources
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
@@ -132,17 +132,46 @@ class DeltaRsEngine(TableEngine):
         register_data_sources(changes.sparkSession)
         tables = {s.name: {"schema": schema_to_text(s.schema), "partition_by": list(s.partition_by),
                            "read_version": read_versions.get(s.name)} for s in specs}
+        # Chosen here so that, whatever happens to the Python worker that commits, this driver can
+        # ask the Delta logs which of the tables committed.
+        batch = uuid.uuid4().hex
+        commit_ids = {s.name: f"{batch}.{s.name}" for s in specs}
         with _result_file() as result_path:
             writer = (changes.write.format("statekeeper_changeset")
                       .option("warehouse", warehouse.uri)
                       .option("storage_secret", _storage_option(warehouse))
                       .option("tables", json.dumps(tables))
+                      .option("commit_ids", json.dumps(commit_ids))
                       .option("result_path", result_path)
                       .option("commit_metadata", json.dumps(metadata or {}))
                       .mode("append"))
-            _run_write(writer, warehouse, [s.name for s in specs], result_path=result_path)
-            result = _load_result(result_path)
+            try:
+                _run_write(writer, warehouse, [s.name for s in specs], result_path=result_path)
+                result = _load_result(result_path)
+            except BaseException as exc:
+                committed = _committed(warehouse, commit_ids, read_versions)
+                if committed:
+                    raise PartialChangesetError(
+                        f"the change set failed ({type(exc).__name__}: {exc}) after "
+                        f"{', '.join(f'{n} v{v}' for n, v in committed.items())} committed; those commits stay, "
+                        "and the next index run restores the tables to the last audited run before it plans",
+                        committed) from exc
+                raise
         return ChangesetResult({n: CommitResult(**r) for n, r in result["committed"].items()}, result["notes"])
+
+
+def _committed(warehouse: Warehouse, commit_ids: dict[str, str],
+               read_versions: dict[str, int | None]) -> dict[str, int]:
+    """Tables whose commit of this change set is in their log (version by table)."""
+    found: dict[str, int] = {}
+    for name, commit_id in commit_ids.items():
+        try:
+            version = delta_log.find_commit(warehouse, name, commit_id, after=read_versions.get(name))
+        except Exception:  # noqa: BLE001 - reported as unknown by the caller's own error
+            continue
+        if version is not None:
+            found[name] = version
+    return found
 
 
 class _result_file:

@@ -39,3 +39,29 @@ class ConcurrentCommitError(TableError):
 
 class EngineUnavailableError(TableError):
     """The requested table engine cannot run in this Spark session."""
+
+
+class CommitOutcomeUnknownError(TableError):
+    """A commit failed in a way that leaves open whether it landed (the log could not be read, or
+    it claims success without the commit's id). Nothing was deleted; re-running reads the log
+    again and repairs whichever way it went."""
+
+
+class PartialChangesetError(TableError):
+    """A multi-table change set failed after some of its tables committed. Those commits stay (their
+    files are live); the index tables are then ahead of the last audited run, and the next index
+    run restores them to that run's versions before it plans (a torn cut is never read)."""
+
+    def __init__(self, message: str, committed: dict[str, int]):
+        self.committed = dict(committed)
+        super().__init__(message)
+
+
+class CutError(TableError):
+    """The warehouse has no consistent cut to read, or the cut named by the audit table is not
+    consistent (a reader must not work from it)."""
+
+
+class NoCutError(CutError):
+    """No index run has succeeded against this warehouse (or its newest one does not name a table
+    the reader needs): run index_checkpoints first."""

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from statekeeper import __version__
-from statekeeper.chains.sources import pin_versions, read_pinned
+from statekeeper.chains.sources import check_consistent, read_pinned
 from statekeeper.storage import Roots, StorageConfig
-from statekeeper.tables import delta_log
+from statekeeper.tables import cut, delta_log
 from statekeeper.tables.catalog import spec as index_spec
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.warehouse import Warehouse
@@ -190,8 +190,13 @@ class ValidateCheckpoints:
         started = datetime.now(timezone.utc)
         activate(self._spark)
         engine = select_engine(self._spark, self._engine)
-        versions = pin_versions(warehouse, SOURCES)
-        optional = {n: v for n in OPTIONAL_SOURCES if (v := delta_log.latest_version(warehouse, n)) is not None}
+        index_cut, versions = cut.pin_cut(warehouse, SOURCES)
+        # inline_state is an index table: its version comes from the same cut. The chains tables
+        # are read at their latest version.
+        optional = {n: v for n in OPTIONAL_SOURCES if n != "inline_state"
+                    and (v := delta_log.latest_version(warehouse, n)) is not None}
+        if index_cut.version("inline_state") is not None:
+            optional["inline_state"] = index_cut.version("inline_state")
         log.info("validation run %s: warehouse %s, stat roots %s, index versions %s", run_id, warehouse.uri,
                  roots or "none", versions)
         try:
@@ -228,6 +233,7 @@ class ValidateCheckpoints:
         clock = time.monotonic()
         tables = read_pinned(spark, engine, warehouse, versions)
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
+        check_consistent(snaps, refs, versions)
 
         beat.phase("locating references")
         uses = keep(file_uses(refs, snaps, files))
@@ -337,3 +343,4 @@ class ValidateCheckpoints:
             if result.status != FAILED:
                 raise
             log.exception("could not record the failed run %s in validation_runs", result.run_id)
+

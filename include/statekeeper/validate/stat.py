@@ -25,7 +25,13 @@ STAT_SPARK_SCHEMA = "file_uri string, stat_status string, stat_size long, stat_e
 
 
 def stat_one(fileio: GuardedFileIO | None, roots: Roots | None, uri: str) -> tuple[str, str, int | None, str | None]:
-    if roots is None or fileio is None or roots.root_of(uri) is None:
+    try:
+        root = None if roots is None else roots.root_of(uri)
+    except ValueError as exc:
+        # A stored path that names no object (an index written before relative stored paths
+        # became parse errors): a failed check for that snapshot, never a failed run.
+        return uri, STAT_UNREADABLE, None, f"unresolvable reference {uri!r}: {exc}"[:2000]
+    if root is None or fileio is None:
         return uri, STAT_OUTSIDE, None, None
     try:
         info = fileio.stat(uri)

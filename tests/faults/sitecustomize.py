@@ -1,0 +1,60 @@
+"""Fault injection for the index crash tests (tests/test_index_crash.py).
+
+A job started with this directory first on PYTHONPATH loads this module in every Python process it
+runs (the driver, Spark's Python workers, the data source's commit worker). With
+`STATEKEEPER_FAULT=<when>:<table>:<how>` it wraps Statekeeper's Delta commit:
+
+* when: `before` / `after` the commit to <table>, or `raise_after` (the commit lands, then the
+  client sees an error, like a lost response);
+* how: `kill_all` SIGKILLs the job's whole process group (driver, JVM, workers), `kill_self` only
+  the process committing (Spark's commit worker), `raise` raises OSError.
+
+Before firing it writes `STATEKEEPER_FAULT_MARKER`, so a test knows the fault was reached. Nothing
+here runs unless the variable is set.
+"""
+from __future__ import annotations
+
+import os
+
+_FAULT = os.environ.get("STATEKEEPER_FAULT")
+
+
+def _fire(how: str, what: str) -> None:
+    import signal
+
+    marker = os.environ.get("STATEKEEPER_FAULT_MARKER")
+    if marker:
+        with open(marker, "a", encoding="utf-8") as out:
+            out.write(f"{what} pid={os.getpid()}\n")
+    if how == "kill_all":
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    elif how == "kill_self":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise OSError(f"injected fault: {what}")
+
+
+def _install(spec: str) -> None:
+    when, table, how = spec.split(":")
+    from statekeeper.tables import delta_log
+
+    commit, commit_once = delta_log.commit, delta_log._commit_once
+
+    def faulty_commit(warehouse, table_spec, adds, removes, **kwargs):
+        if table_spec.name == table and when == "before":
+            _fire(how, f"before commit to {table}")
+        result = commit(warehouse, table_spec, adds, removes, **kwargs)
+        if table_spec.name == table and when == "after":
+            _fire(how, f"after commit to {table} (v{result.version})")
+        return result
+
+    def faulty_commit_once(dl, location, options, table_spec, *args, **kwargs):
+        commit_once(dl, location, options, table_spec, *args, **kwargs)
+        if table_spec.name == table and when == "raise_after":
+            _fire("raise", f"error reported after the commit to {table} landed")
+
+    delta_log.commit = faulty_commit
+    delta_log._commit_once = faulty_commit_once
+
+
+if _FAULT:
+    _install(_FAULT)
