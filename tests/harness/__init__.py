@@ -22,8 +22,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.harness import placed
 from tests.harness.oracle import run_oracle
-from tests.harness.scenarios import SCENARIOS, metadata_version_for, scenarios_for
+from tests.harness.scenarios import PLANS, SCENARIOS, metadata_version_for, scenarios_for
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
 from tests.harness.verify import VerifyResult, verify_restore
@@ -70,15 +71,26 @@ class Fixture:
 
 
 def get_fixture(version: str, scenario: str) -> Fixture:
-    """The cached store for (version, scenario); generated on first use. Do not modify it."""
-    root, manifest = cached_store(version, scenario)
+    """The cached store for (version, scenario); generated on first use. Do not modify it.
+
+    For a plan with a `store_dir` (odd_path) the root is that subdirectory of the cache entry."""
+    if PLANS[scenario].store_dir:
+        root, manifest = placed.cached_store(version, scenario)
+    else:
+        root, manifest = cached_store(version, scenario)
     return Fixture(version=version, scenario=scenario, root=root, manifest=manifest)
 
 
 def generate_store(version: str, scenario: str, dest: Path) -> Fixture:
-    """A fresh, uncached store generated directly at `dest` (must be empty or absent)."""
+    """A fresh, uncached store generated directly at `dest` (must be empty or absent); for a plan
+    with a `store_dir` the store root is `dest / store_dir`."""
     dest = Path(dest).absolute()
-    manifest = _generate(version, scenario, dest)
+    store_dir = PLANS[scenario].store_dir
+    if store_dir:
+        dest = dest / store_dir
+        manifest = placed.generate(version, scenario, dest)
+    else:
+        manifest = _generate(version, scenario, dest)
     return Fixture(version=version, scenario=scenario, root=dest, manifest=manifest)
 
 

@@ -45,6 +45,7 @@ class ScenarioPlan:
     min_flink: tuple[int, int] = (1, 0)
     leftovers: bool = False         # plant a failed checkpoint dir and orphan files afterwards
     verify_job: str = "A"           # whose configuration verify_restore() uses by default
+    store_dir: str | None = None    # store root = this subdirectory of the fixture dir (placed.py)
 
     def job(self, name: str) -> JobPlan:
         for job in self.jobs:
@@ -53,7 +54,7 @@ class ScenarioPlan:
         raise KeyError(f"scenario {self.name} has no job {name!r}")
 
     def fingerprint(self) -> dict:
-        return {
+        fp = {
             "name": self.name,
             "min_flink": list(self.min_flink),
             "leftovers": self.leftovers,
@@ -61,6 +62,12 @@ class ScenarioPlan:
             "jobs": [{"name": j.name, "spec": j.spec(), "restore_from": j.restore_from,
                       "claim_mode": j.claim_mode} for j in self.jobs],
         }
+        if self.store_dir is not None:
+            # Only when set: the fingerprints (so the fixture hashes) of the other plans stay as before.
+            from tests.harness import placed
+            fp["store_dir"] = self.store_dir
+            fp["placement"] = placed.fingerprint()
+        return fp
 
 
 def _chain(claim: str) -> tuple[JobPlan, ...]:
@@ -96,6 +103,10 @@ _PLANS: tuple[ScenarioPlan, ...] = (
         "incremental": False, "unaligned": True, "rebalance_tally": True, "tally_parallelism": 2,
         "tally_sleep_micros": 1000, "rate": 5000, "buffer_timeout_ms": 5}),)),
     ScenarioPlan("failed_and_orphans", (JobPlan("A"),), leftovers=True),
+    # chain_claim's A -> B (CLAIM) with the whole store inside a directory whose name has a space,
+    # a percent sign before two hex digits and a plus: Flink writes and records such paths verbatim
+    # (`odd dir%41+x`, never `odd dirA+x`). B references A's shared/ files under that directory.
+    ScenarioPlan("odd_path", _chain("CLAIM")[:2], min_flink=(2, 3), store_dir="odd dir%41+x"),
 )
 
 PLANS: Mapping[str, ScenarioPlan] = MappingProxyType({p.name: p for p in _PLANS})
