@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.flink]
 
 SCENARIO = "odd_path"
 ODD = "odd dir%41+x"
-_VERSIONS = [v for v in harness.FLINK_VERSIONS if SCENARIO in harness.scenarios_for(v)]
+_VERSIONS = [v for v in harness.FLINK_VERSIONS if harness.supports(v, SCENARIO)]
 VERSION = _VERSIONS[-1] if _VERSIONS else None
 needs_version = pytest.mark.skipif(VERSION is None, reason=f"no configured Flink version has {SCENARIO} (2.3+)")
 
@@ -115,7 +115,9 @@ def indexed(spark, store, truth, tmp_path_factory) -> dict:
     index = run_index(spark, roots, warehouse)
     assert index.status == "succeeded", index.summary()
     result_json = base / "result.json"
-    code = validate_main(["--warehouse", warehouse.uri, "--result-json", str(result_json)])
+    # Without the Great Expectations suite over the index tables (CI time; it judges table
+    # contents, not paths): the verdicts come from the checks of every referenced file.
+    code = validate_main(["--warehouse", warehouse.uri, "--result-json", str(result_json), "--no-quality-suite"])
     return {
         "tables": {name: table_rows(warehouse, name) for name in ("files", "snapshots", "references")},
         "code": code,

@@ -4,8 +4,10 @@ restore verifier.
 Public API (other parts of the test suite code against exactly this):
 
     FLINK_VERSIONS                  versions under test (env STATEKEEPER_FLINK_VERSIONS=1.20.3,2.0.2,...)
-    SCENARIOS                       scenario names
-    scenarios_for(version)          scenarios a version supports (file_merging needs >= 1.20)
+    SCENARIOS                       scenario names the generic per-scenario tests iterate over
+    scenarios_for(version)          those a version supports (file_merging needs >= 1.20)
+    DEDICATED_SCENARIOS             scenarios only their own tests use (odd_path, Flink 2.3+)
+    supports(version, scenario)     whether get_fixture(version, scenario) can generate it
     metadata_version_for(version)   `_metadata` version that Flink writes (4, 5, 6)
     get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
     generate_store(version, scenario, dest)   fresh store at `dest` for destructive tests
@@ -24,7 +26,8 @@ from pathlib import Path
 
 from tests.harness import placed
 from tests.harness.oracle import run_oracle
-from tests.harness.scenarios import PLANS, SCENARIOS, metadata_version_for, scenarios_for
+from tests.harness import scenarios as _scenarios
+from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
 from tests.harness.verify import VerifyResult, verify_restore
@@ -40,6 +43,16 @@ def _versions_from_env() -> list[str]:
 
 
 FLINK_VERSIONS: list[str] = _versions_from_env()
+
+
+def scenarios_for(version: str) -> list[str]:
+    """Scenarios of `SCENARIOS` that Flink `version` supports (the generic tests' parametrization)."""
+    return _scenarios.scenarios_for(version, dedicated=False)
+
+
+def supports(version: str, scenario: str) -> bool:
+    """Whether `scenario` (generic or dedicated) can be generated with Flink `version`."""
+    return scenario in _scenarios.scenarios_for(version)
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ def load_fixture(root: Path) -> Fixture:
 
 
 __all__ = [
-    "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store", "get_fixture",
-    "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "verify_restore",
+    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store",
+    "get_fixture", "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "supports",
+    "verify_restore",
 ]

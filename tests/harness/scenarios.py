@@ -46,6 +46,7 @@ class ScenarioPlan:
     leftovers: bool = False         # plant a failed checkpoint dir and orphan files afterwards
     verify_job: str = "A"           # whose configuration verify_restore() uses by default
     store_dir: str | None = None    # store root = this subdirectory of the fixture dir (placed.py)
+    dedicated: bool = False         # only its own tests use it: not in harness.scenarios_for()
 
     def job(self, name: str) -> JobPlan:
         for job in self.jobs:
@@ -106,20 +107,25 @@ _PLANS: tuple[ScenarioPlan, ...] = (
     # chain_claim's A -> B (CLAIM) with the whole store inside a directory whose name has a space,
     # a percent sign before two hex digits and a plus: Flink writes and records such paths verbatim
     # (`odd dir%41+x`, never `odd dirA+x`). B references A's shared/ files under that directory.
-    ScenarioPlan("odd_path", _chain("CLAIM")[:2], min_flink=(2, 3), store_dir="odd dir%41+x"),
+    # Dedicated (tests/test_odd_paths_flink.py), newest Flink only: the per-scenario tests that index
+    # every scenario of a version in one run would all fail while file: paths are percent-decoded.
+    ScenarioPlan("odd_path", _chain("CLAIM")[:2], min_flink=(2, 3), store_dir="odd dir%41+x", dedicated=True),
 )
 
 PLANS: Mapping[str, ScenarioPlan] = MappingProxyType({p.name: p for p in _PLANS})
-SCENARIOS: list[str] = [p.name for p in _PLANS]
+SCENARIOS: list[str] = [p.name for p in _PLANS if not p.dedicated]       # what the generic tests iterate
+DEDICATED_SCENARIOS: list[str] = [p.name for p in _PLANS if p.dedicated]
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:3])
 
 
-def scenarios_for(version: str) -> list[str]:
+def scenarios_for(version: str, *, dedicated: bool = True) -> list[str]:
+    """Scenarios Flink `version` supports (what the store can generate); `dedicated=False` leaves
+    out those that only their own tests use (harness.scenarios_for)."""
     v = version_tuple(version)
-    return [p.name for p in _PLANS if v[:2] >= p.min_flink]
+    return [p.name for p in _PLANS if v[:2] >= p.min_flink and (dedicated or not p.dedicated)]
 
 
 def metadata_version_for(version: str) -> int:
