@@ -4,8 +4,10 @@ restore verifier.
 Public API (other parts of the test suite code against exactly this):
 
     FLINK_VERSIONS                  versions under test (env STATEKEEPER_FLINK_VERSIONS=1.20.3,2.0.2,...)
-    SCENARIOS                       scenario names
-    scenarios_for(version)          scenarios a version supports (file_merging needs >= 1.20)
+    SCENARIOS                       scenario names the generic per-scenario tests iterate over
+    scenarios_for(version)          those a version supports (file_merging needs >= 1.20)
+    DEDICATED_SCENARIOS             scenarios only their own tests use (odd_path, Flink 2.3+)
+    supports(version, scenario)     whether get_fixture(version, scenario) can generate it
     metadata_version_for(version)   `_metadata` version that Flink writes (4, 5, 6)
     get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
     generate_store(version, scenario, dest)   fresh store at `dest` for destructive tests
@@ -22,8 +24,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.harness import placed
 from tests.harness.oracle import run_oracle
-from tests.harness.scenarios import SCENARIOS, metadata_version_for, scenarios_for
+from tests.harness import scenarios as _scenarios
+from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
 from tests.harness.verify import VerifyResult, verify_restore
@@ -39,6 +43,16 @@ def _versions_from_env() -> list[str]:
 
 
 FLINK_VERSIONS: list[str] = _versions_from_env()
+
+
+def scenarios_for(version: str) -> list[str]:
+    """Scenarios of `SCENARIOS` that Flink `version` supports (the generic tests' parametrization)."""
+    return _scenarios.scenarios_for(version, dedicated=False)
+
+
+def supports(version: str, scenario: str) -> bool:
+    """Whether `scenario` (generic or dedicated) can be generated with Flink `version`."""
+    return scenario in _scenarios.scenarios_for(version)
 
 
 @dataclass(frozen=True)
@@ -70,15 +84,26 @@ class Fixture:
 
 
 def get_fixture(version: str, scenario: str) -> Fixture:
-    """The cached store for (version, scenario); generated on first use. Do not modify it."""
-    root, manifest = cached_store(version, scenario)
+    """The cached store for (version, scenario); generated on first use. Do not modify it.
+
+    For a plan with a `store_dir` (odd_path) the root is that subdirectory of the cache entry."""
+    if PLANS[scenario].store_dir:
+        root, manifest = placed.cached_store(version, scenario)
+    else:
+        root, manifest = cached_store(version, scenario)
     return Fixture(version=version, scenario=scenario, root=root, manifest=manifest)
 
 
 def generate_store(version: str, scenario: str, dest: Path) -> Fixture:
-    """A fresh, uncached store generated directly at `dest` (must be empty or absent)."""
+    """A fresh, uncached store generated directly at `dest` (must be empty or absent); for a plan
+    with a `store_dir` the store root is `dest / store_dir`."""
     dest = Path(dest).absolute()
-    manifest = _generate(version, scenario, dest)
+    store_dir = PLANS[scenario].store_dir
+    if store_dir:
+        dest = dest / store_dir
+        manifest = placed.generate(version, scenario, dest)
+    else:
+        manifest = _generate(version, scenario, dest)
     return Fixture(version=version, scenario=scenario, root=dest, manifest=manifest)
 
 
@@ -89,6 +114,7 @@ def load_fixture(root: Path) -> Fixture:
 
 
 __all__ = [
-    "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store", "get_fixture",
-    "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "verify_restore",
+    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store",
+    "get_fixture", "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "supports",
+    "verify_restore",
 ]
