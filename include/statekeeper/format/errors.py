@@ -90,7 +90,7 @@ class MetadataLimitError(MetadataFormatError):
         self.limit = limit
         self.field = field
         advice = (
-            "Real Flink snapshots stay far below this limit, so the file is most likely corrupt or "
+            "Real Flink snapshots stay within this limit, so the file is most likely corrupt or "
             "crafted: do not restore from it and do not delete anything it might reference. If it "
             "is a real checkpoint, report it (with the Flink version and job size) and read it with "
             f"read_metadata(..., limits=MetadataLimits({field}=<larger value>))."
