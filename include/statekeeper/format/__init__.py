@@ -14,7 +14,9 @@ Pure: imports nothing from Spark, Airflow or boto3 and parses from any seekable 
 
 Errors: MetadataFormatError (subclasses: NotFlinkMetadataError, UnsupportedMetadataVersionError,
 TruncatedMetadataError, CorruptMetadataError > UnknownHandleTagError / InvalidStringError /
-TrailingBytesError / UnresolvableReferenceError), each naming the object, byte offset and cause;
+TrailingBytesError / UnresolvableReferenceError, MetadataLimitError), each naming the object,
+byte offset and cause (MetadataLimitError: a count beyond a cap of MetadataLimits, limits.py;
+`read_metadata(..., limits=...)` lifts them);
 MetadataWriteError for models a version cannot hold; RewriteError for unsafe edits.
 Model, reader, writer, walk (one traversal for every handle), references, rewrite: one module each.
 """
@@ -23,6 +25,7 @@ from .errors import (
     CorruptMetadataError,
     InvalidStringError,
     MetadataFormatError,
+    MetadataLimitError,
     MetadataWriteError,
     NotFlinkMetadataError,
     TrailingBytesError,
@@ -30,6 +33,7 @@ from .errors import (
     UnknownHandleTagError,
     UnsupportedMetadataVersionError,
 )
+from .limits import MetadataLimits
 from .model import (
     EMPTY_SEGMENT,
     ByteStreamHandle,

@@ -76,5 +76,30 @@ class TrailingBytesError(CorruptMetadataError):
     """Bytes follow the last record of a V2/V3 file (which has no trailer)."""
 
 
+class MetadataLimitError(MetadataFormatError):
+    """A declared count exceeds a cap of MetadataLimits (see format/limits.py).
+
+    Not necessarily corrupt: the bytes may encode it, but no real Flink job comes close, so the
+    file is refused before the model is built rather than let it take unbounded memory.
+    """
+
+    def __init__(self, uri: str, offset: int | None, *, what: str, where: str, declared: int,
+                 limit: int, field: str, why: str):
+        self.what = what
+        self.declared = declared
+        self.limit = limit
+        self.field = field
+        advice = (
+            "Real Flink snapshots stay within this limit, so the file is most likely corrupt or "
+            "crafted: do not restore from it and do not delete anything it might reference. If it "
+            "is a real checkpoint, report it (with the Flink version and job size) and read it with "
+            f"read_metadata(..., limits=MetadataLimits({field}=<larger value>))."
+        )
+        super().__init__(
+            uri, offset, f"{what} {declared} in {where} exceeds the limit of {limit} "
+            f"(MetadataLimits.{field}: {why})", advice=advice,
+        )
+
+
 class MetadataWriteError(StatekeeperError):
     """A model cannot be serialized as asked (invalid for its version, payload unavailable)."""

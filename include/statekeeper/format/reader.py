@@ -7,6 +7,9 @@ Design:
   the size of inlined state.
 * Before every variable-length read and every loop, the count/length is checked against the
   bytes left in the file, so corrupt input can neither allocate much nor loop long.
+* Counts that become model objects are also held to absolute caps (format/limits.py), checked
+  once per list, never per entry, so a sparse file cannot build a model far larger than any real
+  checkpoint's; `limits=` lifts them.
 * Every failure is a MetadataFormatError subclass naming the object, byte offset and context.
 
 Performance notes: the per-handle hot paths (`_stream`, `_named_list`) refill the buffer to a
@@ -27,6 +30,7 @@ from .errors import (
     CorruptMetadataError,
     InvalidStringError,
     MetadataFormatError,
+    MetadataLimitError,
     NotFlinkMetadataError,
     TrailingBytesError,
     TruncatedMetadataError,
@@ -59,6 +63,7 @@ from .model import (
     StateChange,
     SubtaskState,
 )
+from .limits import DEFAULT_LIMITS, WHY, MetadataLimits
 from .source import opened, source_size
 
 # Read granularity. Small enough that inline payloads larger than a chunk are skipped by seeking
@@ -106,9 +111,11 @@ _NH_handle = NamedHandle.handle.__set__
 class _Reader:
     __slots__ = (
         "src", "uri", "size", "load", "version", "max_tag", "buf", "pos", "base", "src_pos", "ctx",
+        "limits", "max_par", "list_cap", "entries_left", "subtasks_left",
     )
 
-    def __init__(self, src: Any, uri: str, size: int, load_inline: bool):
+    def __init__(self, src: Any, uri: str, size: int, load_inline: bool,
+                 limits: MetadataLimits = DEFAULT_LIMITS):
         self.src = src
         self.uri = uri
         self.size = size
@@ -120,6 +127,12 @@ class _Reader:
         self.base = 0  # file offset of buf[0]
         self.src_pos = src.tell()
         self.ctx: tuple = ("file header",)
+        self.limits = limits
+        # The caps read on hot paths, and the per-file budgets that count down as lists are read.
+        self.max_par = limits.max_parallelism
+        self.list_cap = limits.max_handles_per_list
+        self.entries_left = limits.max_entries
+        self.subtasks_left = limits.max_subtask_states
 
     # ------------------------------------------------------------------ buffer management
 
@@ -297,6 +310,30 @@ class _Reader:
             )
         return n
 
+    def _limit(self, at: int, what: str, declared: int, field: str) -> MetadataFormatError:
+        return MetadataLimitError(
+            self.uri, at, what=what, where=self._where(), declared=declared,
+            limit=getattr(self.limits, field), field=field, why=WHY[field],
+        )
+
+    def entries(self, n: int, min_bytes: int, what: str, at: int, cap: int, field: str) -> int:
+        """A count of model objects: checked against the bytes left, its cap, and the file's
+        budget of entries, once per list before anything is allocated."""
+        self.count(n, min_bytes, what, at)
+        if n > cap:
+            raise self._limit(at, what, n, field)
+        self._spend(n, what, at)
+        return n
+
+    def _spend(self, n: int, what: str, at: int) -> None:
+        left = self.entries_left - n
+        if left < 0:
+            raise self._limit(
+                at, f"entries declared so far (operators, subtasks, list entries; this {what}: {n})",
+                self.limits.max_entries - left, "max_entries",
+            )
+        self.entries_left = left
+
     def offsets(self, what: str) -> bytes:
         at = self.base + self.pos
         n = self.count(self.i32(f"number of {what}"), 8, f"number of {what}", at)
@@ -340,12 +377,18 @@ class _Reader:
             raise self._corrupt(at, f"invalid checkpoint id {checkpoint_id}")
         self.ctx = ("master states",)
         at = self.base + self.pos
-        n_master = self.count(self.i32("number of master states"), 18, "number of master states", at)
+        n_master = self.entries(
+            self.i32("number of master states"), 18, "number of master states", at,
+            self.limits.max_master_states, "max_master_states",
+        )
         masters = tuple(self.master_state(i) for i in range(n_master))
         self.ctx = ("operator list",)
         at = self.base + self.pos
         min_op = 32 if version == 2 else (29 if version < 5 else 33)
-        n_ops = self.count(self.i32("number of operators"), min_op, "number of operators", at)
+        n_ops = self.entries(
+            self.i32("number of operators"), min_op, "number of operators", at,
+            self.limits.max_operators, "max_operators",
+        )
         operators = tuple(self.operator(i) for i in range(n_ops))
         self.ctx = ("end of file",)
         end = self.base + self.pos
@@ -441,6 +484,8 @@ class _Reader:
             raise self._corrupt(
                 at_par, f"impossible parallelism {parallelism} / max parallelism {max_parallelism}"
             )
+        if max_parallelism > self.max_par:
+            raise self._limit(at_par + 4, "max parallelism", max_parallelism, "max_parallelism")
         chain_length = None
         coordinator = None
         if version == 2:
@@ -464,6 +509,14 @@ class _Reader:
         self.count(n_sub, 4, "number of subtask states", at_n)
         if n_sub > parallelism:
             raise self._corrupt(at_n, f"{n_sub} subtask states for parallelism {parallelism}")
+        left = self.subtasks_left - n_sub
+        if left < 0:
+            raise self._limit(
+                at_n, f"subtask states declared so far (this operator: {n_sub})",
+                self.limits.max_subtask_states - left, "max_subtask_states",
+            )
+        self.subtasks_left = left
+        self._spend(n_sub, "number of subtask states", at_n)
         subtasks = []
         seen = set()
         for _ in range(n_sub):
@@ -526,7 +579,10 @@ class _Reader:
             raise self._too_new(at, tag)
         if tag == T.PARTITIONABLE_OPERATOR_STATE_HANDLE or tag == T.SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE:
             at_n = self.base + self.pos
-            n = self.count(self.i32("number of operator states"), 7, "number of operator states", at_n)
+            n = self.entries(
+                self.i32("number of operator states"), 7, "number of operator states", at_n,
+                self.list_cap, "max_handles_per_list",
+            )
             states = []
             for _ in range(n):
                 name = sys.intern(self.utf("operator state name"))
@@ -563,6 +619,9 @@ class _Reader:
         self.pos += 8
         if num < 0 or (num > 0 and start < 0):
             raise self._corrupt(at, f"invalid key-group range start {start}, count {num}")
+        if num > 0 and start + num > self.max_par:
+            raise self._limit(at, f"end of key-group range (start {start} + count {num})",
+                              start + num, "max_parallelism")
         return start, num
 
     def _keyed(self, depth: int):
@@ -599,10 +658,12 @@ class _Reader:
             start, num = self._kg_range("changelog handle")
             checkpointed_size = self.i64("checkpointed size")
             at_n = self.base + self.pos
-            n_mat = self.count(self.i32("number of materialized handles"), 1, "number of materialized handles", at_n)
+            n_mat = self.entries(self.i32("number of materialized handles"), 1, "number of materialized handles",
+                                 at_n, self.list_cap, "max_handles_per_list")
             materialized = tuple(self._keyed(depth + 1) for _ in range(n_mat))
             at_n = self.base + self.pos
-            n_delta = self.count(self.i32("number of changelog deltas"), 1, "number of changelog deltas", at_n)
+            n_delta = self.entries(self.i32("number of changelog deltas"), 1, "number of changelog deltas", at_n,
+                                   self.list_cap, "max_handles_per_list")
             deltas = []
             for _ in range(n_delta):
                 at_d = self.base + self.pos
@@ -623,7 +684,8 @@ class _Reader:
             seq_from = self.i64("sequence number from")
             seq_to = self.i64("sequence number to")
             at_n = self.base + self.pos
-            n = self.count(self.i32("number of changes"), 8, "number of changes", at_n)
+            n = self.entries(self.i32("number of changes"), 8, "number of changes", at_n,
+                             self.list_cap, "max_handles_per_list")
             changes = []
             load = self.load
             for _ in range(n):
@@ -636,7 +698,8 @@ class _Reader:
         if tag == T.CHANGELOG_FILE_INCREMENT_HANDLE_V2 or tag == T.CHANGELOG_FILE_INCREMENT_HANDLE:
             start, num = self._kg_range("changelog file handle")
             at_n = self.base + self.pos
-            n = self.count(self.i32("number of changelog file handles"), 9, "number of changelog file handles", at_n)
+            n = self.entries(self.i32("number of changelog file handles"), 9, "number of changelog file handles",
+                             at_n, self.list_cap, "max_handles_per_list")
             entries = []
             for _ in range(n):
                 offset = self.i64("changelog offset")
@@ -658,7 +721,8 @@ class _Reader:
         field-by-field path.
         """
         at = self.base + self.pos
-        n = self.count(self.i32(f"number of {what} entries"), 3, f"number of {what} entries", at)
+        n = self.entries(self.i32(f"number of {what} entries"), 3, f"number of {what} entries", at,
+                         self.list_cap, "max_handles_per_list")
         out = []
         append = out.append
         H = _H
@@ -804,7 +868,8 @@ class _Reader:
         what = "output channel states" if output else "input channel states"
         at = self.base + self.pos
         v6 = self.version >= 6
-        n = self.count(self.i32(f"number of {what}"), 18 if v6 else 25, f"number of {what}", at)
+        n = self.entries(self.i32(f"number of {what}"), 18 if v6 else 25, f"number of {what}", at,
+                         self.list_cap, "max_handles_per_list")
         if not n:
             return ()
         out = []
@@ -839,11 +904,14 @@ class _Reader:
         return MergedChannelStateHandle(output, subtask_index, size, delegate, blob)
 
 
-def read_metadata(source: Any, uri: Optional[str] = None, *, load_inline: bool = False) -> CheckpointMetadata:
+def read_metadata(source: Any, uri: Optional[str] = None, *, load_inline: bool = False,
+                  limits: Optional[MetadataLimits] = None) -> CheckpointMetadata:
     """Parse a `_metadata` file from a path-like or a seekable binary source.
 
     `uri` names the object in errors and in the model (defaults to the path). With
-    `load_inline=False` inline payloads are recorded as (offset, length) and not read.
+    `load_inline=False` inline payloads are recorded as (offset, length) and not read. `limits`
+    replaces the default caps on declared counts (format/limits.py); a file beyond one raises
+    MetadataLimitError.
     """
     if uri is None:
         uri = str(source) if not hasattr(source, "read") else getattr(source, "name", "<stream>")
@@ -856,7 +924,7 @@ def read_metadata(source: Any, uri: Optional[str] = None, *, load_inline: bool =
             size = source_size(src)
             if src.tell():
                 src.seek(0)
-            return _Reader(src, str(uri), size, load_inline).parse()
+            return _Reader(src, str(uri), size, load_inline, limits or DEFAULT_LIMITS).parse()
     except RecursionError:
         raise CorruptMetadataError(str(uri), None, "handles nested too deeply") from None
     finally:
@@ -864,7 +932,8 @@ def read_metadata(source: Any, uri: Optional[str] = None, *, load_inline: bool =
             gc.enable()
 
 
-def open_metadata(path_or_uri: Any, *, load_inline: bool = False) -> CheckpointMetadata:
+def open_metadata(path_or_uri: Any, *, load_inline: bool = False,
+                  limits: Optional[MetadataLimits] = None) -> CheckpointMetadata:
     """Local convenience: parse a `_metadata` file, or the `_metadata` inside a snapshot directory."""
     import os
 
@@ -875,4 +944,4 @@ def open_metadata(path_or_uri: Any, *, load_inline: bool = False) -> CheckpointM
         path = normalize_uri(path)[len("file://"):]
     if os.path.isdir(path):
         path = os.path.join(path, "_metadata")
-    return read_metadata(path, os.path.abspath(path), load_inline=load_inline)
+    return read_metadata(path, os.path.abspath(path), load_inline=load_inline, limits=limits)
