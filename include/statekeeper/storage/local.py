@@ -58,7 +58,8 @@ def local_path(uri: str) -> str:
     return path
 
 
-def _file_uri(path: str) -> str:
+def file_uri(path: str) -> str:
+    """`file://` URI of a local path as os functions return it (undecodable bytes escaped)."""
     if not path.isascii():
         try:
             path.encode("utf-8")
@@ -88,11 +89,11 @@ def _info(path: str, st: os.stat_result) -> FileInfo:
     etag = f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
     mtime = datetime.fromtimestamp(st.st_mtime_ns / 1e9, tz=timezone.utc)
     kind = ObjectType.FILE if stat_mod.S_ISREG(st.st_mode) else object_type_of(st.st_mode)
-    return FileInfo(_file_uri(path), st.st_size, mtime, etag, kind)
+    return FileInfo(file_uri(path), st.st_size, mtime, etag, kind)
 
 
 def _not_regular(path: str, kind: ObjectType) -> str:
-    return (f"{_file_uri(path)} is a {kind.value}, not a regular file; Statekeeper does not follow symlinks "
+    return (f"{file_uri(path)} is a {kind.value}, not a regular file; Statekeeper does not follow symlinks "
             "or open special files inside roots (replace it with the real file, or remove it)")
 
 
@@ -104,7 +105,7 @@ def symlink_below(base: str, path: str) -> str | None:
         return None
     rest = path[len(base.rstrip("/")) + 1:] if path.startswith(base.rstrip("/") + "/") else None
     if rest is None:
-        raise StorageError(f"{_file_uri(path)} is not below {_file_uri(base)}")
+        raise StorageError(f"{file_uri(path)} is not below {file_uri(base)}")
     current = base.rstrip("/")
     for name in rest.split("/"):
         current = f"{current}/{name}"
@@ -113,7 +114,7 @@ def symlink_below(base: str, path: str) -> str | None:
         except FileNotFoundError:
             return None  # missing components cannot be links (yet): writes create them
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot stat {_file_uri(current)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot stat {file_uri(current)}: {exc.strerror or exc}") from exc
         if stat_mod.S_ISLNK(mode):
             return current
     return None
@@ -133,7 +134,7 @@ class LocalFileIO(FileIO):
             except (FileNotFoundError, NotADirectoryError):
                 continue  # vanished while listing (Flink deletes chk-N dirs concurrently)
             except OSError as exc:
-                raise UnreadableObjectError(f"cannot list {_file_uri(path)}: {exc.strerror or exc}") from exc
+                raise UnreadableObjectError(f"cannot list {file_uri(path)}: {exc.strerror or exc}") from exc
             subdirs: list[str] = []
             with entries:
                 for entry in entries:
@@ -148,7 +149,7 @@ class LocalFileIO(FileIO):
                         continue  # deleted between readdir and stat
                     except OSError as exc:
                         raise UnreadableObjectError(
-                            f"cannot stat {_file_uri(entry.path)}: {exc.strerror or exc}"
+                            f"cannot stat {file_uri(entry.path)}: {exc.strerror or exc}"
                         ) from exc
                     yield _info(entry.path, st)
             if recursive:
@@ -162,15 +163,15 @@ class LocalFileIO(FileIO):
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot list {_file_uri(root)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot list {file_uri(root)}: {exc.strerror or exc}") from exc
         for name in sorted(names):
-            yield _file_uri(os.path.join(root, name))
+            yield file_uri(os.path.join(root, name))
 
     def check_directory(self, directory: str) -> None:
         path = local_path(directory)
         if not os.path.isdir(path):
             raise RootNotFoundError(
-                f"{_file_uri(path)} is not an existing directory (unmounted volume? wrong path?); "
+                f"{file_uri(path)} is not an existing directory (unmounted volume? wrong path?); "
                 "refusing to treat it as empty"
             )
 
@@ -179,9 +180,9 @@ class LocalFileIO(FileIO):
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            raise ObjectNotFoundError(f"{_file_uri(path)} does not exist") from None
+            raise ObjectNotFoundError(f"{file_uri(path)} does not exist") from None
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot stat {_file_uri(path)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot stat {file_uri(path)}: {exc.strerror or exc}") from exc
         if not stat_mod.S_ISREG(st.st_mode):
             raise ObjectNotFoundError(_not_regular(path, object_type_of(st.st_mode)))
         return _info(path, st)
@@ -196,11 +197,11 @@ class LocalFileIO(FileIO):
                 raise UnreadableObjectError(_not_regular(path, object_type_of(mode)))
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise ObjectNotFoundError(f"{_file_uri(path)} does not exist") from None
+            raise ObjectNotFoundError(f"{file_uri(path)} does not exist") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnreadableObjectError(_not_regular(path, ObjectType.SYMLINK)) from exc
-            raise UnreadableObjectError(f"cannot open {_file_uri(path)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot open {file_uri(path)}: {exc.strerror or exc}") from exc
         try:
             st = os.fstat(fd)
             if not stat_mod.S_ISREG(st.st_mode):
@@ -215,7 +216,7 @@ class LocalFileIO(FileIO):
             if current.etag != info.etag:
                 stream.close()
                 raise ObjectChangedError(
-                    f"{_file_uri(path)} changed since it was listed (etag {info.etag} -> {current.etag}); "
+                    f"{file_uri(path)} changed since it was listed (etag {info.etag} -> {current.etag}); "
                     "re-list and retry"
                 )
         return stream
@@ -239,11 +240,11 @@ class LocalFileIO(FileIO):
                 try:
                     os.link(tmp, path)  # atomic create-only
                 except FileExistsError:
-                    raise ObjectExistsError(f"{_file_uri(path)} already exists") from None
+                    raise ObjectExistsError(f"{file_uri(path)} already exists") from None
             else:
                 os.replace(tmp, path)
         except OSError as exc:
-            raise StorageError(f"cannot write {_file_uri(path)}: {exc.strerror or exc}") from exc
+            raise StorageError(f"cannot write {file_uri(path)}: {exc.strerror or exc}") from exc
         finally:
             try:
                 os.unlink(tmp)
@@ -258,12 +259,12 @@ class LocalFileIO(FileIO):
             try:
                 os.unlink(path)
             except FileNotFoundError:
-                report.missing.append(_file_uri(path))
+                report.missing.append(file_uri(path))
             except OSError as exc:
                 code = errno.errorcode.get(exc.errno or 0, "EIO")
-                report.failed.append(DeleteFailure(_file_uri(path), code, exc.strerror or str(exc)))
+                report.failed.append(DeleteFailure(file_uri(path), code, exc.strerror or str(exc)))
             else:
-                report.deleted.append(_file_uri(path))
+                report.deleted.append(file_uri(path))
         return report
 
     def copy(self, source: str, target: str) -> FileInfo:

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.errors import OutsideRootError, RootConfigError, StorageError, SymlinkRefusedError
-from statekeeper.storage.local import local_path, symlink_below
+from statekeeper.storage.local import file_uri, local_path, symlink_below
 from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
 from statekeeper.uri import is_under, normalize_uri
 
@@ -57,7 +57,7 @@ def resolved_uri(uri: str) -> str:
     norm = normalize_uri(uri)
     if not norm.startswith("file://"):
         return norm
-    return "file://" + os.path.realpath(local_path(norm))
+    return file_uri(os.path.realpath(local_path(norm)))
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -158,7 +158,7 @@ class GuardedFileIO(FileIO):
             link = symlink_below(local_path(root.uri), local_path(uri))
             if link is not None:
                 raise SymlinkRefusedError(
-                    f"{uri}: file://{link} is a symlink inside root {root.uri}; Statekeeper never reads, writes "
+                    f"{uri}: {file_uri(link)} is a symlink inside root {root.uri}; Statekeeper never reads, writes "
                     "or deletes through symlinks (it could lead outside the root): replace the link with the "
                     "real directory or file, or remove it"
                 )
