@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-interval-start", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--data-interval-end", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--allow-partial", action="store_true", help="exit 0 even when some units could not be listed")
+    p.add_argument("--allow-empty-root", action="store_true",
+                   help="accept an s3:// root with no object under it (default: exit 2, since it is usually a "
+                        "mistyped prefix)")
     return p
 
 
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         job = (IndexCheckpoints(spark).roots(*roots).warehouse(args.warehouse)
                .storage(StorageConfig.from_env()).engine(args.engine).job_filter(args.job_filter)
                .airflow_run(args.airflow_run_id, args.data_interval_start, args.data_interval_end)
-               .progress_interval(args.progress_interval))
+               .progress_interval(args.progress_interval).allow_empty_root(args.allow_empty_root))
         if args.parallelism:
             job = job.parallelism(args.parallelism)
         result = job.execute()

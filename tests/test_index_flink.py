@@ -98,7 +98,9 @@ def s3_index(spark, flink_fixture, s3_config, s3_upload_tree):
                     s3_upload_tree(local, uri)
                     roots[s].append((uri, local))
             warehouse = Warehouse(f"s3://{bucket}/warehouse", s3_config)
-            result = run_index(spark, [u for rs in roots.values() for u, _ in rs], warehouse, storage=s3_config)
+            # Empty local root dirs (a scenario without savepoints) upload as prefixes with no object.
+            result = run_index(spark, [u for rs in roots.values() for u, _ in rs], warehouse, storage=s3_config,
+                               allow_empty_root=True)
             cache[version] = Indexed(result, warehouse, roots)
         return cache[version]
     return get

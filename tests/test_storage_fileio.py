@@ -178,7 +178,9 @@ def test_local_does_not_follow_directory_symlinks(tmp_path):
     (tmp_path / "real" / "f").write_bytes(b"1")
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "link").symlink_to(tmp_path / "real")
-    assert list(LocalFileIO().list(f"file://{tmp_path}/root")) == []
+    # Listed as an object of its own (never descended): nothing below a root vanishes silently.
+    listing = list(LocalFileIO().list(f"file://{tmp_path}/root"))
+    assert [(i.uri, i.object_type.value) for i in listing] == [(f"file://{tmp_path}/root/link", "symlink")]
 
 
 # -- S3 specifics -------------------------------------------------------------------------------------

@@ -101,6 +101,7 @@ class IndexCheckpoints:
         self._airflow_run_id: str | None = None
         self._interval: tuple[datetime | None, datetime | None] = (None, None)
         self._progress_interval = 10.0
+        self._allow_empty_root = False
 
     def roots(self, *uris: str) -> IndexCheckpoints:
         self._roots.extend(uris)
@@ -142,6 +143,11 @@ class IndexCheckpoints:
         self._progress_interval = seconds
         return self
 
+    def allow_empty_root(self, allow: bool = True) -> IndexCheckpoints:
+        """Accept an S3 root with no object under it (by default an error: it is usually a typo)."""
+        self._allow_empty_root = allow
+        return self
+
     # -- run ------------------------------------------------------------------------------------
 
     def execute(self) -> IndexResult:
@@ -156,6 +162,7 @@ class IndexCheckpoints:
         warehouse = (self._warehouse if isinstance(self._warehouse, Warehouse)
                      else Warehouse(self._warehouse, storage))
         roots = Roots(self._roots)
+        roots.check_separate(warehouse.uri, "warehouse")
         run_id = self._run_id or f"idx-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         started = datetime.now(timezone.utc)
         spark = self._spark
@@ -174,7 +181,7 @@ class IndexCheckpoints:
             states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
         read_versions = {name: (None if s is None else s.version) for name, s in states.items()}
         storage_io = GuardedFileIO(RoutingFileIO(storage), roots)
-        buckets = plan_buckets(storage_io, roots, states, self._job_filter)
+        buckets = plan_buckets(storage_io, roots, states, self._job_filter, allow_empty_root=self._allow_empty_root)
         del states  # file lists now live in the bucket plans only
         # One task per core: a bucket is the unit of balance and cannot be split anyway, and each
         # extra task costs its own Python workers' setup. On local[2] (bench index_store) a full

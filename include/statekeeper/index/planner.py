@@ -13,7 +13,7 @@ import heapq
 from dataclasses import dataclass
 
 from statekeeper.index.bucket import BucketPlan
-from statekeeper.storage import Roots
+from statekeeper.storage import EmptyRootError, Roots
 from statekeeper.storage.base import FileIO
 from statekeeper.tables.catalog import INDEX_TABLES, ROOT_LEVEL_JOB_DIR, job_bucket
 from statekeeper.tables.delta_log import TableState
@@ -27,7 +27,9 @@ class PlannedBucket:
 
 
 def plan_buckets(storage: FileIO, roots: Roots, states: dict[str, TableState | None],
-                 job_filter: str | None = None) -> list[PlannedBucket]:
+                 job_filter: str | None = None, *, allow_empty_root: bool = False) -> list[PlannedBucket]:
+    """`allow_empty_root`: accept an object-store root with no object under it (EmptyRootError
+    otherwise); a missing bucket or local directory is an error either way."""
     previous: dict[tuple[str, str], dict[str, list[DataFile]]] = {}
     for spec in INDEX_TABLES:
         state = states.get(spec.name)
@@ -38,7 +40,12 @@ def plan_buckets(storage: FileIO, roots: Roots, states: dict[str, TableState | N
 
     planned: list[PlannedBucket] = []
     for root in roots:
-        storage.check_directory(root.uri)  # fail closed on a missing mount or bucket
+        try:
+            storage.check_directory(root.uri)  # fail closed on a missing mount, bucket or prefix
+        except EmptyRootError as exc:
+            if not allow_empty_root:
+                raise EmptyRootError(f"{exc}; check the root's spelling, or pass --allow-empty-root "
+                                     "(IndexCheckpoints.allow_empty_root()) if it is intentionally empty") from exc
         names = {d.rstrip("/").rpartition("/")[2] for d in storage.list_dirs(root.uri)}
         names.add(ROOT_LEVEL_JOB_DIR)
         if job_filter:

@@ -25,7 +25,10 @@ from statekeeper.index.parse import (
     REFERENCE_COLUMNS,
     RETRY_STATUSES,
     STATUS_OK,
+    STATUS_UNREADABLE,
+    ParsedSnapshot,
     RootIndex,
+    base_snapshot_row,
     parse_snapshot,
 )
 from statekeeper.storage import FileInfo, Root, StorageError
@@ -202,6 +205,8 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
             if loc.kind.is_metadata:
                 metadata.append((info, loc))
     stats.metadata_found = len(metadata)
+    # Reported on every run, unchanged or not: they are a standing problem, not an event.
+    stats.errors.extend(_special_object_errors(listing))
 
     mtimes = [_micros(i.mtime) for i in listing]
     same_listing = len(prev_by_uri) == len(listing) and all(
@@ -232,6 +237,10 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
         if prev is not None and _reusable(prev, info):
             snapshot_rows.append(prev)
             reused.append(info.uri)
+            continue
+        if not info.object_type.is_regular:
+            # Never opened: a symlink may lead anywhere, a FIFO blocks the reader.
+            snapshot_rows.append(_special_snapshot(info, root, plan.job_dir, loc, ctx.run_id).snapshot)
             continue
         parsed = parse_snapshot(ctx.storage, info, root, plan.job_dir, loc, ctx.run_id, ctx.roots)
         stats.metadata_parsed += 1
@@ -295,6 +304,25 @@ def _reusable(prev: dict[str, Any], info: FileInfo) -> bool:
             and prev["status"] not in RETRY_STATUSES)
 
 
+def _special_snapshot(info: FileInfo, root: Root, job_dir: str, loc: Any, run_id: str) -> ParsedSnapshot:
+    row = base_snapshot_row(info, root, job_dir, loc, run_id)
+    row["snapshot_type"] = "checkpoint" if loc.kind.value == "checkpoint_metadata" else "savepoint"
+    row["status"] = STATUS_UNREADABLE
+    row["error"] = (f"{info.uri} is a {info.object_type.value}, not a regular file: not read (Statekeeper "
+                    "never follows symlinks or opens special files inside roots); replace it with the real "
+                    "_metadata file or remove it")
+    return ParsedSnapshot(row)
+
+
+def _special_object_errors(listing: list[FileInfo]) -> list[str]:
+    out = []
+    for info in listing:
+        if not info.object_type.is_regular and len(out) < _MAX_ERRORS_PER_UNIT:
+            out.append(f"{info.uri}: a {info.object_type.value}, not a regular file; indexed with kind "
+                       f"'{info.object_type.value}', never followed, opened or deleted through")
+    return out
+
+
 def _snapshot_errors(rows: Any) -> list[str]:
     out = []
     for row in rows:
@@ -321,7 +349,10 @@ def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], loca
         "job_dir": [plan.job_dir] * n,
         "bucket": [plan.bucket] * n,
         "relative_path": [i.uri[prefix_len:] for i in listing],
-        "kind": [loc.kind.value for loc in locations],
+        # A non-regular object's kind is what it is (`symlink`, `fifo`, ...), not where it sits:
+        # consumers that select by layout kind (cleaners) must never pick it up.
+        "kind": [loc.kind.value if i.object_type.is_regular else i.object_type.value
+                 for i, loc in zip(listing, locations, strict=True)],
         "job_id": [loc.job_id for loc in locations],
         "checkpoint_id": [loc.checkpoint_id for loc in locations],
         "size": [i.size for i in listing],

@@ -5,6 +5,7 @@ No Spark or Airflow imports here: this layer runs in Spark tasks, Airflow worker
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.config import StorageConfig
 from statekeeper.storage.errors import (
+    EmptyRootError,
     ObjectChangedError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -13,11 +14,12 @@ from statekeeper.storage.errors import (
     RootNotFoundError,
     StorageConfigError,
     StorageError,
+    SymlinkRefusedError,
     UnreadableObjectError,
     UnsupportedSchemeError,
 )
 from statekeeper.storage.local import LocalFileIO, local_path
-from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo, ObjectType
 from statekeeper.storage.roots import GuardedFileIO, Root, Roots, root_id_of
 from statekeeper.storage.router import RoutingFileIO, scheme_of
 
@@ -28,9 +30,9 @@ def file_io(config: StorageConfig | None = None) -> RoutingFileIO:
 
 
 __all__ = [
-    "DeleteFailure", "DeleteReport", "FileIO", "FileInfo", "GuardedFileIO", "LocalFileIO",
-    "ObjectChangedError", "ObjectExistsError", "ObjectNotFoundError", "OutsideRootError", "Root",
+    "DeleteFailure", "DeleteReport", "EmptyRootError", "FileIO", "FileInfo", "GuardedFileIO", "LocalFileIO",
+    "ObjectChangedError", "ObjectExistsError", "ObjectNotFoundError", "ObjectType", "OutsideRootError", "Root",
     "RootConfigError", "RootNotFoundError", "Roots", "RoutingFileIO", "StorageConfig",
-    "StorageConfigError", "StorageError", "UnreadableObjectError", "UnsupportedSchemeError",
+    "StorageConfigError", "StorageError", "SymlinkRefusedError", "UnreadableObjectError", "UnsupportedSchemeError",
     "file_io", "local_path", "root_id_of", "scheme_of",
 ]

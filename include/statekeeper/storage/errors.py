@@ -36,9 +36,18 @@ class OutsideRootError(StorageError):
     """A URI lies outside every configured root; Statekeeper never touches such objects."""
 
 
+class SymlinkRefusedError(OutsideRootError):
+    """A path below a root passes through a symlink. Statekeeper never writes, deletes, copies or
+    reads through one: it may lead outside the root, so the lexical root check would not hold."""
+
+
 class RootConfigError(StorageConfigError):
     """Configured roots are invalid (overlapping, relative, unsupported scheme)."""
 
 
 class RootNotFoundError(StorageError):
     """A configured root is missing (unmounted volume, missing bucket): indexing it as empty would lie."""
+
+
+class EmptyRootError(RootNotFoundError):
+    """An object-store root has no object under it: a mistyped prefix looks exactly like this."""

@@ -1,8 +1,22 @@
-"""FileIO for `file://` URIs: local disks and mounted network file systems (NFS)."""
+"""FileIO for `file://` URIs: local disks and mounted network file systems (NFS).
+
+Non-regular objects (symlinks, FIFOs, sockets, devices) are listed as objects of their own with
+their `ObjectType`, from lstat: a symlink is never followed (it could lead outside the root, or
+in a loop), a FIFO or device is never opened (opening a FIFO for reading blocks). A directory
+named `_metadata` is listed as an object too (and still descended), since that is where Flink
+writes a file: the index must show it, not silently look past it.
+
+File names that are not valid UTF-8 cannot be stored in the (UTF-8) index tables. Their URIs
+spell each byte that is not part of valid UTF-8 as NUL followed by two lowercase hex digits
+(`shared/\xff` is `shared/\x00ff`). NUL can never occur in a path, so the spelling is unambiguous
+and reversible: `local_path` turns it back into the exact bytes, so the object stays addressable.
+"""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import re
 import shutil
 import stat as stat_mod
 import uuid
@@ -12,35 +26,98 @@ from typing import BinaryIO
 
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.errors import (
+    ObjectChangedError,
     ObjectExistsError,
     ObjectNotFoundError,
     RootNotFoundError,
     StorageError,
     UnreadableObjectError,
 )
-from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo, ObjectType
 from statekeeper.uri import normalize_uri
 
 _COPY_CHUNK = 8 * 1024 * 1024
+# Directories listed as objects: names where Flink only ever writes a file.
+REPORTED_DIRECTORY_NAMES = frozenset({"_metadata"})
+# os.fsdecode maps each undecodable byte 0xXY to the lone surrogate U+DCXY ("surrogateescape").
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_ESCAPED = re.compile("\x00([89a-f][0-9a-f])")
 
 
 def local_path(uri: str) -> str:
-    """Absolute local path of a `file://` URI (or a bare absolute path)."""
+    """Absolute local path of a `file://` URI (or a bare absolute path), with escaped undecodable
+    bytes turned back into the str os functions map to those bytes."""
     norm = normalize_uri(uri)
     if not norm.startswith("file://"):
         raise StorageError(f"not a local file URI: {uri!r}")
-    return norm[len("file://"):]
+    path = norm[len("file://"):]
+    if "\x00" in path:
+        path = _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
+        if "\x00" in path:
+            raise StorageError(f"{uri!r} contains a NUL that is not an escaped byte (NUL + two hex digits >= 80)")
+    return path
 
 
-def _file_uri(path: str) -> str:
+def file_uri(path: str) -> str:
+    """`file://` URI of a local path as os functions return it (undecodable bytes escaped)."""
+    if not path.isascii():
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            path = _SURROGATE.sub(lambda m: f"\x00{ord(m.group()) - 0xDC00:02x}", path)
     return "file://" + path
+
+
+def object_type_of(mode: int) -> ObjectType:
+    if stat_mod.S_ISREG(mode):
+        return ObjectType.FILE
+    if stat_mod.S_ISLNK(mode):
+        return ObjectType.SYMLINK
+    if stat_mod.S_ISDIR(mode):
+        return ObjectType.DIRECTORY
+    if stat_mod.S_ISFIFO(mode):
+        return ObjectType.FIFO
+    if stat_mod.S_ISSOCK(mode):
+        return ObjectType.SOCKET
+    if stat_mod.S_ISBLK(mode) or stat_mod.S_ISCHR(mode):
+        return ObjectType.DEVICE
+    return ObjectType.OTHER
 
 
 def _info(path: str, st: os.stat_result) -> FileInfo:
     # inode + mtime_ns + size: an atomic replace (new inode) is visible even with equal size/mtime.
     etag = f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
     mtime = datetime.fromtimestamp(st.st_mtime_ns / 1e9, tz=timezone.utc)
-    return FileInfo(_file_uri(path), st.st_size, mtime, etag)
+    kind = ObjectType.FILE if stat_mod.S_ISREG(st.st_mode) else object_type_of(st.st_mode)
+    return FileInfo(file_uri(path), st.st_size, mtime, etag, kind)
+
+
+def _not_regular(path: str, kind: ObjectType) -> str:
+    return (f"{file_uri(path)} is a {kind.value}, not a regular file; Statekeeper does not follow symlinks "
+            "or open special files inside roots (replace it with the real file, or remove it)")
+
+
+def symlink_below(base: str, path: str) -> str | None:
+    """The first existing component of `path` below directory `base` (both local paths) that is a
+    symlink, `path` itself included; None when there is none. `base` itself may be a symlink
+    (a root configured through a link is checked on its resolved path instead)."""
+    if path == base:
+        return None
+    rest = path[len(base.rstrip("/")) + 1:] if path.startswith(base.rstrip("/") + "/") else None
+    if rest is None:
+        raise StorageError(f"{file_uri(path)} is not below {file_uri(base)}")
+    current = base.rstrip("/")
+    for name in rest.split("/"):
+        current = f"{current}/{name}"
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return None  # missing components cannot be links (yet): writes create them
+        except OSError as exc:
+            raise UnreadableObjectError(f"cannot stat {file_uri(current)}: {exc.strerror or exc}") from exc
+        if stat_mod.S_ISLNK(mode):
+            return current
+    return None
 
 
 class LocalFileIO(FileIO):
@@ -57,24 +134,24 @@ class LocalFileIO(FileIO):
             except (FileNotFoundError, NotADirectoryError):
                 continue  # vanished while listing (Flink deletes chk-N dirs concurrently)
             except OSError as exc:
-                raise UnreadableObjectError(f"cannot list {_file_uri(path)}: {exc.strerror or exc}") from exc
+                raise UnreadableObjectError(f"cannot list {file_uri(path)}: {exc.strerror or exc}") from exc
             subdirs: list[str] = []
             with entries:
                 for entry in entries:
                     try:
-                        # Directory symlinks are not followed (loops, escaping the root).
+                        # follow_symlinks=False everywhere: a symlink is an object of its own.
                         if entry.is_dir(follow_symlinks=False):
                             subdirs.append(entry.path)
-                            continue
-                        st = entry.stat(follow_symlinks=True)
+                            if entry.name not in REPORTED_DIRECTORY_NAMES:
+                                continue
+                        st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # deleted between readdir and stat
                     except OSError as exc:
                         raise UnreadableObjectError(
-                            f"cannot stat {_file_uri(entry.path)}: {exc.strerror or exc}"
+                            f"cannot stat {file_uri(entry.path)}: {exc.strerror or exc}"
                         ) from exc
-                    if stat_mod.S_ISREG(st.st_mode):
-                        yield _info(entry.path, st)
+                    yield _info(entry.path, st)
             if recursive:
                 stack.extend(reversed(subdirs))
 
@@ -86,46 +163,60 @@ class LocalFileIO(FileIO):
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot list {_file_uri(root)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot list {file_uri(root)}: {exc.strerror or exc}") from exc
         for name in sorted(names):
-            yield _file_uri(os.path.join(root, name))
+            yield file_uri(os.path.join(root, name))
 
     def check_directory(self, directory: str) -> None:
         path = local_path(directory)
         if not os.path.isdir(path):
             raise RootNotFoundError(
-                f"{_file_uri(path)} is not an existing directory (unmounted volume? wrong path?); "
+                f"{file_uri(path)} is not an existing directory (unmounted volume? wrong path?); "
                 "refusing to treat it as empty"
             )
 
     def stat(self, uri: str) -> FileInfo:
         path = local_path(uri)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except FileNotFoundError:
-            raise ObjectNotFoundError(f"{_file_uri(path)} does not exist") from None
+            raise ObjectNotFoundError(f"{file_uri(path)} does not exist") from None
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot stat {_file_uri(path)}: {exc.strerror or exc}") from exc
+            raise UnreadableObjectError(f"cannot stat {file_uri(path)}: {exc.strerror or exc}") from exc
         if not stat_mod.S_ISREG(st.st_mode):
-            raise ObjectNotFoundError(f"{_file_uri(path)} is not a regular file")
+            raise ObjectNotFoundError(_not_regular(path, object_type_of(st.st_mode)))
         return _info(path, st)
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
         path = local_path(uri)
+        # lstat first so a FIFO or device is never opened at all; O_NOFOLLOW and O_NONBLOCK close
+        # the window in which it could be swapped for a symlink or a FIFO before the open.
         try:
-            stream = open(path, "rb", buffering=256 * 1024)  # noqa: SIM115 - returned to caller
+            mode = os.lstat(path).st_mode
+            if not stat_mod.S_ISREG(mode):
+                raise UnreadableObjectError(_not_regular(path, object_type_of(mode)))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise ObjectNotFoundError(f"{_file_uri(path)} does not exist") from None
+            raise ObjectNotFoundError(f"{file_uri(path)} does not exist") from None
         except OSError as exc:
-            raise UnreadableObjectError(f"cannot open {_file_uri(path)}: {exc.strerror or exc}") from exc
+            if exc.errno == errno.ELOOP:
+                raise UnreadableObjectError(_not_regular(path, ObjectType.SYMLINK)) from exc
+            raise UnreadableObjectError(f"cannot open {file_uri(path)}: {exc.strerror or exc}") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise UnreadableObjectError(_not_regular(path, object_type_of(st.st_mode)))
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            stream = os.fdopen(fd, "rb", buffering=256 * 1024)
+        except BaseException:
+            os.close(fd)
+            raise
         if info is not None and info.etag is not None:
-            current = _info(path, os.fstat(stream.fileno()))
+            current = _info(path, st)
             if current.etag != info.etag:
                 stream.close()
-                from statekeeper.storage.errors import ObjectChangedError
-
                 raise ObjectChangedError(
-                    f"{_file_uri(path)} changed since it was listed (etag {info.etag} -> {current.etag}); "
+                    f"{file_uri(path)} changed since it was listed (etag {info.etag} -> {current.etag}); "
                     "re-list and retry"
                 )
         return stream
@@ -149,11 +240,11 @@ class LocalFileIO(FileIO):
                 try:
                     os.link(tmp, path)  # atomic create-only
                 except FileExistsError:
-                    raise ObjectExistsError(f"{_file_uri(path)} already exists") from None
+                    raise ObjectExistsError(f"{file_uri(path)} already exists") from None
             else:
                 os.replace(tmp, path)
         except OSError as exc:
-            raise StorageError(f"cannot write {_file_uri(path)}: {exc.strerror or exc}") from exc
+            raise StorageError(f"cannot write {file_uri(path)}: {exc.strerror or exc}") from exc
         finally:
             try:
                 os.unlink(tmp)
@@ -168,18 +259,14 @@ class LocalFileIO(FileIO):
             try:
                 os.unlink(path)
             except FileNotFoundError:
-                report.missing.append(_file_uri(path))
+                report.missing.append(file_uri(path))
             except OSError as exc:
                 code = errno.errorcode.get(exc.errno or 0, "EIO")
-                report.failed.append(DeleteFailure(_file_uri(path), code, exc.strerror or str(exc)))
+                report.failed.append(DeleteFailure(file_uri(path), code, exc.strerror or str(exc)))
             else:
-                report.deleted.append(_file_uri(path))
+                report.deleted.append(file_uri(path))
         return report
 
     def copy(self, source: str, target: str) -> FileInfo:
-        src = local_path(source)
-        try:
-            with open(src, "rb") as stream:
-                return self.write(target, stream)
-        except FileNotFoundError:
-            raise ObjectNotFoundError(f"{_file_uri(src)} does not exist") from None
+        with self.open_input(source) as stream:  # never through a symlink, never a special file
+            return self.write(target, stream)

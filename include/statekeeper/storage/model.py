@@ -3,6 +3,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
+
+
+class ObjectType(StrEnum):
+    """What a listed object is. Object stores only have FILE; a local file system also has the
+    rest, which are listed as objects of their own (never followed, never opened) so that nothing
+    below a root vanishes from the index silently."""
+
+    FILE = "file"
+    SYMLINK = "symlink"
+    DIRECTORY = "directory"     # only directories where a file is expected (local `_metadata`)
+    FIFO = "fifo"
+    SOCKET = "socket"
+    DEVICE = "device"
+    OTHER = "other"
+
+    @property
+    def is_regular(self) -> bool:
+        return self is ObjectType.FILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,13 +30,15 @@ class FileInfo:
 
     `etag` identifies the object's version: the S3 ETag, or for local files a fingerprint of
     inode, mtime (ns) and size, so an atomic replace with equal size and mtime still differs.
-    `mtime` is timezone-aware UTC.
+    `mtime` is timezone-aware UTC. `object_type` is FILE except for local non-regular objects
+    (their size, mtime and etag are those of the object itself, e.g. a symlink's own lstat).
     """
 
     uri: str
     size: int
     mtime: datetime
     etag: str | None = None
+    object_type: ObjectType = ObjectType.FILE
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,16 +4,24 @@ A root is a checkpoint base directory (`<root>/<job-id>/{chk-N,shared,taskowned}
 base directory (`<root>/savepoint-<job6>-<hex12>/`). Statekeeper never lists, reads, writes or
 deletes outside the roots it was given: a mistyped reference or relocation target must fail, not
 touch someone else's data.
+
+Containment is physical, not only lexical: local roots are compared on their resolved paths (a
+root symlinked into another root overlaps it), and `GuardedFileIO` refuses any local path whose
+existing components below the root include a symlink (SymlinkRefusedError), for every operation:
+`root/job/escape -> /elsewhere` must not let a write or delete land in /elsewhere. The listing
+itself reports such symlinks as objects of their own (see storage.local).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from statekeeper.storage.base import FileIO
-from statekeeper.storage.errors import OutsideRootError, RootConfigError
+from statekeeper.storage.errors import OutsideRootError, RootConfigError, StorageError, SymlinkRefusedError
+from statekeeper.storage.local import file_uri, local_path, symlink_below
 from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
 from statekeeper.uri import flink_path_uri, is_under, normalize_uri
 
@@ -43,11 +51,25 @@ def root_id_of(uri: str) -> str:
     return hashlib.sha1(flink_path_uri(uri).encode("utf-8")).hexdigest()[:16]
 
 
+def resolved_uri(uri: str) -> str:
+    """`uri` with symlinks resolved for local locations (realpath, also of a not yet existing
+    tail); object-store URIs have no links and stay as they are."""
+    norm = normalize_uri(uri)
+    if not norm.startswith("file://"):
+        return norm
+    return file_uri(os.path.realpath(local_path(norm)))
+
+
+def _overlap(a: str, b: str) -> bool:
+    return is_under(a, b) or is_under(b, a)
+
+
 class Roots:
     """An ordered, validated set of non-overlapping roots."""
 
     def __init__(self, uris: Iterable[str]) -> None:
         roots: list[Root] = []
+        resolved_roots: list[str] = []
         for raw in uris:
             try:
                 # A root is a directory configured the way Flink's is (state.checkpoints.dir), so
@@ -59,17 +81,34 @@ class Roots:
                 raise RootConfigError(f"root {raw!r}: only file:// and s3:// roots are supported")
             if norm in ("file:///",) or norm.count("/") < 3:
                 raise RootConfigError(f"root {raw!r} is a file system or bucket top level; name a directory")
-            for other in roots:
+            resolved = resolved_uri(norm)
+            for other, other_resolved in zip(roots, resolved_roots, strict=True):
                 if norm == other.uri:
                     raise RootConfigError(f"root {raw!r} is configured twice")
-                if is_under(norm, other.uri) or is_under(other.uri, norm):
+                if _overlap(norm, other.uri) or _overlap(resolved, other_resolved):
+                    via = "" if _overlap(norm, other.uri) else f" (resolved: {other_resolved} and {resolved})"
                     raise RootConfigError(
-                        f"roots {other.uri} and {norm} overlap; every object must belong to exactly one root"
+                        f"roots {other.uri} and {norm} overlap{via}; every object must belong to exactly one root"
                     )
             roots.append(Root(norm))
+            resolved_roots.append(resolved)
         if not roots:
             raise RootConfigError("at least one root is required")
         self._roots = tuple(roots)
+
+    def check_separate(self, location: str, what: str = "warehouse") -> None:
+        """Raise RootConfigError when `location` (the warehouse) lies inside a root, contains one,
+        or equals one, on resolved paths: the index would list its own tables as checkpoint files
+        (`unknown` rows a cleaner would delete)."""
+        loc = normalize_uri(location)
+        loc_resolved = resolved_uri(loc)
+        for root in self._roots:
+            root_resolved = resolved_uri(root.uri)
+            if _overlap(loc, root.uri) or _overlap(loc_resolved, root_resolved):
+                raise RootConfigError(
+                    f"{what} {loc} overlaps root {root.uri} (resolved: {loc_resolved} and {root_resolved}); "
+                    f"put the {what} outside every root and no root inside the {what}"
+                )
 
     def __iter__(self) -> Iterator[Root]:
         return iter(self._roots)
@@ -101,7 +140,8 @@ class Roots:
 
 
 class GuardedFileIO(FileIO):
-    """Wraps a FileIO and rejects any URI outside `roots` with OutsideRootError."""
+    """Wraps a FileIO and rejects any URI outside `roots` with OutsideRootError, and any local
+    path that passes through a symlink below its root with SymlinkRefusedError."""
 
     def __init__(self, inner: FileIO, roots: Roots) -> None:
         self.inner = inner
@@ -111,52 +151,73 @@ class GuardedFileIO(FileIO):
     def __repr__(self) -> str:
         return f"GuardedFileIO({self.inner!r}, {self.roots!r})"
 
+    def _require(self, uri: str) -> Root:
+        root = self.roots.require(uri)
+        if root.uri.startswith("file://"):
+            # A check before the operation leaves a window in which a directory could be swapped
+            # for a link; closing it needs dir-fd operations throughout. The check still stops
+            # every link that exists when the operation starts.
+            link = symlink_below(local_path(root.uri), local_path(uri))
+            if link is not None:
+                raise SymlinkRefusedError(
+                    f"{uri}: {file_uri(link)} is a symlink inside root {root.uri}; Statekeeper never reads, writes "
+                    "or deletes through symlinks (it could lead outside the root): replace the link with the "
+                    "real directory or file, or remove it"
+                )
+        return root
+
     def list(self, directory: str, *, recursive: bool = True) -> Iterator[FileInfo]:
-        self.roots.require(directory)
+        self._require(directory)
         return self.inner.list(directory, recursive=recursive)
 
     def list_dirs(self, directory: str) -> Iterator[str]:
-        self.roots.require(directory)
+        self._require(directory)
         return self.inner.list_dirs(directory)
 
     def stat(self, uri: str) -> FileInfo:
-        self.roots.require(uri)
+        self._require(uri)
         return self.inner.stat(uri)
 
     def check_directory(self, directory: str) -> None:
-        self.roots.require(directory)
+        self._require(directory)
         self.inner.check_directory(directory)
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
-        self.roots.require(uri)
+        self._require(uri)
         return self.inner.open_input(uri, info=info)
 
     def read_bytes(self, uri: str, *, info: FileInfo | None = None) -> bytes:
-        self.roots.require(uri)
+        self._require(uri)
         return self.inner.read_bytes(uri, info=info)
 
     def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
-        self.roots.require(uri)
+        self._require(uri)
         return self.inner.write(uri, data, if_absent=if_absent, durable=durable)
 
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
-        # Outside URIs are reported as failures (never attempted) so one bad entry cannot abort
+        # Refused URIs are reported as failures (never attempted) so one bad entry cannot abort
         # a batch half-way, and nothing outside is ever sent to the backend.
-        outside: list[DeleteFailure] = []
+        refused: list[DeleteFailure] = []
 
         def inside() -> Iterator[str]:
             for uri in uris:
-                if self.roots.root_of(uri) is None:
-                    outside.append(DeleteFailure(normalize_uri(uri), "OutsideRoot",
+                try:
+                    self._require(uri)
+                except SymlinkRefusedError as exc:
+                    refused.append(DeleteFailure(normalize_uri(uri), "Symlink", f"{exc}; not deleted"))
+                except OutsideRootError:
+                    refused.append(DeleteFailure(normalize_uri(uri), "OutsideRoot",
                                                  "outside the configured roots; not deleted"))
+                except StorageError as exc:
+                    refused.append(DeleteFailure(normalize_uri(uri), type(exc).__name__, f"{exc}; not deleted"))
                 else:
                     yield uri
 
         report = self.inner.delete_many(inside())
-        report.failed.extend(outside)
+        report.failed.extend(refused)
         return report
 
     def copy(self, source: str, target: str) -> FileInfo:
-        self.roots.require(source)
-        self.roots.require(target)
+        self._require(source)
+        self._require(target)
         return self.inner.copy(source, target)

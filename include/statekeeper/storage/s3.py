@@ -11,6 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.config import StorageConfig
 from statekeeper.storage.errors import (
+    EmptyRootError,
     ObjectExistsError,
     ObjectNotFoundError,
     RootNotFoundError,
@@ -115,7 +116,10 @@ class S3FileIO(FileIO):
                     yield f"s3://{bucket}/{prefix}"
 
     def check_directory(self, directory: str) -> None:
-        bucket, _ = split_s3_uri(directory)
+        """A missing bucket raises RootNotFoundError; a prefix with no object under it (not even a
+        directory marker) raises EmptyRootError: on S3 a mistyped prefix and an empty directory
+        look the same, and indexing a typo as an empty root would lie."""
+        bucket, key = split_s3_uri(directory)
         try:
             self.client.head_bucket(Bucket=bucket)
         except ClientError as exc:
@@ -127,6 +131,26 @@ class S3FileIO(FileIO):
             raise StorageError(f"cannot check bucket {bucket!r}: {code or exc}") from exc
         except BotoCoreError as exc:
             raise StorageError(f"cannot reach the S3 endpoint for {directory}: {exc}") from exc
+        if not key:
+            return  # a whole bucket: its existence is the check
+        prefix = self._dir_prefix(key)
+        pages = self._paginate_once(bucket, prefix)
+        if not pages.get("KeyCount", len(pages.get("Contents", ()))):
+            raise EmptyRootError(f"no object under s3://{bucket}/{prefix} (root {directory}): the prefix does not "
+                                 "exist or is empty")
+
+    def _paginate_once(self, bucket: str, prefix: str) -> dict[str, Any]:
+        try:
+            return self.client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if code == "NoSuchBucket":
+                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing s3://{bucket}/{prefix})") from exc
+            if code == "AccessDenied" or status == 403:
+                raise UnreadableObjectError(f"access denied listing s3://{bucket}/{prefix}") from exc
+            raise StorageError(f"cannot list s3://{bucket}/{prefix}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
 
     # -- single objects -----------------------------------------------------------------------
 
