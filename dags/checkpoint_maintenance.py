@@ -43,6 +43,7 @@ INDEX_ARGS = [
     "--roots", ROOTS,
     *WAREHOUSE_AND_RUN,
     "--job-filter", "{{ params.job_filter }}",
+    "--allow-empty-root={{ 'true' if params.allow_empty_roots else 'false' }}",
     # Manual runs triggered without a logical date have no data interval (the names are undefined).
     "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
     "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
@@ -81,6 +82,11 @@ with DAG(
         "job_filter": Param(
             "", type="string", title="Job filter",
             description="Only job directories whose name matches this glob (e.g. 'a1b2*'). Empty: all jobs.",
+        ),
+        "allow_empty_roots": Param(
+            False, type="boolean", title="Allow empty S3 roots",
+            description="Index an s3:// root with no object under it (e.g. a savepoint prefix nobody wrote to yet) "
+                        "as empty. Off: such a root fails the index as a likely typo.",
         ),
         "warehouse": Param(
             "", type="string", title="Warehouse",
