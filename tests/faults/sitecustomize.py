@@ -6,7 +6,7 @@ runs (the driver, Spark's Python workers, the data source's commit worker). With
 
 * when: `before` / `after` the commit to <table>, or `raise_after` (the commit lands, then the
   client sees an error, like a lost response);
-* how: `kill_all` SIGKILLs the job's whole process group (driver, JVM, workers), `kill_self` only
+* how: `kill_all` SIGKILLs the job's whole session (driver, JVM, workers), `kill_self` only
   the process committing (Spark's commit worker), `raise` raises OSError.
 
 Before firing it writes `STATEKEEPER_FAULT_MARKER`, so a test knows the fault was reached. Nothing
@@ -27,10 +27,26 @@ def _fire(how: str, what: str) -> None:
         with open(marker, "a", encoding="utf-8") as out:
             out.write(f"{what} pid={os.getpid()}\n")
     if how == "kill_all":
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+        _kill_session(signal.SIGKILL)
     elif how == "kill_self":
         os.kill(os.getpid(), signal.SIGKILL)
     raise OSError(f"injected fault: {what}")
+
+
+def _kill_session(sig: int) -> None:
+    """SIGKILL every process of this session (the test starts the job in a new session). Not the
+    process group: PySpark's worker daemon puts its workers in a group of their own."""
+    sid = os.getsid(0)
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.getsid(int(entry)) == sid:
+                os.kill(int(entry), sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    os.kill(me, sig)
 
 
 def _install(spec: str) -> None:

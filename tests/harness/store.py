@@ -65,7 +65,7 @@ def cached_store(version: str, scenario: str) -> tuple[Path, dict]:
     return root, json.loads((root / MANIFEST).read_text())
 
 
-def generate(version: str, scenario: str, root: Path, attempts: int = 2) -> dict:
+def generate(version: str, scenario: str, root: Path, attempts: int = 2, generator: str = "Generate") -> dict:
     """Generate `scenario` with Flink `version` into the empty or missing directory `root`.
 
     A Flink run on a loaded 2-core machine can time out; one retry from scratch (the first
@@ -80,7 +80,7 @@ def generate(version: str, scenario: str, root: Path, attempts: int = 2) -> dict
                 raise FileExistsError(f"refusing to generate into non-empty {root}")
             wipe(root)
         try:
-            return _generate_once(version, plan, root)
+            return _generate_once(version, plan, root, generator)
         except HarnessRunError as exc:
             last_error = exc
             print(f"[harness] generating {version}/{scenario} failed (attempt {attempt}/{attempts}):\n{exc}",
@@ -89,7 +89,7 @@ def generate(version: str, scenario: str, root: Path, attempts: int = 2) -> dict
     raise last_error
 
 
-def _generate_once(version: str, plan: scenarios.ScenarioPlan, root: Path) -> dict:
+def _generate_once(version: str, plan: scenarios.ScenarioPlan, root: Path, generator: str = "Generate") -> dict:
     checkpoints = root / "checkpoints"
     savepoints = root / "savepoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
@@ -101,14 +101,18 @@ def _generate_once(version: str, plan: scenarios.ScenarioPlan, root: Path) -> di
         result_file = Path(work) / "result.jsonl"
         plan_file.write_text(scenarios.properties(plan, str(checkpoints), str(savepoints)))
         timeout = 120 + 90 * len(plan.jobs)
-        run = run_java(version, "Generate", [str(plan_file), str(result_file)], timeout=timeout)
+        run = run_java(version, generator, [str(plan_file), str(result_file)], timeout=timeout)
         results = [json.loads(line) for line in result_file.read_text().splitlines()] \
             if result_file.exists() else []
         if run.returncode != 0 or len(results) != len(plan.jobs):
             raise HarnessRunError(
-                f"Flink {version} generator for {plan.name} exited {run.returncode} after "
+                f"Flink {version} {generator} for {plan.name} exited {run.returncode} after "
                 f"{len(results)}/{len(plan.jobs)} jobs:\n{tail(run.output)}")
     manifest = _manifest(version, plan, root, results)
+    for job in manifest["jobs"]:
+        # The generator reports where it looked; Flink must have written exactly there.
+        if not any(Path(d, "_metadata").is_file() for d in job["retained_checkpoints"]):
+            raise HarnessRunError(f"job {job['name']}: no checkpoint under {job['job_dir']}")
     if plan.leftovers:
         _plant_leftovers(manifest)
     manifest["failed_checkpoint_dirs"] = sorted(

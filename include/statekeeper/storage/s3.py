@@ -73,7 +73,8 @@ class S3FileIO(FileIO):
 
     # -- listing ------------------------------------------------------------------------------
 
-    def _paginate(self, bucket: str, prefix: str, delimiter: str | None) -> Iterator[dict[str, Any]]:
+    def _paginate(self, bucket: str, prefix: str, delimiter: str | None,
+                  page_size: int | None = None) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         if delimiter:
             kwargs["Delimiter"] = delimiter
@@ -81,7 +82,7 @@ class S3FileIO(FileIO):
         uri = f"s3://{bucket}/{prefix}"
         try:
             yield from paginator.paginate(**kwargs,
-                                          PaginationConfig={"PageSize": self.config.list_page_size})
+                                          PaginationConfig={"PageSize": page_size or self.config.list_page_size})
         except ClientError as exc:
             code, status = _error_code(exc)
             if code == "NoSuchBucket":
@@ -134,23 +135,10 @@ class S3FileIO(FileIO):
         if not key:
             return  # a whole bucket: its existence is the check
         prefix = self._dir_prefix(key)
-        pages = self._paginate_once(bucket, prefix)
-        if not pages.get("KeyCount", len(pages.get("Contents", ()))):
+        first = next(self._paginate(bucket, prefix, None, page_size=1), {})  # one request: is there any key?
+        if not first.get("KeyCount", len(first.get("Contents", ()))):
             raise EmptyRootError(f"no object under s3://{bucket}/{prefix} (root {directory}): the prefix does not "
                                  "exist or is empty")
-
-    def _paginate_once(self, bucket: str, prefix: str) -> dict[str, Any]:
-        try:
-            return self.client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
-        except ClientError as exc:
-            code, status = _error_code(exc)
-            if code == "NoSuchBucket":
-                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing s3://{bucket}/{prefix})") from exc
-            if code == "AccessDenied" or status == 403:
-                raise UnreadableObjectError(f"access denied listing s3://{bucket}/{prefix}") from exc
-            raise StorageError(f"cannot list s3://{bucket}/{prefix}: {code or exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
 
     # -- single objects -----------------------------------------------------------------------
 
