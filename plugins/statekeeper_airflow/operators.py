@@ -42,8 +42,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
-from .submit_env import (DRIVER_ENV_PREFIX, cluster_kind, is_local_master, scoped_environ, spark_defaults_file,
-                         write_properties_file)
+from .submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master, scoped_environ,
+                         spark_defaults_file, write_properties_file)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
@@ -61,7 +61,7 @@ NO_RETRY = {
 
 
 # A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
-# on loopback (the UI follows SPARK_LOCAL_IP, see _LOCAL_ENV).
+# on loopback (the UI follows SPARK_LOCAL_IP, see LOCAL_DRIVER_ENV).
 LOCAL_DRIVER_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
@@ -207,8 +207,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             ) from e
         # The hook decides argv vs environment from the connection's master (an override only
         # replaces the master afterwards), the driver's location follows the effective master.
-        conn_master = spark_conn.host if spark_conn.conn_type == "spark" and spark_conn.host else \
-            f"{spark_conn.conn_type}://{spark_conn.host or ''}"
+        conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
         env = {
             "PYSPARK_PYTHON": sys.executable,

@@ -32,6 +32,15 @@ DRIVER_ENV_PREFIX: dict[str, str] = {
 }
 
 
+def connection_master(conn_type: str, host: str | None, port: int | None) -> str:
+    """The master URL the provider's hook derives from a Spark connection (its _resolve_connection)."""
+    if conn_type == "spark" and host and ("://" in host or not port):
+        master = host
+    else:
+        master = f"{conn_type}://{host or ''}"
+    return f"{master}:{port}" if port else master
+
+
 def cluster_kind(master: str) -> ClusterKind | None:
     """The provider's own test (`"yarn" in master`, `"k8s" in master`), so we agree with it on when
     env_vars would become command-line arguments."""
