@@ -320,7 +320,7 @@ def run_s3(args, spark, work: Path) -> None:
         print(f"S3 store: {info['objects']} objects, {info['metadata']} _metadata uploaded to moto in "
               f"{time.perf_counter() - t:.0f} s", flush=True)
         m = measure([sys.executable, "-c", _BASELINE_S3, str(REPO / "include"),
-                     json.dumps(config.to_mapping()), *roots])
+                     json.dumps(config.to_mapping(include_secrets=True)), *roots])
         base = m.json_line()
         assert base["objects"] == info["objects"], (base, info)
         base_s = m.wall_s

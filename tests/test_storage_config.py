@@ -50,7 +50,7 @@ def test_from_mapping_accepts_connection_style_aliases():
     assert cfg.region == "ap-south-1"
     assert cfg.use_path_style is False
     assert cfg.allow_http is False
-    assert StorageConfig.from_mapping(cfg.to_mapping()) == cfg
+    assert StorageConfig.from_mapping(cfg.to_mapping(include_secrets=True)) == cfg
 
 
 @pytest.mark.parametrize("mapping, message", [
@@ -74,7 +74,7 @@ def test_secrets_never_appear_in_repr_str_or_masked_mapping():
         assert "SUPERSECRET" not in text
         assert "TOKENVALUE" not in text
     assert "***" in repr(cfg)
-    assert cfg.to_mapping()["secret_access_key"] == "SUPERSECRET"
+    assert cfg.to_mapping(include_secrets=True)["secret_access_key"] == "SUPERSECRET"
 
 
 def test_config_pickles_for_spark_tasks():

@@ -2,11 +2,20 @@
 
 One definition serves `make demo`, `make airflow-ui` and the tests, so what the tests prove is what
 a user runs.
+
+`make airflow-ui` runs the four Airflow components itself instead of `airflow standalone`: Airflow
+3.3's log servers (scheduler and triggerer, ports 8793/8794) bind every interface with no setting for
+their host, and standalone cannot pass `--skip-serve-logs`. On one machine the API server reads task
+logs from the shared log folder, so they are not needed. The Airflow home is private (0700, files
+0600): it holds the admin password, the Fernet key, airflow.cfg's secret keys and the metadata DB.
 """
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +31,7 @@ def _fernet_key(home: Path) -> str:
     if not path.exists():
         from cryptography.fernet import Fernet
 
-        home.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(Fernet.generate_key())
         os.chmod(tmp, 0o600)
@@ -52,6 +61,10 @@ def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = P
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+        # Airflow chmods new task-log folders/files to these (defaults 0o775/0o664) whatever the umask.
+        "AIRFLOW__LOGGING__FILE_TASK_HANDLER_NEW_FOLDER_PERMISSIONS": "0o700",
+        "AIRFLOW__LOGGING__FILE_TASK_HANDLER_NEW_FILE_PERMISSIONS": "0o600",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "STATEKEEPER_HOME": str(project_root),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(project_root / "include"), env.get("PYTHONPATH", "")])),
@@ -67,17 +80,77 @@ def airflow_bin() -> str:
     return str(Path(sys.executable).with_name("airflow"))
 
 
+PRIVATE_UMASK = 0o077
+
+# What `airflow standalone` runs, minus the log servers (see the module docstring).
+COMPONENTS: tuple[tuple[str, ...], ...] = (
+    ("api-server",),
+    ("scheduler", "--skip-serve-logs"),
+    ("dag-processor",),
+    ("triggerer", "--skip-serve-logs"),
+)
+
+
+def make_private(airflow_home: str | os.PathLike) -> None:
+    """chmod the Airflow home to 0700 and everything in it to 0600/0700 (homes made before this
+    was enforced, or files a tool created with its own mode)."""
+    home = Path(airflow_home)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    for root, dirs, files in os.walk(home):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
+
+
 def prepare(airflow_home: str | os.PathLike, env: dict[str, str]) -> None:
     """Migrate the SQLite metadata DB and import airflow_settings.yaml (both idempotent)."""
-    import subprocess
-
     from statekeeper.airflow_settings import import_into_airflow, load_settings
 
-    Path(airflow_home).mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([airflow_bin(), "db", "migrate"], env=env, capture_output=True, text=True)
+    make_private(airflow_home)
+    proc = subprocess.run([airflow_bin(), "db", "migrate"], env=env, capture_output=True, text=True,
+                          umask=PRIVATE_UMASK)
     if proc.returncode != 0:
         raise RuntimeError(f"airflow db migrate failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     import_into_airflow(load_settings(PROJECT_ROOT / "airflow_settings.yaml", env), airflow_bin(), env)
+    make_private(airflow_home)
+
+
+class _Stop(Exception):
+    """SIGTERM: stop the components like Ctrl-C does."""
+
+
+def serve(env: dict[str, str], *, grace_seconds: float = 30.0) -> int:
+    """Run COMPONENTS until Ctrl-C/SIGTERM or until one of them exits; then stop the others."""
+    def on_term(signum: int, frame: object) -> None:
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    procs = [subprocess.Popen([airflow_bin(), *args], env=env, umask=PRIVATE_UMASK) for args in COMPONENTS]
+    code = 0
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        failed = [(" ".join(a), p.returncode) for a, p in zip(COMPONENTS, procs) if p.returncode is not None]
+        print(f"airflow component exited: {failed}; stopping the others", file=sys.stderr, flush=True)
+        code = 1
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + grace_seconds
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,12 +162,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="AIRFLOW_HOME (default: .statekeeper/airflow in the project)")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
+    # Everything this process and the components create in the home is private to this user.
+    os.umask(PRIVATE_UMASK)
     env = local_airflow_env(args.home, api_port=args.port)
     prepare(args.home, env)
     print(f"Airflow UI: http://127.0.0.1:{args.port}  (user admin; password in "
           f"{Path(args.home) / 'simple_auth_manager_passwords.json.generated'}). Ctrl-C stops it.", flush=True)
-    os.execvpe(airflow_bin(), [airflow_bin(), "standalone"], env)
-    return 0  # not reached
+    return serve(env)
 
 
 if __name__ == "__main__":

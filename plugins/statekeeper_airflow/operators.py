@@ -3,7 +3,11 @@
 What it adds over the provider's operator, and why:
 * fails closed when the Spark connection is missing (the provider silently falls back to YARN);
 * resolves the storage connection at run time into environment variables for spark-submit, so
-  credentials never appear on a command line, in rendered templates or in the DAG file;
+  credentials never appear on a command line, in rendered templates or in the DAG file; on YARN and
+  Kubernetes, where the provider would turn env_vars into `--conf` arguments, they travel in a
+  private properties file instead (see submit_env);
+* keeps a local-master driver on loopback (RPC, block manager and UI) and turns off the Spark UI's
+  kill links;
 * runs the venv's own spark-submit and Python so driver and executors import the same library,
   and ships `include/statekeeper` as a zip in --py-files for real clusters;
 * lets a manual run override the Spark master without editing the connection;
@@ -26,6 +30,9 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,6 +41,9 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
+
+from .submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master, scoped_environ,
+                         spark_defaults_file, write_properties_file)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
@@ -50,8 +60,31 @@ NO_RETRY = {
 }
 
 
+# A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
+# on loopback (the UI follows SPARK_LOCAL_IP, see LOCAL_DRIVER_ENV).
+LOCAL_DRIVER_CONF = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+# Spark's WebUI binds to $SPARK_LOCAL_IP, else 0.0.0.0 (it has no conf key for its host).
+LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
+
+
 class StatekeeperConfigError(Exception):
     """A connection or parameter the Statekeeper task needs is missing or malformed."""
+
+
+@dataclass
+class Submission:
+    """What one execute() prepared for spark-submit; everything under `tmp_dir` is removed afterwards."""
+
+    tmp_dir: Path
+    result_file: Path
+    master: str
+    # Storage variables for the spark-submit process environment (never argv).
+    process_env: dict[str, str] = field(default_factory=dict)
+    # The 0600 properties file carrying them to a cluster-mode driver (YARN/Kubernetes only).
+    properties_file: Path | None = None
 
 
 def storage_env_from_connection(conn_type: str, login: str | None, password: str | None,
@@ -126,6 +159,8 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
             "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+            # Anyone who reaches the UI (no authentication by default) could kill the job's stages.
+            "spark.ui.killEnabled": "false",
             **(kwargs.pop("conf", None) or {}),
         }
         super().__init__(application=str(application), conf=conf, **kwargs)
@@ -143,36 +178,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         return hook
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
-        self._conn_id = self.spark_conn_id
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except Exception as e:  # the provider would silently default to YARN
-            raise StatekeeperConfigError(
-                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
-                "(python -m statekeeper.airflow_settings) or create it in the UI"
-            ) from e
-        env = {
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
-            "PATH": os.environ.get("PATH", ""),
-            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
-        }
-        if self.storage_conn_id:
-            conn = BaseHook.get_connection(self.storage_conn_id)
-            extra = conn.extra_dejson if conn.extra else {}
-            storage_env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra)
-            for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-                if key in storage_env:
-                    mask_secret(storage_env[key])
-            env.update(storage_env)
-        self.env_vars = {**env, **(self.env_vars or {})}
-        tmp = tempfile.mkdtemp(prefix="statekeeper-submit-")
-        result_file = Path(tmp) / "result.json"
-        self.application_args = [str(a) for a in self.job_args] + ["--result-json", str(result_file)]
-        try:
-            self.py_files = _library_zip(tmp)
+        with self.prepared_submission() as sub:
             self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
             try:
                 super().execute(context)
@@ -180,11 +186,70 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 code = self._returncode()
                 if code in self.final_exit_codes:
                     raise AirflowFailException(
-                        f"{self.job} exited {code}: {NO_RETRY[code]}. Not retried. {_result_line(result_file)}"
+                        f"{self.job} exited {code}: {NO_RETRY[code]}. Not retried. {_result_line(sub.result_file)}"
                     ) from exc
                 raise
-            return _read_result(result_file)
+            return _read_result(sub.result_file)
+
+    @contextmanager
+    def prepared_submission(self) -> Iterator[Submission]:
+        """Resolve the connections and set env_vars, conf, properties_file, py_files and
+        application_args for the provider's hook; inside the block the storage variables are in this
+        process's environment. Everything written is removed when the block ends."""
+        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
+        self._conn_id = self.spark_conn_id
+        try:
+            spark_conn = BaseHook.get_connection(self._conn_id)
+        except Exception as e:  # the provider would silently default to YARN
+            raise StatekeeperConfigError(
+                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
+                "(python -m statekeeper.airflow_settings) or create it in the UI"
+            ) from e
+        # The hook decides argv vs environment from the connection's master (an override only
+        # replaces the master afterwards), the driver's location follows the effective master.
+        conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
+        master = self.spark_master or conn_master
+        env = {
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
+            "PATH": os.environ.get("PATH", ""),
+            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
+        }
+        if is_local_master(master):
+            env.update(LOCAL_DRIVER_ENV)
+            self.conf = {**LOCAL_DRIVER_CONF, **(self.conf or {})}
+        storage_env: dict[str, str] = {}
+        if self.storage_conn_id:
+            conn = BaseHook.get_connection(self.storage_conn_id)
+            extra = conn.extra_dejson if conn.extra else {}
+            storage_env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra)
+            for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+                if key in storage_env:
+                    mask_secret(storage_env[key])
+        on_argv = cluster_kind(conn_master) is not None or cluster_kind(master) is not None
+        if not on_argv:
+            env.update(storage_env)  # local/standalone masters: the hook puts env_vars in Popen's env
+        user_env = dict(self.env_vars or {})
+        self.env_vars = {**env, **user_env}
+        tmp = Path(tempfile.mkdtemp(prefix="statekeeper-submit-"))  # mode 0700
+        sub = Submission(tmp_dir=tmp, result_file=tmp / "result.json", master=master,
+                         process_env=storage_env if on_argv else {})
+        user_properties = self.properties_file
+        try:
+            kind = cluster_kind(master)
+            if on_argv and storage_env and kind is not None:
+                base = Path(user_properties) if user_properties else spark_defaults_file({**os.environ, **user_env})
+                sub.properties_file = write_properties_file(
+                    tmp / "spark-submit.properties",
+                    {DRIVER_ENV_PREFIX[kind] + k: v for k, v in storage_env.items()}, base=base)
+                self.properties_file = str(sub.properties_file)
+            self.application_args = [str(a) for a in self.job_args] + ["--result-json", str(sub.result_file)]
+            self.py_files = _library_zip(str(tmp))
+            with scoped_environ(sub.process_env):
+                yield sub
         finally:
+            self.properties_file = user_properties
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _returncode(self) -> int | None:

@@ -1,8 +1,9 @@
 """Storage connection settings, built from environment variables or from a mapping.
 
 The same `StorageConfig` travels from the driver to Spark tasks and into deltalake's storage
-options, so it is a plain frozen dataclass that pickles, round-trips through `to_mapping`, and never
-shows secrets in its repr.
+options, so it is a plain frozen dataclass that pickles and never shows secrets in its repr.
+`to_mapping()` masks secrets too (mappings end up in logs, XCom and JSON); only the callers that must
+ship credentials (the Spark data source's `storage_secret` option) ask for `include_secrets=True`.
 """
 from __future__ import annotations
 
@@ -147,6 +148,11 @@ class StorageConfig:
                 )
             if value is None or value == "":
                 continue
+            if canonical in _SECRET_FIELDS and value == _MASK:
+                raise StorageConfigError(
+                    f"storage option {key!r} holds the mask {_MASK!r}, not a secret: the mapping came from "
+                    "StorageConfig.to_mapping() without include_secrets=True"
+                )
             if canonical in values and values[canonical] != value:
                 raise StorageConfigError(f"storage option {canonical!r} given twice with different values")
             values[canonical] = value
@@ -161,8 +167,12 @@ class StorageConfig:
                 values[name] = str(values[name])
         return cls(**values)
 
-    def to_mapping(self, *, include_secrets: bool = True) -> dict[str, Any]:
-        """Inverse of `from_mapping` (None values dropped). Secrets masked unless asked for."""
+    def to_mapping(self, *, include_secrets: bool = False) -> dict[str, Any]:
+        """Inverse of `from_mapping` (None values dropped).
+
+        Secrets are masked unless `include_secrets=True`; a masked mapping cannot be turned back into a
+        config (`from_mapping` rejects the mask), so a round trip that needs the keys fails loudly.
+        """
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)

@@ -69,7 +69,8 @@ class TableEngine(ABC):
 
 
 def _storage_option(warehouse: Warehouse) -> str:
-    return json.dumps(warehouse.storage.to_mapping())
+    # Executors need the real keys; Spark redacts option values whose key contains "secret".
+    return json.dumps(warehouse.storage.to_mapping(include_secrets=True))
 
 
 class DeltaRsEngine(TableEngine):
