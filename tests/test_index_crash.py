@@ -66,20 +66,37 @@ def held_back(flink_fixture) -> tuple[Path, str, list[str]]:
     return root, metadata[-1].parent.relative_to(root).as_posix(), only_newest
 
 
-@pytest.fixture
-def case(spark, held_back, tmp_path) -> Case:
+@pytest.fixture(scope="module")
+def golden(spark, held_back, tmp_path_factory) -> tuple[Path, Case]:
+    """The indexed state every test starts from, built once at a fixed place (`<base>/work`) and
+    saved beside it: `_metadata` and the tables hold absolute paths, so each test restores the copy
+    to the very same place instead of relocating and indexing again."""
     source, newest_dir, new_files = held_back
-    store, held = tmp_path / "store", tmp_path / "held"
+    base = tmp_path_factory.mktemp("crash")
+    work = base / "work"
+    store, held = work / "store", work / "held"
     relocate_store(source, str(store))
     for rel in [newest_dir, *new_files]:
         (held / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.move(store / rel, held / rel)
-    wh = Warehouse(str(tmp_path / "warehouse"))
+    wh = Warehouse(str(work / "warehouse"))
     first = run_index(spark, [str(store)], wh)
     assert first.status == "succeeded"
-    shutil.copytree(held, store, dirs_exist_ok=True)
+    shutil.copytree(work, base / "golden", symlinks=True)
     uri = normalize_uri(str(store))
-    return Case(store, wh, f"{uri}/{newest_dir}/_metadata", [f"{uri}/{f}" for f in new_files], latest_cut(wh))
+    return base, Case(store, wh, f"{uri}/{newest_dir}/_metadata", [f"{uri}/{f}" for f in new_files],
+                      latest_cut(wh))
+
+
+@pytest.fixture
+def case(golden) -> Case:
+    """The golden state restored at its place, with the newest checkpoint put back."""
+    base, case = golden
+    work = base / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(base / "golden", work, symlinks=True)
+    shutil.copytree(work / "held", case.store, dirs_exist_ok=True)
+    return case
 
 
 def crash_run(store: Path, wh: Warehouse, fault: str, tmp_path: Path) -> tuple[int, str, str]:
