@@ -19,10 +19,10 @@ from spark_jobs.validate_checkpoints import main as validate_main
 from statekeeper.chains.locate import FOREIGN_RELATIONS, job_location
 from statekeeper.cli import main as cli_main
 from statekeeper.commands.explain import EXIT_REFERENCED
-from statekeeper.tables import Warehouse
+from statekeeper.tables import Warehouse, delta_log
 from statekeeper.tables.catalog import FILES
 from statekeeper.tables.engine import DeltaRsEngine
-from tests.chains_support import expected_direct, expected_findings, synthetic_index, write_index
+from tests.chains_support import audit_cut, expected_direct, expected_findings, synthetic_index, write_index
 
 pytestmark = pytest.mark.spark
 
@@ -155,6 +155,8 @@ def test_quality_suite_failure_is_an_internal_failure(spark, tmp_path):
     write_index(spark, warehouse, idx)
     dup = pa.Table.from_pylist(idx.files[:1], schema=FILES.schema)
     DeltaRsEngine().write(spark.createDataFrame(dup), warehouse, FILES, mode="append")
+    # Audited as a run's cut: readers ignore commits no succeeded index run names.
+    audit_cut(warehouse, {n: delta_log.latest_version(warehouse, n) for n in ("snapshots", "references", "files")})
     out = tmp_path / "result.json"
     assert validate_main(["--warehouse", warehouse.uri, "--result-json", str(out)]) == 3
     result = json.loads(out.read_text())
