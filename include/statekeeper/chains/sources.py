@@ -28,7 +28,7 @@ def read_pinned(spark: Any, engine: Any, warehouse: Warehouse, versions: dict[st
 
 def check_consistent(snapshots: Any, references: Any, versions: dict[str, int]) -> None:
     """Refuse to work from a cut whose `references` do not hold every parsed snapshot's references
-    (what a torn cut looks like); the check is two aggregations over the pinned DataFrames."""
+    (what a torn cut looks like): one grouped count joined to the snapshots, over the pinned DataFrames."""
     bad = cut.reference_count_mismatches(snapshots, references)
     if bad:
         raise CutError(

@@ -148,7 +148,7 @@ def heal(warehouse: Warehouse, specs: Iterable[TableSpec], run_id: str) -> tuple
 
 def reference_count_mismatches(snapshots: Any, references: Any, limit: int = 5) -> list[str]:
     """Snapshots of a cut whose `reference_count` differs from their rows in `references` (Spark
-    DataFrames of the same cut). Empty for a consistent cut; two aggregations, no collect of rows
+    DataFrames of the same cut). Empty for a consistent cut; a grouped count and a join, no collect of rows
     beyond `limit` examples."""
     from pyspark.sql import functions as F
 
