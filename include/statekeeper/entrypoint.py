@@ -142,10 +142,6 @@ def run_job(args: argparse.Namespace, *, app_name: str, log: logging.Logger,
 
 def table_config_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean the warehouse, storage settings or roots are wrong, not that the job broke."""
-    from statekeeper.chains.errors import MissingTableError
-    from statekeeper.storage.errors import RootNotFoundError, StorageConfigError, UnsupportedSchemeError
-    from statekeeper.tables.errors import EngineUnavailableError, NoCutError, TableSchemaError, UnsupportedTableError
+    from statekeeper.errors import ConfigurationError
 
-    # RootConfigError is a StorageConfigError.
-    return (MissingTableError, NoCutError, StorageConfigError, UnsupportedSchemeError, RootNotFoundError,
-            EngineUnavailableError, TableSchemaError, UnsupportedTableError)
+    return (ConfigurationError,)

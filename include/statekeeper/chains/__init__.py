@@ -7,8 +7,7 @@ who keeps each job directory / savepoint alive, and the lineage of restores.
     statekeeper.chains.job          ComputeChains builder -> ChainsResult (writes dependencies, pins)
     statekeeper.chains.explain      read side for `statekeeper explain` (deltalake, no Spark)
 """
-from statekeeper.chains.errors import ChainDepthError, ChainsError, MissingTableError
+from statekeeper.chains.errors import ChainDepthError, ChainsError
 from statekeeper.chains.tables import CHAINS_RUNS, DEPENDENCIES, DIRECT, PINS, TRANSITIVE
 
-__all__ = ["CHAINS_RUNS", "DEPENDENCIES", "DIRECT", "PINS", "TRANSITIVE", "ChainDepthError", "ChainsError",
-           "MissingTableError"]
+__all__ = ["CHAINS_RUNS", "DEPENDENCIES", "DIRECT", "PINS", "TRANSITIVE", "ChainDepthError", "ChainsError"]

@@ -8,9 +8,5 @@ class ChainsError(StatekeeperError):
     """The reference chains cannot be computed or read as asked."""
 
 
-class MissingTableError(ChainsError):
-    """A table the computation needs is absent from the warehouse (run the job that writes it)."""
-
-
 class ChainDepthError(ChainsError):
     """Lineage did not converge within the configured depth; the graph is larger than expected."""

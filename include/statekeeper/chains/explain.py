@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statekeeper.chains.errors import MissingTableError
 from statekeeper.chains.locate import (
     EXTERNAL_ROOT_ID,
     FOREIGN_RELATIONS,
@@ -34,6 +33,7 @@ from statekeeper.chains.locate import (
 )
 from statekeeper.chains.tables import DIRECT, TRANSITIVE
 from statekeeper.storage.roots import root_id_of
+from statekeeper.tables.errors import MissingTableError
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import is_under, normalize_uri
 

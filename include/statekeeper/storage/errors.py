@@ -1,18 +1,18 @@
 """Storage-layer errors. Each names the object (URI) at fault and what the caller can do."""
 from __future__ import annotations
 
-from statekeeper.errors import StatekeeperError
+from statekeeper.errors import ConfigurationError, StatekeeperError
 
 
 class StorageError(StatekeeperError):
     """Any failure talking to a file system or object store."""
 
 
-class StorageConfigError(StorageError):
+class StorageConfigError(StorageError, ConfigurationError):
     """The storage configuration is incomplete or contradictory."""
 
 
-class UnsupportedSchemeError(StorageError):
+class UnsupportedSchemeError(StorageError, ConfigurationError):
     """No FileIO handles this URI scheme."""
 
 
@@ -45,7 +45,7 @@ class RootConfigError(StorageConfigError):
     """Configured roots are invalid (overlapping, relative, unsupported scheme)."""
 
 
-class RootNotFoundError(StorageError):
+class RootNotFoundError(StorageError, ConfigurationError):
     """A configured root is missing (unmounted volume, missing bucket): indexing it as empty would lie."""
 
 

@@ -1,20 +1,24 @@
 """Errors of the Delta table layer."""
 from __future__ import annotations
 
-from statekeeper.errors import StatekeeperError
+from statekeeper.errors import ConfigurationError, StatekeeperError
 
 
 class TableError(StatekeeperError):
     """A Delta table cannot be read or written as asked."""
 
 
-class TableSchemaError(TableError):
+class TableSchemaError(TableError, ConfigurationError):
     """Data or an existing table does not match the table's declared schema."""
 
 
-class UnsupportedTableError(TableError):
+class UnsupportedTableError(TableError, ConfigurationError):
     """The table uses Delta features this reader does not implement (deletion vectors, column
     mapping, ...); reading it anyway could return deleted or mislabelled rows."""
+
+
+class MissingTableError(TableError, ConfigurationError):
+    """A table a job or command needs is absent from the warehouse (run the job that writes it)."""
 
 
 class ConcurrentCommitError(TableError):
@@ -37,7 +41,7 @@ class ConcurrentCommitError(TableError):
         super().__init__(message)
 
 
-class EngineUnavailableError(TableError):
+class EngineUnavailableError(TableError, ConfigurationError):
     """The requested table engine cannot run in this Spark session."""
 
 
@@ -62,6 +66,6 @@ class CutError(TableError):
     consistent (a reader must not work from it)."""
 
 
-class NoCutError(CutError):
+class NoCutError(CutError, ConfigurationError):
     """No index run has succeeded against this warehouse (or its newest one does not name a table
     the reader needs): run index_checkpoints first."""

@@ -1,0 +1,134 @@
+"""Every Statekeeper job by name: its entry point, its audit table and what each exit code means.
+
+The one place the Spark entry points (`spark_jobs/`), the Airflow operator and DAG, and the docs
+read a job's identity and exit-code contract from. It imports nothing but the standard library,
+so an Airflow worker that parses DAGs can import it without Spark.
+
+Exit codes are shared by every job; what a code *means* differs per job, and so does whether a
+retry can change the answer:
+
+    0  done, nothing needs attention
+    1  done, but something needs attention (which thing: `JobSpec.exit_codes`)
+    2  usage or configuration error: nothing was attempted; never retried
+    3  internal failure: nothing trustworthy was committed by this run; retried
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Mapping
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ATTENTION = 1
+    USAGE = 2
+    INTERNAL = 3
+
+
+_USAGE = ("usage or configuration error (bad arguments, roots or storage settings, an input table missing): "
+          "fix the parameters or connections")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job's identity and contract."""
+
+    name: str                 # short name: the Airflow task id, the logger suffix
+    entry_point: str          # spark_jobs/<entry_point>.py
+    builder: str              # "module:Class" of the job's builder
+    audit_table: str          # the table every run appends one row to
+    run_id_prefix: str        # generated run ids: <prefix>-<UTC time>-<random>
+    summary: str              # one line for --help and the docs
+    exit_codes: Mapping[ExitCode, str]   # what each code this job can exit with means
+    retried: frozenset[ExitCode]         # codes a retry can change (the DAG retries these)
+
+    @property
+    def logger(self) -> str:
+        return f"statekeeper.{self.name}"
+
+    @property
+    def app_name(self) -> str:
+        return f"statekeeper-{self.name}"
+
+    @property
+    def final_exit_codes(self) -> tuple[ExitCode, ...]:
+        """Failing codes that end the task for good: a retry cannot change the answer."""
+        return tuple(c for c in self.exit_codes if c != ExitCode.OK and c not in self.retried)
+
+    def meaning(self, code: int) -> str:
+        try:
+            return self.exit_codes[ExitCode(code)]
+        except (ValueError, KeyError):
+            return f"exit code {code} is not part of {self.entry_point}'s contract"
+
+    def exit_status_help(self) -> str:
+        """The exit-status paragraph of the entry point's --help."""
+        return "Exit status: " + "; ".join(f"{int(c)} {text}" for c, text in self.exit_codes.items()) + "."
+
+
+def _codes(**meanings: str) -> Mapping[ExitCode, str]:
+    return MappingProxyType({ExitCode[k.upper()]: v for k, v in meanings.items()})
+
+
+INDEX = JobSpec(
+    name="index",
+    entry_point="index_checkpoints",
+    builder="statekeeper.index.job:IndexCheckpoints",
+    audit_table="index_runs",
+    run_id_prefix="idx",
+    summary="index every object and _metadata under the roots into the index tables",
+    exit_codes=_codes(
+        ok="succeeded (or partial with --allow-partial)",
+        attention="partial: some job directories could not be listed, their previous rows were kept; "
+                  "usually transient (throttling, a directory removed while listed), so it is retried",
+        usage=_USAGE,
+        internal="failed: nothing was committed to the index tables (e.g. a concurrent run won)",
+    ),
+    retried=frozenset({ExitCode.ATTENTION, ExitCode.INTERNAL}),
+)
+
+CHAINS = JobSpec(
+    name="chains",
+    entry_point="compute_chains",
+    builder="statekeeper.chains.job:ComputeChains",
+    audit_table="chains_runs",
+    run_id_prefix="chn",
+    summary="compute every snapshot's dependencies and lineage across jobs",
+    exit_codes=_codes(
+        ok="dependencies and pins written (also when some _metadata could not be parsed: the run is "
+           "recorded as incomplete and the summary says so)",
+        usage=_USAGE,
+        internal="failed: nothing was committed to dependencies/pins by this run",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+
+VALIDATE = JobSpec(
+    name="validate",
+    entry_point="validate_checkpoints",
+    builder="statekeeper.validate.job:ValidateCheckpoints",
+    audit_table="validation_runs",
+    run_id_prefix="val",
+    summary="check that every job's newest retained checkpoint restores",
+    exit_codes=_codes(
+        ok="every job's newest retained checkpoint is restorable (warnings never fail the run)",
+        attention="some job's newest retained checkpoint is not restorable; the summary names the jobs and "
+                  "the latest restorable checkpoint of each. A retry cannot change the answer",
+        usage=_USAGE,
+        internal="internal failure, including an index that fails its quality suite (its answers cannot "
+                 "be trusted)",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+
+JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE)
+
+
+def job(name: str) -> JobSpec:
+    """The job named `name` (its short name or its entry point)."""
+    for spec in JOBS:
+        if name in (spec.name, spec.entry_point):
+            return spec
+    raise KeyError(f"no Statekeeper job named {name!r}; known: {', '.join(s.name for s in JOBS)}")
