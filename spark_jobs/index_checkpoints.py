@@ -10,19 +10,17 @@ and from Python (`main([...])`, reusing an active SparkSession). S3 credentials 
 from the environment, never from the command line. The logic lives in statekeeper.index.job;
 docs/tables.md documents the tables written.
 
-Exit status (shared by every job, see statekeeper.entrypoint): 0 succeeded; 1 partial (some job
-directories could not be listed; their previous rows were kept; --allow-partial exits 0);
-2 usage or configuration error; 3 failed (nothing committed, e.g. a concurrent run won).
+Exit status: see `--help` (statekeeper.jobs.registry.INDEX).
 """
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from datetime import datetime
 
 try:
     from statekeeper import entrypoint as ep
+    from statekeeper.jobs.registry import INDEX, ExitCode
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit("cannot import statekeeper: run `make setup` (installs it into .venv) or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
@@ -47,15 +45,13 @@ def _flag(text: str) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="index_checkpoints",
-        description="Index every object and every _metadata under Flink checkpoint/savepoint roots into Delta "
-                    "tables (files, snapshots, references, inline_state, index_runs). Incremental: unchanged "
-                    "_metadata are not re-parsed; re-runs without storage changes leave the tables unchanged.",
-        epilog=ep.S3_EPILOG)
+    p = ep.job_parser(
+        INDEX,
+        "Index every object and every _metadata under Flink checkpoint/savepoint roots into Delta tables (files, "
+        "snapshots, references, inline_state, index_runs). Incremental: unchanged _metadata are not re-parsed; "
+        "re-runs without storage changes leave the tables unchanged.")
     ep.add_root_arguments(p, "checkpoint base dirs (<root>/<job-id>/chk-N) or savepoint base dirs; file:// "
                              "paths, plain absolute paths or s3:// URIs")
-    ep.add_common_arguments(p, audit_table="index_runs")
     p.add_argument("--parallelism", type=int, default=None,
                    help="number of Spark tasks (default: 4 x the default parallelism)")
     p.add_argument("--job-filter", default="", help="only job directories whose name matches this glob")
@@ -75,27 +71,24 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("give at least one root (--roots or --root)")
     if args.parallelism is not None and args.parallelism < 1:
         parser().error("--parallelism must be >= 1")
-    ep.configure_logging()
-    log = logging.getLogger("statekeeper.index")
-
-    from statekeeper.index.job import PARTIAL, IndexCheckpoints
-    from statekeeper.storage import StorageConfig
 
     def execute(spark) -> ep.JobOutcome:
-        job = (IndexCheckpoints(spark).roots(*roots).warehouse(args.warehouse)
-               .storage(StorageConfig.from_env()).engine(args.engine).job_filter(args.job_filter)
+        from statekeeper.index.job import PARTIAL, IndexCheckpoints
+        from statekeeper.storage import StorageConfig
+
+        job = (ep.common_options(IndexCheckpoints(spark), args, StorageConfig.from_env()).roots(*roots)
+               .job_filter(args.job_filter)
                .airflow_run(args.airflow_run_id, args.data_interval_start, args.data_interval_end)
-               .progress_interval(args.progress_interval).allow_empty_root(args.allow_empty_root))
+               .allow_empty_root(args.allow_empty_root))
         if args.parallelism:
             job = job.parallelism(args.parallelism)
         result = job.execute()
         for line in result.errors[:20]:
-            log.warning("%s", line)
+            job.log.warning("%s", line)
         attention = result.status == PARTIAL and not args.allow_partial
-        return ep.JobOutcome(result.summary(), result.to_mapping(), ep.EXIT_ATTENTION if attention else ep.EXIT_OK)
+        return ep.JobOutcome(result.summary(), result.to_mapping(), ExitCode.ATTENTION if attention else ExitCode.OK)
 
-    return ep.run_job(args, app_name="statekeeper-index", log=log,
-                      config_errors=ep.table_config_errors(), execute=execute)
+    return ep.run_job(args, INDEX, execute)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import pytest
 
 from statekeeper.chains import graph
 from statekeeper.chains.locate import FOREIGN_RELATIONS, lineage_nodes
-from statekeeper.chains.spark_graph import Materialized, direct_edges, file_uses, lineage
+from statekeeper.chains.spark_graph import direct_edges, file_uses, lineage
+from statekeeper.jobs.context import Materialized
 from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS
 from tests.chains_support import SyntheticIndex, expected_direct, synthetic_index
 

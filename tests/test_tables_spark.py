@@ -117,7 +117,7 @@ def _orphan_parquet(warehouse: Warehouse, table: str) -> set[str]:
 
 
 def changeset_rows(spark, items):
-    from statekeeper.tables.datasource import CHANGESET_SCHEMA
+    from statekeeper.tables.changeset import CHANGESET_SCHEMA
     return spark.createDataFrame(items, CHANGESET_SCHEMA).repartition(2)
 
 

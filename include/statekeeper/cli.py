@@ -3,6 +3,11 @@
 Subcommands live in `statekeeper.commands`, one module per command; each module defines
 `NAME`, `HELP`, `configure(parser)` and `run(args) -> int` and is found automatically, so adding a
 command never touches this file. Exit codes are shared by all commands (see EXIT_*).
+
+0 and 2 mean what they mean for the Spark jobs (statekeeper.jobs.registry.ExitCode); the other
+codes are the commands' own: a command answers a question about one object, so "the object is
+missing" and "its `_metadata` is corrupt" get codes of their own, where a job's 1 and 3 speak of a
+whole run.
 """
 from __future__ import annotations
 
@@ -12,8 +17,10 @@ import pkgutil
 import sys
 from typing import Optional, Sequence
 
-EXIT_OK = 0
-EXIT_USAGE = 2  # argparse's own code for bad arguments
+from statekeeper.jobs.registry import ExitCode
+
+EXIT_OK = ExitCode.OK
+EXIT_USAGE = ExitCode.USAGE  # argparse's own code for bad arguments
 EXIT_BAD_METADATA = 3  # corrupt, truncated or unsupported `_metadata`
 EXIT_NOT_FOUND = 4  # input does not exist
 EXIT_ERROR = 1  # any other Statekeeper error

@@ -1,15 +1,9 @@
 """What the thin entry points in spark_jobs/ share: arguments, exit codes, the Spark session, results.
 
-Every Statekeeper Spark job speaks the same command-line dialect and the same exit codes, so an
-orchestrator (the Airflow operator, a cron wrapper, a human) can react to any job the same way:
-
-    0  done, nothing needs attention
-    1  done, but something needs attention (validation: a job's newest retained checkpoint does
-       not restore; index: some job directories could not be listed). Retrying will not help.
-    2  usage or configuration error (bad arguments, missing tables, invalid roots or storage
-       settings). Retrying will not help.
-    3  internal failure (nothing committed by this run, or results that cannot be trusted).
-       A retry may help.
+Every Statekeeper Spark job speaks the same command-line dialect and the same exit codes
+(`statekeeper.jobs.registry.ExitCode`; what each means for one job is in its registry entry), so
+an orchestrator (the Airflow operator, a cron wrapper, a human) can react to any job the same way.
+Configuration errors (`statekeeper.errors.ConfigurationError`) exit 2, any other failure 3.
 
 pyspark is imported lazily so that `--help` and configuration errors answer in well under a second.
 """
@@ -18,20 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-EXIT_OK = 0
-EXIT_ATTENTION = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+from statekeeper.jobs.registry import ExitCode, JobSpec
 
 S3_EPILOG = ("S3 settings come from the environment: STATEKEEPER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
              "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, STATEKEEPER_S3_PATH_STYLE (never from "
-             "the command line, where they would show in process listings). Exit status: 0 ok, "
-             "1 done but needs attention, 2 usage/configuration error, 3 internal failure.")
+             "the command line, where they would show in process listings).")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -44,6 +35,20 @@ def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def roots_from(args: argparse.Namespace) -> list[str]:
     return [r.strip() for group in args.roots for r in group.split(",") if r.strip()] + list(args.root)
+
+
+def job_parser(job: JobSpec, description: str) -> argparse.ArgumentParser:
+    """The job's parser: its name, the common options, and its exit codes from the registry."""
+    parser = argparse.ArgumentParser(prog=job.entry_point, description=description,
+                                     epilog=f"{S3_EPILOG} {job.exit_status_help()}")
+    add_common_arguments(parser, audit_table=job.audit_table)
+    return parser
+
+
+def common_options(builder: Any, args: argparse.Namespace, storage: Any) -> Any:
+    """Apply the options every job takes (statekeeper.jobs.base.StatekeeperJob) from `args`."""
+    return (builder.warehouse(args.warehouse).storage(storage).engine(args.engine)
+            .airflow_run(args.airflow_run_id).progress_interval(args.progress_interval))
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, audit_table: str) -> None:
@@ -113,35 +118,40 @@ class JobOutcome:
 
     summary: str
     mapping: dict[str, Any]
-    exit_code: int
+    exit_code: ExitCode
 
 
-def run_job(args: argparse.Namespace, *, app_name: str, log: logging.Logger,
-            config_errors: tuple[type[BaseException], ...],
-            execute: Callable[[Any], JobOutcome]) -> int:
+def run_job(args: argparse.Namespace, job: JobSpec, execute: Callable[[Any], JobOutcome], *,
+            preflight: Callable[[], None] | None = None) -> int:
     """Run `execute(spark)`, turning every outcome into an exit code, a summary and --result-json.
 
-    Configuration errors (the listed types) exit 2 with their message; anything else exits 3 with
-    the traceback in the log. Nothing is swallowed: the result JSON always says what happened.
+    `preflight` checks the configuration before Spark starts (a wrong warehouse should answer in a
+    second, not after JVM start-up). Configuration errors exit 2 with their message; anything else
+    exits 3 with the traceback in the log. Nothing is swallowed: the result JSON always says what
+    happened.
     """
-    with spark_session(app_name, args.master) as spark:
+    from statekeeper.errors import ConfigurationError
+    from statekeeper.tables.errors import TableError
+
+    configure_logging()
+    log = logging.getLogger(job.logger)
+    if preflight is not None:
+        try:
+            preflight()
+        except (ConfigurationError, TableError) as exc:
+            log.error("configuration error: %s", exc)
+            return ExitCode.USAGE
+    with spark_session(job.app_name, args.master) as spark:
         try:
             outcome = execute(spark)
-        except config_errors as exc:
+        except ConfigurationError as exc:
             log.error("configuration error: %s: %s", type(exc).__name__, exc)
             write_result(args.result_json, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
-            return EXIT_USAGE
+            return ExitCode.USAGE
         except Exception as exc:  # noqa: BLE001 - reported and turned into the exit status
-            log.exception("%s failed: %s: %s", app_name, type(exc).__name__, exc)
+            log.exception("%s failed: %s: %s", job.app_name, type(exc).__name__, exc)
             write_result(args.result_json, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
-            return EXIT_INTERNAL
+            return ExitCode.INTERNAL
     print(outcome.summary, flush=True)
     write_result(args.result_json, outcome.mapping)
     return outcome.exit_code
-
-
-def table_config_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean the warehouse, storage settings or roots are wrong, not that the job broke."""
-    from statekeeper.errors import ConfigurationError
-
-    return (ConfigurationError,)

@@ -11,7 +11,7 @@ Validation reuses `file_uses` and `direct_edges`.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from statekeeper.chains.locate import (
     annotate_batches,
     relate_batches,
 )
-from statekeeper.chains.tables import DIRECT, TRANSITIVE
+from statekeeper.tables.catalog.chains import DIRECT, TRANSITIVE
 
 RELATIVE_HANDLE = "RELATIVE_STREAM_STATE_HANDLE"
 MANAGED_DIR_KIND = "file_merging_managed_dir"
@@ -38,35 +38,6 @@ def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
-
-
-class Materialized:
-    """Caches DataFrames a job reuses and computes them once, now; unpersists them on exit.
-
-    Used instead of localCheckpoint: Spark 4.2 fails to plan some unions of locally checkpointed
-    plans ("key not found" in UnionBase.rewriteConstraints), and caching keeps stat calls and
-    Python UDF passes from running twice.
-    """
-
-    def __init__(self) -> None:
-        self._frames: list[Any] = []
-
-    def __call__(self, df: Any) -> Any:
-        df = df.persist()
-        self._frames.append(df)
-        df.count()
-        return df
-
-    def __enter__(self) -> Materialized:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for df in reversed(self._frames):
-            try:
-                df.unpersist()
-            except Exception:  # noqa: BLE001 - best effort: the session may be gone
-                pass
-        self._frames.clear()
 
 
 def _with_fields(schema: Any, fields: Any) -> Any:
@@ -189,7 +160,7 @@ def node_closure(direct: Any, max_depth: int = 64) -> Any:
                                            "x string, t string, depth int, via array<string>")
 
 
-def lineage(direct: Any, keep: Materialized, max_depth: int = 64) -> Any:
+def lineage(direct: Any, keep: Callable[[Any], Any], max_depth: int = 64) -> Any:
     """Transitive dependency rows (dependency 'transitive', depth >= 2) with direct_edges' columns;
     files/directories/bytes are null: the snapshot uses none of those files itself."""
     F = _F()

@@ -5,8 +5,9 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from statekeeper.cli import EXIT_BAD_METADATA, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK
+from statekeeper.cli import EXIT_BAD_METADATA, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from statekeeper.errors import StatekeeperError
+from statekeeper.storage.errors import ObjectNotFoundError
 
 NAME = "inspect"
 HELP = (
@@ -74,7 +75,7 @@ def run(args) -> int:
 
     if args.top < 0:
         print("statekeeper inspect: --top must be >= 0", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         with open_input(args.target) as (source, uri):
             model = read_metadata(source, uri)
@@ -85,10 +86,10 @@ def run(args) -> int:
     except MetadataFormatError as exc:
         print(f"statekeeper inspect: {exc}", file=sys.stderr)
         return EXIT_BAD_METADATA
+    except ObjectNotFoundError as exc:
+        print(f"statekeeper inspect: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except StatekeeperError as exc:
-        if type(exc).__name__ == "ObjectNotFoundError":
-            print(f"statekeeper inspect: {exc}", file=sys.stderr)
-            return EXIT_NOT_FOUND
         print(f"statekeeper inspect: {exc}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(to_json(report) + "\n" if args.json else render_text(report))

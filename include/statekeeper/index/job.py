@@ -15,48 +15,35 @@ per table, strictly against the versions planned from), then append an `index_ru
 from __future__ import annotations
 
 import json
-import logging
-import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from statekeeper import __version__
 from statekeeper.index.planner import balance, plan_buckets
 from statekeeper.index.task import IndexTask, encode_previous
 from statekeeper.index.unit import UnitStats
-from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
+from statekeeper.jobs.base import StatekeeperJob
+from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.registry import INDEX
+from statekeeper.jobs.result import JobResult
+from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import cut, delta_log
-from statekeeper.tables.catalog import INDEX_RUNS, INDEX_TABLES
-from statekeeper.tables.errors import TableError
-from statekeeper.tables.warehouse import Warehouse
-
-log = logging.getLogger("statekeeper.index")
+from statekeeper.tables.catalog import INDEX_TABLES
+from statekeeper.tables.changeset import CHANGESET_SCHEMA
 
 SUCCEEDED = "succeeded"
 PARTIAL = "partial"      # some units could not be listed; their previous rows were kept
 FAILED = "failed"        # nothing was committed to the index tables
+_MAX_AUDITED_ERRORS = 200
 
 
-@dataclass(frozen=True)
-class IndexResult:
-    run_id: str
-    status: str
-    started_at: datetime
-    finished_at: datetime
+@dataclass(frozen=True, kw_only=True)
+class IndexResult(JobResult):
     roots: tuple[str, ...]
-    warehouse: str
     engine: str
     stats: UnitStats
-    table_versions: dict[str, int | None] = field(default_factory=dict)
-    error: str | None = None
     repairs: tuple[str, ...] = ()    # index tables restored to the last audited run before planning
-
-    @property
-    def seconds(self) -> float:
-        return (self.finished_at - self.started_at).total_seconds()
 
     def __getattr__(self, name: str) -> Any:  # counters read as attributes: result.metadata_parsed
         if name in UnitStats.COUNTERS:
@@ -79,44 +66,41 @@ class IndexResult:
                 + (f"; repaired a torn cut first ({'; '.join(self.repairs)})" if self.repairs else ""))
 
     def to_mapping(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "started_at": self.started_at.isoformat(),
-                "finished_at": self.finished_at.isoformat(), "seconds": round(self.seconds, 3),
-                "roots": list(self.roots), "warehouse": self.warehouse, "engine": self.engine,
-                **self.stats.to_mapping(), "table_versions": self.table_versions, "repairs": list(self.repairs),
-                "error": self.error}
+        mapping = super().to_mapping()
+        del mapping["stats"]
+        return {**mapping, **self.stats.to_mapping()}
+
+    def audit_values(self) -> dict[str, Any]:
+        return {"errors": self.stats.errors[:_MAX_AUDITED_ERRORS]}
 
 
-class IndexCheckpoints:
+@dataclass
+class _Plan:
+    """What `_prepare` decided: the versions planned from, the repairs made, the task bins."""
+
+    roots: Roots
+    read_versions: dict[str, int | None]
+    repairs: tuple[str, ...]
+    job_dirs: int = 0
+    plans: list[list[tuple[str, str, list[str], str]]] = field(default_factory=list)
+
+
+class IndexCheckpoints(StatekeeperJob[IndexResult]):
     """Builder for one index run. Every option is explicit; `execute()` runs it."""
 
+    JOB = INDEX
+
     def __init__(self, spark: Any) -> None:
-        self._spark = spark
+        super().__init__(spark)
         self._roots: list[str] = []
-        self._warehouse: str | Warehouse | None = None
-        self._storage: StorageConfig | None = None
-        self._engine = "auto"
         self._parallelism: int | None = None
         self._job_filter: str | None = None
-        self._run_id: str | None = None
-        self._airflow_run_id: str | None = None
         self._interval: tuple[datetime | None, datetime | None] = (None, None)
-        self._progress_interval = 10.0
         self._allow_empty_root = False
+        self._plan: _Plan | None = None
 
     def roots(self, *uris: str) -> IndexCheckpoints:
         self._roots.extend(uris)
-        return self
-
-    def warehouse(self, location: str | Warehouse) -> IndexCheckpoints:
-        self._warehouse = location
-        return self
-
-    def storage(self, config: StorageConfig) -> IndexCheckpoints:
-        self._storage = config
-        return self
-
-    def engine(self, name: str) -> IndexCheckpoints:
-        self._engine = name
         return self
 
     def parallelism(self, tasks: int) -> IndexCheckpoints:
@@ -129,18 +113,10 @@ class IndexCheckpoints:
         self._job_filter = glob or None
         return self
 
-    def run_id(self, run_id: str) -> IndexCheckpoints:
-        self._run_id = run_id
-        return self
-
     def airflow_run(self, run_id: str | None, data_interval_start: datetime | None = None,
                     data_interval_end: datetime | None = None) -> IndexCheckpoints:
-        self._airflow_run_id = run_id or None
+        super().airflow_run(run_id)
         self._interval = (data_interval_start, data_interval_end)
-        return self
-
-    def progress_interval(self, seconds: float) -> IndexCheckpoints:
-        self._progress_interval = seconds
         return self
 
     def allow_empty_root(self, allow: bool = True) -> IndexCheckpoints:
@@ -150,151 +126,101 @@ class IndexCheckpoints:
 
     # -- run ------------------------------------------------------------------------------------
 
-    def execute(self) -> IndexResult:
-        from statekeeper.tables.engine import select_engine
-        from statekeeper.tables.spark import activate
-
+    def _check_options(self) -> None:
         if not self._roots:
             raise ValueError("no roots given")
-        if self._warehouse is None:
-            raise ValueError("no warehouse given")
-        storage = self._storage if self._storage is not None else StorageConfig.from_env()
-        warehouse = (self._warehouse if isinstance(self._warehouse, Warehouse)
-                     else Warehouse(self._warehouse, storage))
-        roots = Roots(self._roots)
-        roots.check_separate(warehouse.uri, "warehouse")
-        run_id = self._run_id or f"idx-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-        started = datetime.now(timezone.utc)
-        spark = self._spark
-        activate(spark)
-        engine = select_engine(spark, self._engine)
-        log.info("index run %s: roots %s, warehouse %s, engine %s", run_id, roots.uris, warehouse.uri, engine.name)
 
+    def _prepare(self, ctx: RunContext) -> None:
+        roots = Roots(self._roots)
+        roots.check_separate(ctx.warehouse.uri, "warehouse")
+        ctx.log.info("%s: roots %s, warehouse %s, engine %s", ctx.label, roots.uris, ctx.warehouse.uri,
+                     ctx.engine.name)
         t0 = time.monotonic()
-        states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
+        states = {spec.name: delta_log.load_state(ctx.warehouse, spec.name) for spec in INDEX_TABLES}
         for spec in INDEX_TABLES:
             delta_log.check_compatible(states[spec.name], spec)
         # A run that died between its table commits (or before its audit row) left tables ahead of
         # the last audited run; plan only from that run's state (statekeeper.tables.cut).
-        _, repairs = cut.heal(warehouse, INDEX_TABLES, run_id)
+        _, repairs = cut.heal(ctx.warehouse, INDEX_TABLES, ctx.run_id)
         if repairs:
-            states = {spec.name: delta_log.load_state(warehouse, spec.name) for spec in INDEX_TABLES}
+            states = {spec.name: delta_log.load_state(ctx.warehouse, spec.name) for spec in INDEX_TABLES}
         read_versions = {name: (None if s is None else s.version) for name, s in states.items()}
-        storage_io = GuardedFileIO(RoutingFileIO(storage), roots)
+        self._plan = plan = _Plan(roots, read_versions, tuple(r.describe() for r in repairs))
+        storage_io = GuardedFileIO(RoutingFileIO(ctx.storage), roots)
         buckets = plan_buckets(storage_io, roots, states, self._job_filter, allow_empty_root=self._allow_empty_root)
         del states  # file lists now live in the bucket plans only
         # One task per core: a bucket is the unit of balance and cannot be split anyway, and each
         # extra task costs its own Python workers' setup. On local[2] (bench index_store) a full
         # run took 2.9 s with 2 tasks, 3.6 s with 4 and 3.8 s with 8.
-        tasks = self._parallelism or max(1, spark.sparkContext.defaultParallelism)
+        tasks = self._parallelism or max(1, ctx.spark.sparkContext.defaultParallelism)
         bins = balance(buckets, tasks)
-        job_dirs = sum(len(b.plan.job_dirs) for b in buckets)
-        log.info("index run %s: %d job dirs in %d buckets in %d tasks (previous versions %s), planned in %.1fs",
-                 run_id, job_dirs, len(buckets), len(bins), read_versions, time.monotonic() - t0)
-
-        accumulators = {name: spark.sparkContext.accumulator(0) for name in
-                        ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
+        plan.job_dirs = sum(len(b.plan.job_dirs) for b in buckets)
         # The plans travel inside the task function (a few KB: buckets and their data file
         # lists); each of the `len(bins)` Spark tasks gets one id from a JVM range and indexes
         # that bin, so no Python stage is needed just to hand plans to the tasks.
-        plans = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous))
-                  for b in group] for group in bins]
+        plan.plans = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous))
+                       for b in group] for group in bins]
+        ctx.log.info("%s: %d job dirs in %d buckets in %d tasks (previous versions %s), planned in %.1fs",
+                     ctx.label, plan.job_dirs, len(buckets), len(bins), read_versions, time.monotonic() - t0)
+
+    def _planned(self) -> _Plan:
+        assert self._plan is not None, "_prepare plans the run"
+        return self._plan
+
+    def _result(self, ctx: RunContext, status: str, stats: UnitStats, versions: dict[str, int | None],
+                error: str | None = None) -> IndexResult:
+        plan = self._planned()
+        return IndexResult(run_id=ctx.run_id, status=status, started_at=ctx.started,
+                           finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
+                           table_versions=versions, error=error, roots=tuple(plan.roots.uris),
+                           engine=ctx.engine.name, stats=stats, repairs=plan.repairs)
+
+    def _failed(self, ctx: RunContext, error: str) -> IndexResult:
+        # A failed row never names a cut: readers take `succeeded` rows, the next run heals from
+        # the last succeeded or partial one. Its versions are those it planned from.
+        return self._result(ctx, FAILED, UnitStats(errors=[error]), self._planned().read_versions, error)
+
+    def _run(self, ctx: RunContext) -> IndexResult:
+        plan = self._planned()
+        spark, log = ctx.spark, ctx.log
+        t0 = time.monotonic()
+        accumulators = {name: spark.sparkContext.accumulator(0) for name in
+                        ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
         # Tasks write the parquet files themselves only for delta-rs, whose change set writer
         # commits producer-written files; delta-spark writes files from `add` rows.
-        task = IndexTask(roots.uris, storage, warehouse, run_id, accumulators, plans, self._job_filter,
-                         write_files=engine.name == "delta-rs")
-        from statekeeper.tables.datasource import CHANGESET_SCHEMA
-
-        changes = spark.range(0, len(plans), 1, numPartitions=max(1, len(plans))).mapInArrow(task, CHANGESET_SCHEMA)
-        metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "index"}
-        progress = _Progress(accumulators, job_dirs, self._progress_interval, run_id)
-        progress.start()
-        try:
-            outcome = engine.commit_changeset(changes, warehouse, list(INDEX_TABLES), read_versions,
-                                              metadata=metadata)
-        except BaseException as exc:
-            progress.stop()
-            finished = datetime.now(timezone.utc)
-            # A failed row never names a cut: readers take `succeeded` rows, the next run heals
-            # from the last succeeded or partial one. Its versions are those it planned from.
-            result = IndexResult(run_id, FAILED, started, finished, tuple(roots.uris), warehouse.uri, engine.name,
-                                 UnitStats(errors=[f"{type(exc).__name__}: {exc}"]), read_versions,
-                                 error=f"{type(exc).__name__}: {exc}", repairs=tuple(r.describe() for r in repairs))
-            self._audit(engine, warehouse, result)
-            raise
-        progress.stop()
+        task = IndexTask(plan.roots.uris, ctx.storage, ctx.warehouse, ctx.run_id, accumulators, plan.plans,
+                         self._job_filter, write_files=ctx.engine.name == "delta-rs")
+        changes = (spark.range(0, len(plan.plans), 1, numPartitions=max(1, len(plan.plans)))
+                   .mapInArrow(task, CHANGESET_SCHEMA))
+        ctx.beat.phase("indexing and committing", lambda: _progress_line(accumulators, plan.job_dirs,
+                                                                          ctx.beat.phase_seconds))
+        outcome = ctx.engine.commit_changeset(changes, ctx.warehouse, list(INDEX_TABLES), plan.read_versions,
+                                              metadata=ctx.commit_metadata())
         t1 = time.monotonic()
-        log.info("index run %s: indexed and committed in %.1fs", run_id, t1 - t0)
+        log.info("%s: indexed and committed in %.1fs", ctx.label, t1 - t0)
         stats = UnitStats()
         task_seconds = []
         for note in outcome.notes:
             if isinstance(note, dict) and note.get("kind") == "index_task":
-                stats.add(UnitStats.from_mapping(note), max_errors=200)
+                stats.add(UnitStats.from_mapping(note), max_errors=_MAX_AUDITED_ERRORS)
                 task_seconds.append(float(note.get("seconds", 0.0)))
-        log.info("index run %s: %d tasks, %.1fs in task functions (longest %.1fs)", run_id, len(task_seconds),
+        log.info("%s: %d tasks, %.1fs in task functions (longest %.1fs)", ctx.label, len(task_seconds),
                  sum(task_seconds), max(task_seconds, default=0.0))
         versions = {name: (outcome.committed[name].version if name in outcome.committed
-                           and outcome.committed[name].version is not None else read_versions[name])
-                    for name in read_versions}
-        status = SUCCEEDED if stats.units_failed == 0 else PARTIAL
-        result = IndexResult(run_id, status, started, datetime.now(timezone.utc), tuple(roots.uris), warehouse.uri,
-                             engine.name, stats, versions, repairs=tuple(r.describe() for r in repairs))
-        self._audit(engine, warehouse, result)
-        log.info("index run %s: audit row written in %.1fs", run_id, time.monotonic() - t1)
-        log.info("%s", result.summary())
-        return result
+                           and outcome.committed[name].version is not None else version)
+                    for name, version in plan.read_versions.items()}
+        return self._result(ctx, SUCCEEDED if stats.units_failed == 0 else PARTIAL, stats, versions)
 
-    def _audit(self, engine: Any, warehouse: Warehouse, result: IndexResult) -> None:
-        """Append the run's row to `index_runs` (plain append: audit rows never conflict)."""
-        row = {
-            "run_id": result.run_id, "status": result.status, "started_at": result.started_at,
-            "finished_at": result.finished_at, "roots": list(result.roots), "warehouse": result.warehouse,
-            "engine": result.engine, "statekeeper_version": __version__,
-            **{name: getattr(result.stats, name) for name in UnitStats.COUNTERS},
-            "errors": result.stats.errors[:200],
-            "table_versions": [(k, v) for k, v in result.table_versions.items() if v is not None],
-            "data_interval_start": self._interval[0], "data_interval_end": self._interval[1],
-            "airflow_run_id": self._airflow_run_id,
-            "options": json.dumps({"engine": self._engine, "parallelism": self._parallelism,
-                                   "job_filter": self._job_filter}),
-        }
-        import pyarrow as pa
-
-        table = pa.Table.from_pylist([row], schema=INDEX_RUNS.schema)
-        try:
-            engine.append_rows(self._spark, warehouse, INDEX_RUNS, table, metadata={"statekeeper.runId": result.run_id})
-        except TableError:
-            if result.status != FAILED:
-                raise
-            log.exception("could not record the failed run %s in index_runs", result.run_id)
+    def _audit_context(self) -> dict[str, Any]:
+        return {"data_interval_start": self._interval[0], "data_interval_end": self._interval[1],
+                "options": json.dumps({"engine": self._engine, "parallelism": self._parallelism,
+                                       "job_filter": self._job_filter})}
 
 
-class _Progress:
-    """Logs live progress from Spark accumulators (updated as tasks finish)."""
-
-    def __init__(self, accumulators: dict[str, Any], total_units: int, interval: float, run_id: str) -> None:
-        self._acc = accumulators
-        self._total = total_units
-        self._interval = interval
-        self._run_id = run_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="statekeeper-index-progress", daemon=True)
-        self._started = time.monotonic()
-
-    def start(self) -> None:
-        if self._interval > 0:
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            elapsed = time.monotonic() - self._started
-            v = {k: a.value for k, a in self._acc.items()}
-            log.info("index run %s: %d/%d units, %d objects listed (%.0f/s), %d _metadata parsed (%.1f/s), "
-                     "%d reused", self._run_id, v["units"], self._total, v["objects_listed"],
-                     v["objects_listed"] / elapsed, v["metadata_parsed"], v["metadata_parsed"] / elapsed,
-                     v["metadata_reused"])
+def _progress_line(accumulators: dict[str, Any], total_units: int, seconds: float) -> str:
+    """Live counters from the Spark accumulators (updated as tasks finish)."""
+    v = {k: a.value for k, a in accumulators.items()}
+    elapsed = max(seconds, 1e-9)
+    return (f"{v['units']}/{total_units} units, {v['objects_listed']} objects listed "
+            f"({v['objects_listed'] / elapsed:.0f}/s), {v['metadata_parsed']} _metadata parsed "
+            f"({v['metadata_parsed'] / elapsed:.1f}/s), {v['metadata_reused']} reused")

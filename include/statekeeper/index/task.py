@@ -2,7 +2,7 @@
 
 `IndexTask` is the `mapInArrow` function. It is pickled with the storage config, roots and
 warehouse (never with deltalake objects) and emits rows of
-`statekeeper.tables.datasource.CHANGESET_SCHEMA`: `file` rows naming the data files it wrote for
+`statekeeper.tables.changeset.CHANGESET_SCHEMA`: `file` rows naming the data files it wrote for
 a bucket (one per table, rows sorted by job_dir), `remove` rows for the bucket's previous data
 files, and one `note` per task with its counters, so the driver never sees the listing itself.
 """
@@ -21,6 +21,7 @@ from statekeeper.index.bucket import BucketPlan, index_bucket
 from statekeeper.index.parse import RootIndex
 from statekeeper.index.unit import FAILED, UnitContext, UnitStats
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO, StorageConfig
+from statekeeper.tables.changeset import ChangesetRows
 from statekeeper.tables.files import DataFile, write_data_file
 from statekeeper.tables.warehouse import Warehouse
 
@@ -85,8 +86,9 @@ class IndexTask:
                         out = _ipc_changes(plan, result.tables, result.removes)
                     if out is not None:
                         yield out
-        note = {"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()}
-        yield _batch([("", "note", "", json.dumps(note).encode())])
+        note = ChangesetRows()
+        note.note({"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()})
+        yield note.batch()
 
     def _progress(self, stats: UnitStats) -> None:
         if not self.accumulators:
@@ -110,11 +112,10 @@ def _changes(warehouse: Warehouse, fileio: Any, plan: BucketPlan, tables: dict[s
     from statekeeper.tables import delta_log
     from statekeeper.tables.catalog import spec as table_spec
 
-    partition = json.dumps(plan.partition, sort_keys=True)
-    rows: list[tuple[str, str, str, bytes]] = []
+    rows = ChangesetRows()
     for name, files in removes.items():
         for f in files:
-            rows.append((name, "remove", json.dumps(f.partition_values, sort_keys=True), f.to_json().encode()))
+            rows.remove(name, f)
     written: list[tuple[Any, DataFile]] = []
     try:
         for name, table in tables.items():
@@ -122,32 +123,22 @@ def _changes(warehouse: Warehouse, fileio: Any, plan: BucketPlan, tables: dict[s
             for offset in range(0, table.num_rows, _FILE_ROWS):
                 f = write_data_file(warehouse, spec, table.slice(offset, _FILE_ROWS), plan.partition, fileio=fileio)
                 written.append((spec, f))
-                rows.append((name, "file", partition, f.to_json().encode()))
+                rows.file(name, plan.partition, f)
     except BaseException:
         for spec, f in written:
             delta_log.abort_files(warehouse, spec, [f])
         raise
-    return _batch(rows) if rows else None
+    return rows.batch()
 
 
 def _ipc_changes(plan: BucketPlan, tables: dict[str, pa.Table],
                  removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
     """The bucket's rows as Arrow IPC `add` rows (chunks of _IPC_ROWS), for engines that write
     the data files themselves."""
-    from statekeeper.tables.arrow_codec import table_to_ipc
-
-    partition = json.dumps(plan.partition, sort_keys=True)
-    rows = [(name, "remove", json.dumps(f.partition_values, sort_keys=True), f.to_json().encode())
-            for name, files in removes.items() for f in files]
+    rows = ChangesetRows()
+    for name, files in removes.items():
+        for f in files:
+            rows.remove(name, f)
     for name, table in tables.items():
-        for offset in range(0, table.num_rows, _IPC_ROWS):
-            rows.append((name, "add", partition, table_to_ipc(table.slice(offset, _IPC_ROWS))))
-    return _batch(rows) if rows else None
-
-
-def _batch(rows: list[tuple[str, str, str, bytes]]) -> pa.RecordBatch:
-    tables, ops, partitions, payloads = zip(*rows, strict=True)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(tables, pa.string()), pa.array(ops, pa.string()), pa.array(partitions, pa.string()),
-         pa.array(payloads, pa.binary())],
-        names=["table", "op", "partition", "payload"])
+        rows.add(name, plan.partition, table, _IPC_ROWS)
+    return rows.batch()

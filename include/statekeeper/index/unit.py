@@ -34,7 +34,8 @@ from statekeeper.index.parse import (
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
 from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS, job_bucket
-from statekeeper.tables.files import DataFile, read_data_file
+from statekeeper.tables.files import DataFile
+from statekeeper.tables.reader import read_files
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
 
@@ -148,9 +149,8 @@ class UnitContext:
 
         s = spec(spec_name)
         wanted = None if columns is None else (columns if "job_dir" in columns else [*columns, "job_dir"])
-        parts = [read_data_file(self.warehouse, s.schema, s.partition_by, f.path, f.partition_values,
-                                fileio=self.warehouse_io, table_name=s.name, columns=wanted) for f in files]
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        return read_files(self.warehouse, s.schema, s.partition_by, files, table_name=s.name, columns=wanted,
+                          fileio=self.warehouse_io)
 
 
 def _by_job_dir(table: pa.Table) -> dict[str, pa.Table]:

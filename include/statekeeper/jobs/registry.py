@@ -27,8 +27,9 @@ class ExitCode(IntEnum):
     INTERNAL = 3
 
 
-_USAGE = ("usage or configuration error (bad arguments, roots or storage settings, an input table missing): "
-          "fix the parameters or connections")
+_USAGE = ("usage or configuration error (bad, overlapping or missing roots, an empty S3 root without "
+          "--allow-empty-root, a warehouse overlapping a root, storage settings, missing or foreign tables, "
+          "no succeeded index run to read): fix the parameters or connections")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class JobSpec:
     """One job's identity and contract."""
 
     name: str                 # short name: the Airflow task id, the logger suffix
+    label: str                # how logs name a run: "<label> run <run id>"
     entry_point: str          # spark_jobs/<entry_point>.py
     builder: str              # "module:Class" of the job's builder
     audit_table: str          # the table every run appends one row to
@@ -74,6 +76,7 @@ def _codes(**meanings: str) -> Mapping[ExitCode, str]:
 
 INDEX = JobSpec(
     name="index",
+    label="index",
     entry_point="index_checkpoints",
     builder="statekeeper.index.job:IndexCheckpoints",
     audit_table="index_runs",
@@ -81,32 +84,33 @@ INDEX = JobSpec(
     summary="index every object and _metadata under the roots into the index tables",
     exit_codes=_codes(
         ok="succeeded (or partial with --allow-partial)",
-        attention="partial: some job directories could not be listed, their previous rows were kept; "
-                  "usually transient (throttling, a directory removed while listed), so it is retried",
+        attention="partial: some job directories could not be listed; their previous rows were kept "
+                  "(--allow-partial exits 0). Often transient (throttling, a directory removed while listed)",
         usage=_USAGE,
-        internal="failed: nothing was committed to the index tables (e.g. a concurrent run won)",
+        internal="internal failure; nothing committed (e.g. a concurrent run won)",
     ),
     retried=frozenset({ExitCode.ATTENTION, ExitCode.INTERNAL}),
 )
 
 CHAINS = JobSpec(
     name="chains",
+    label="chains",
     entry_point="compute_chains",
     builder="statekeeper.chains.job:ComputeChains",
     audit_table="chains_runs",
     run_id_prefix="chn",
     summary="compute every snapshot's dependencies and lineage across jobs",
     exit_codes=_codes(
-        ok="dependencies and pins written (also when some _metadata could not be parsed: the run is "
-           "recorded as incomplete and the summary says so)",
+        ok="tables written (also incomplete: some _metadata did not parse; the summary names them)",
         usage=_USAGE,
-        internal="failed: nothing was committed to dependencies/pins by this run",
+        internal="internal failure (recorded as failed in chains_runs)",
     ),
     retried=frozenset({ExitCode.INTERNAL}),
 )
 
 VALIDATE = JobSpec(
     name="validate",
+    label="validation",
     entry_point="validate_checkpoints",
     builder="statekeeper.validate.job:ValidateCheckpoints",
     audit_table="validation_runs",
@@ -114,11 +118,10 @@ VALIDATE = JobSpec(
     summary="check that every job's newest retained checkpoint restores",
     exit_codes=_codes(
         ok="every job's newest retained checkpoint is restorable (warnings never fail the run)",
-        attention="some job's newest retained checkpoint is not restorable; the summary names the jobs and "
-                  "the latest restorable checkpoint of each. A retry cannot change the answer",
+        attention="a job's newest retained checkpoint is not restorable (the summary names the job, the snapshot, "
+                  "the failing checks and the latest restorable checkpoint)",
         usage=_USAGE,
-        internal="internal failure, including an index that fails its quality suite (its answers cannot "
-                 "be trusted)",
+        internal="internal failure, or the index failed its quality suite (its answers cannot be trusted)",
     ),
     retried=frozenset({ExitCode.INTERNAL}),
 )
@@ -132,3 +135,25 @@ def job(name: str) -> JobSpec:
         if name in (spec.name, spec.entry_point):
             return spec
     raise KeyError(f"no Statekeeper job named {name!r}; known: {', '.join(s.name for s in JOBS)}")
+
+
+def exit_code_table() -> str:
+    """The Markdown table of every job's exit codes and whether the DAG retries them (README.md
+    holds this table verbatim; a test keeps the two equal)."""
+    lines = ["| exit | " + " | ".join(f"`{j.entry_point}`" for j in JOBS) + " |",
+             "|---|" + "---|" * len(JOBS)]
+    for code in ExitCode:
+        cells = []
+        for j in JOBS:
+            if code not in j.exit_codes:
+                cells.append("—")
+            elif code == ExitCode.OK:
+                cells.append(j.exit_codes[code])
+            else:
+                cells.append(f"{j.exit_codes[code]}. *{'retried' if code in j.retried else 'not retried'}*")
+        lines.append(f"| {int(code)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(exit_code_table())

@@ -2,13 +2,9 @@
 
 * `statekeeper_delta` — read a table (at a version, optionally only some partitions) and write a
   DataFrame to one table (append, overwrite, replace partitions).
-* `statekeeper_changeset` — write a multi-table change set in one pass: rows of
-  (table, op, partition, payload) where op is `add` (payload: Arrow IPC rows of one partition),
-  `file` (payload: a DataFile JSON of an uncommitted data file the producer already wrote into the
-  table in the same task; the writer then owns it: commits it or deletes it), `remove` (payload: a
-  DataFile JSON, planned from the table state the producer read) or `note` (opaque JSON handed
-  back to the caller). Producers such as the index job emit these from
-  `mapInArrow`, so parsing and writing happen in the same Spark task without a second pass.
+* `statekeeper_changeset` — write a multi-table change set in one pass (rows of
+  `statekeeper.tables.changeset`: add, file, remove, note). Producers such as the index job emit
+  these from `mapInArrow`, so parsing and writing happen in the same Spark task without a second pass.
 
 Executors only write parquet with pyarrow; `commit()` runs once on the driver side and makes one
 Delta commit per table with deltalake. Spark runs `writer()`, `write()` and `commit()` in separate
@@ -37,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.arrow_codec import schema_from_text, table_from_ipc
+from statekeeper.tables.changeset import CHANGESET_SCHEMA, ChangeOp
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.files import DataFile, read_data_file, split_partitions, write_data_file
 from statekeeper.tables.spec import TableSpec
@@ -44,7 +41,6 @@ from statekeeper.tables.warehouse import Warehouse
 
 DELTA_SOURCE = "statekeeper_delta"
 CHANGESET_SOURCE = "statekeeper_changeset"
-CHANGESET_SCHEMA = "table string, op string, partition string, payload binary"
 
 _TARGET_SPLIT_BYTES = 64 * 1024 * 1024
 _MAX_FILES_PER_SPLIT = 256
@@ -386,7 +382,7 @@ class ChangesetWriter(DataSourceArrowWriter):
                 cols = batch.to_pydict()
                 for name, op, partition, payload in zip(cols["table"], cols["op"], cols["partition"],
                                                         cols["payload"], strict=True):
-                    if op == "add":
+                    if op == ChangeOp.ADD:
                         key = (name, partition)
                         # Producers send one partition's chunks together: once another partition
                         # of the same table starts, the previous one is complete. Writing it now
@@ -402,15 +398,15 @@ class ChangesetWriter(DataSourceArrowWriter):
                         pending_rows[key] = pending_rows.get(key, 0) + chunk.num_rows
                         if pending_rows[key] >= _MAX_BUFFERED_ROWS:
                             flush(key)
-                    elif op == "file":
+                    elif op == ChangeOp.FILE:
                         # Written by the producer in the same task; from here on ours to commit
                         # or to delete (on failure, with the rest of message.adds).
                         self._spec(name)
                         message.adds.setdefault(name, []).append(DataFile.from_json(payload.decode()))
-                    elif op == "remove":
+                    elif op == ChangeOp.REMOVE:
                         self._spec(name)
                         message.removes.setdefault(name, []).append(DataFile.from_json(payload.decode()))
-                    elif op == "note":
+                    elif op == ChangeOp.NOTE:
                         message.notes.append(json.loads(payload.decode()))
                     else:
                         raise TableError(f"unknown change set op {op!r}")

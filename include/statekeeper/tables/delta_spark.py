@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from statekeeper.tables.arrow_codec import table_from_ipc
+from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine import ChangesetResult, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, TableError
@@ -123,12 +124,12 @@ class DeltaSparkEngine(TableEngine):
         spark = changes.sparkSession
         staged = changes.persist(StorageLevel.DISK_ONLY)
         try:
-            if staged.where(F.col("op") == "file").limit(1).count():
+            if staged.where(F.col("op") == ChangeOp.FILE).limit(1).count():
                 # Producer-written files would be silently dropped below: refuse instead.
                 raise TableError("the delta-spark engine cannot commit change set 'file' rows (data files written "
                                  "by the producer); produce 'add' rows for it")
             notes = [json.loads(bytes(r["payload"]).decode())
-                     for r in staged.where(F.col("op") == "note").select("payload").toLocalIterator()]
+                     for r in staged.where(F.col("op") == ChangeOp.NOTE).select("payload").toLocalIterator()]
             for spec in specs:
                 path = spark_path(warehouse, spec.name)
                 current = _current_version(spark, path)
@@ -139,12 +140,12 @@ class DeltaSparkEngine(TableEngine):
                 path = spark_path(warehouse, spec.name)
                 mine = staged.where(F.col("table") == spec.name)
                 touched = [json.loads(r["partition"]) for r in
-                           mine.where(F.col("op").isin("add", "remove")).select("partition").distinct().toLocalIterator()]
+                           mine.where(F.col("op").isin(ChangeOp.ADD, ChangeOp.REMOVE)).select("partition").distinct().toLocalIterator()]
                 read_version = read_versions.get(spec.name)
                 if not touched and read_version is not None:
                     result.committed[spec.name] = CommitResult(spec.name, None)
                     continue
-                rows = (mine.where(F.col("op") == "add").select("payload")
+                rows = (mine.where(F.col("op") == ChangeOp.ADD).select("payload")
                         .mapInArrow(_decoder(spec), _spark_schema(spec)))
                 writer = rows.write.format("delta").option("userMetadata", json.dumps(metadata or {}))
                 if read_version is None:

@@ -37,6 +37,7 @@ class TableSpec:
     schema: pa.Schema                       # full schema, partition columns included
     partition_by: tuple[str, ...] = ()
     description: str = ""
+    producer: str = ""                      # the registry name of the job that writes it
     docs: dict[str, str] = field(default_factory=dict, compare=False)  # column -> meaning
 
     def __post_init__(self) -> None:

@@ -5,7 +5,6 @@
     statekeeper.validate.spark_checks  the checks as Spark DataFrame transformations
     statekeeper.validate.quality       the Great Expectations suite over the index tables
     statekeeper.validate.job           ValidateCheckpoints builder -> ValidationResult
-"""
-from statekeeper.validate.tables import VALIDATION_JOBS, VALIDATION_RESULTS, VALIDATION_RUNS
 
-__all__ = ["VALIDATION_JOBS", "VALIDATION_RESULTS", "VALIDATION_RUNS"]
+Its tables are specified in statekeeper.tables.catalog.validation.
+"""

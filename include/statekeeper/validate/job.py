@@ -16,24 +16,19 @@ appends a `validation_runs` audit row. It never deletes or rewrites anything in 
 from __future__ import annotations
 
 import json
-import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from statekeeper import __version__
-from statekeeper.chains.sources import check_consistent, read_pinned
-from statekeeper.storage import Roots, StorageConfig
-from statekeeper.tables import cut, delta_log
-from statekeeper.tables.catalog import spec as index_spec
-from statekeeper.tables.errors import TableError
-from statekeeper.tables.warehouse import Warehouse
+from statekeeper.jobs.base import StatekeeperJob
+from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
+from statekeeper.jobs.registry import VALIDATE
+from statekeeper.jobs.result import JobResult
+from statekeeper.storage import Roots
+from statekeeper.tables.catalog import VALIDATION_JOBS, VALIDATION_RESULTS, spec as table_spec
 from statekeeper.validate.checks import ERROR, SNAPSHOT, WARNING
-from statekeeper.validate.tables import VALIDATION_JOBS, VALIDATION_RESULTS, VALIDATION_RUNS
-
-log = logging.getLogger("statekeeper.validate")
 
 OK = "ok"                          # every job's newest retained checkpoint is restorable
 UNRESTORABLE = "unrestorable"      # some job's newest retained checkpoint is not
@@ -55,16 +50,10 @@ class UnrestorableJob:
     errors: tuple[str, ...]             # checks that failed on the newest checkpoint
 
 
-@dataclass(frozen=True)
-class ValidationResult:
-    run_id: str
-    status: str
-    started_at: datetime
-    finished_at: datetime
-    warehouse: str
+@dataclass(frozen=True, kw_only=True)
+class ValidationResult(JobResult):
     roots: tuple[str, ...]
     source_versions: dict[str, int]
-    table_versions: dict[str, int | None] = field(default_factory=dict)
     snapshots: int = 0
     snapshots_with_errors: int = 0
     snapshots_with_warnings: int = 0
@@ -76,11 +65,6 @@ class ValidationResult:
     quality_success: bool | None = None
     quality_failures: tuple[str, ...] = ()
     report_uri: str | None = None
-    error: str | None = None
-
-    @property
-    def seconds(self) -> float:
-        return (self.finished_at - self.started_at).total_seconds()
 
     def summary(self) -> str:
         lines = [f"validation run {self.run_id} {self.status} in {self.seconds:.1f}s: {self.snapshots} snapshots "
@@ -106,57 +90,26 @@ class ValidationResult:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
 
-    def to_mapping(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "started_at": self.started_at.isoformat(),
-                "finished_at": self.finished_at.isoformat(), "seconds": round(self.seconds, 3),
-                "warehouse": self.warehouse, "roots": list(self.roots), "source_versions": self.source_versions,
-                "table_versions": self.table_versions, "snapshots": self.snapshots,
-                "snapshots_with_errors": self.snapshots_with_errors,
-                "snapshots_with_warnings": self.snapshots_with_warnings, "findings": self.findings,
-                "jobs": self.jobs, "jobs_unrestorable": self.jobs_unrestorable,
-                "unrestorable": [job.__dict__ | {"errors": list(job.errors)} for job in self.unrestorable],
-                "files_statted": self.files_statted, "quality_success": self.quality_success,
-                "quality_failures": list(self.quality_failures), "report_uri": self.report_uri, "error": self.error}
+    def audit_values(self) -> dict[str, Any]:
+        return {"unrestorable": [j.newest_uri for j in self.unrestorable]}
 
 
-class ValidateCheckpoints:
+class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
     """Builder for one validation run. Every option is explicit; `execute()` runs it."""
 
+    JOB = VALIDATE
+
     def __init__(self, spark: Any) -> None:
-        self._spark = spark
-        self._warehouse: str | Warehouse | None = None
+        super().__init__(spark)
         self._roots: list[str] = []
-        self._storage: StorageConfig | None = None
-        self._engine = "auto"
-        self._run_id: str | None = None
-        self._airflow_run_id: str | None = None
         self._quality = True
         self._stat_threads = 8
-        self._progress_interval = 10.0
-
-    def warehouse(self, location: str | Warehouse) -> ValidateCheckpoints:
-        self._warehouse = location
-        return self
+        self._inputs: PinnedInputs | None = None
+        self._stat_roots: list[str] = []
 
     def roots(self, *uris: str) -> ValidateCheckpoints:
         """Where referenced files outside the indexed roots may be stat'ed (none: they are unverifiable)."""
         self._roots.extend(uris)
-        return self
-
-    def storage(self, config: StorageConfig) -> ValidateCheckpoints:
-        self._storage = config
-        return self
-
-    def engine(self, name: str) -> ValidateCheckpoints:
-        self._engine = name
-        return self
-
-    def run_id(self, run_id: str) -> ValidateCheckpoints:
-        self._run_id = run_id
-        return self
-
-    def airflow_run(self, run_id: str | None) -> ValidateCheckpoints:
-        self._airflow_run_id = run_id or None
         return self
 
     def quality_suite(self, enabled: bool) -> ValidateCheckpoints:
@@ -169,69 +122,40 @@ class ValidateCheckpoints:
         self._stat_threads = threads
         return self
 
-    def progress_interval(self, seconds: float) -> ValidateCheckpoints:
-        """Seconds between progress log lines (0 turns them off)."""
-        self._progress_interval = seconds
-        return self
-
     # -- run ------------------------------------------------------------------------------------
 
-    def execute(self) -> ValidationResult:
-        from statekeeper.tables.engine import select_engine
-        from statekeeper.tables.spark import activate
+    def _check_options(self) -> None:
+        self._stat_roots = Roots(self._roots).uris if self._roots else []   # overlaps, schemes: up front
 
-        if self._warehouse is None:
-            raise ValueError("no warehouse given")
-        storage = self._storage if self._storage is not None else StorageConfig.from_env()
-        warehouse = (self._warehouse if isinstance(self._warehouse, Warehouse)
-                     else Warehouse(self._warehouse, storage))
-        roots = Roots(self._roots).uris if self._roots else []   # validates (overlaps, schemes) up front
-        run_id = self._run_id or f"val-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-        started = datetime.now(timezone.utc)
-        activate(self._spark)
-        engine = select_engine(self._spark, self._engine)
-        index_cut, versions = cut.pin_cut(warehouse, SOURCES)
+    def _prepare(self, ctx: RunContext) -> None:
         # inline_state is an index table: its version comes from the same cut. The chains tables
         # are read at their latest version.
-        optional = {n: v for n in OPTIONAL_SOURCES if n != "inline_state"
-                    and (v := delta_log.latest_version(warehouse, n)) is not None}
-        if index_cut.version("inline_state") is not None:
-            optional["inline_state"] = index_cut.version("inline_state")
-        log.info("validation run %s: warehouse %s, stat roots %s, index versions %s", run_id, warehouse.uri,
-                 roots or "none", versions)
-        try:
-            result = self._run(engine, warehouse, storage, roots, run_id, started, versions, optional)
-        except BaseException as exc:
-            failed = ValidationResult(run_id, FAILED, started, datetime.now(timezone.utc), warehouse.uri, tuple(roots),
-                                      versions, error=f"{type(exc).__name__}: {exc}")
-            self._audit(engine, warehouse, failed)
-            raise
-        self._audit(engine, warehouse, result)
-        log.info("%s", result.summary())
-        return result
+        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
+        ctx.log.info("%s: warehouse %s, stat roots %s, index versions %s", ctx.label, ctx.warehouse.uri,
+                     self._stat_roots or "none", self._inputs.versions)
 
-    def _run(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
-             started: datetime, versions: dict[str, int], optional: dict[str, int]) -> ValidationResult:
-        from statekeeper.chains.progress import Heartbeat
-        from statekeeper.chains.spark_graph import Materialized
+    def _pinned(self) -> PinnedInputs:
+        assert self._inputs is not None, "_prepare pins the inputs"
+        return self._inputs
 
-        with Materialized() as keep, Heartbeat(self._spark, log, f"validation run {run_id}",
-                                               self._progress_interval) as beat:
-            return self._compute(engine, warehouse, storage, roots, run_id, started, versions, optional, keep, beat)
+    def _failed(self, ctx: RunContext, error: str) -> ValidationResult:
+        return ValidationResult(run_id=ctx.run_id, status=FAILED, started_at=ctx.started,
+                                finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
+                                roots=tuple(self._stat_roots), source_versions=self._pinned().versions, error=error)
 
-    def _compute(self, engine: Any, warehouse: Warehouse, storage: StorageConfig, roots: list[str], run_id: str,
-                 started: datetime, versions: dict[str, int], optional: dict[str, int],
-                 keep: Any, beat: Any) -> ValidationResult:
+    def _run(self, ctx: RunContext) -> ValidationResult:
         from pyspark.sql import functions as F
 
         from statekeeper.chains.spark_graph import direct_edges, file_uses
-        from statekeeper.tables.spark import bucket_of, bucketed
+        from statekeeper.tables.spark import bucket_of
         from statekeeper.validate import spark_checks as sc
         from statekeeper.validate.stat import STAT_SPARK_SCHEMA, StatTask
 
-        spark = self._spark
+        spark, keep, beat, log, run_id = ctx.spark, ctx.keep, ctx.beat, ctx.log, ctx.run_id
+        roots = self._stat_roots
+        versions = self._pinned().versions
         clock = time.monotonic()
-        tables = read_pinned(spark, engine, warehouse, versions)
+        tables = self._pinned().read(spark, ctx.engine, ctx.warehouse)
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
         check_consistent(snaps, refs, versions)
 
@@ -240,9 +164,9 @@ class ValidateCheckpoints:
         statted = spark.sparkContext.accumulator(0)
         beat.phase("stat of files outside the indexed roots", lambda: f"{statted.value} file(s) looked at")
         stat = keep(sc.outside_files(uses)
-                    .mapInArrow(StatTask(roots, storage, self._stat_threads, statted), STAT_SPARK_SCHEMA))
-        log.info("validation run %s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
-                 run_id, statted.value, time.monotonic() - clock)
+                    .mapInArrow(StatTask(roots, ctx.storage, self._stat_threads, statted), STAT_SPARK_SCHEMA))
+        log.info("%s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
+                 ctx.label, statted.value, time.monotonic() - clock)
 
         beat.phase("checks")
         found = keep(sc.file_findings(sc.evidence(uses, stat), files, snaps)
@@ -258,7 +182,7 @@ class ValidateCheckpoints:
                        .select(*VALIDATION_RESULTS.schema.names))
         jobs = keep(sc.job_health(results).withColumn("bucket", bucket_of("job_dir"))
                     .select(*VALIDATION_JOBS.schema.names))
-        log.info("validation run %s: checks done (%.1fs)", run_id, time.monotonic() - clock)
+        log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
 
         counts = results.where(F.col("check") == SNAPSHOT).agg(
             F.count(F.lit(1)).alias("n"),
@@ -270,27 +194,22 @@ class ValidateCheckpoints:
             F.when((F.col("kind") == "job") & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
         unrestorable = self._unrestorable(jobs, results)
 
-        metadata = {"statekeeper.runId": run_id, "statekeeper.operation": "validate",
-                    "statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)}
-        committed: dict[str, int | None] = {}
+        metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)})
         beat.phase("writing validation_results and validation_jobs")
-        for spec, df in ((VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)):
-            outcome = engine.write(bucketed(df, spec), warehouse, spec, mode="overwrite",
-                                   metadata=metadata)
-            committed[spec.name] = outcome.version
-        log.info("validation run %s: tables written (%.1fs)", run_id, time.monotonic() - clock)
+        committed = {spec.name: ctx.write(df, spec, metadata=metadata).version
+                     for spec, df in ((VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs))}
+        log.info("%s: tables written (%.1fs)", ctx.label, time.monotonic() - clock)
 
         quality = None
         if self._quality:
-            from statekeeper.chains.tables import DEPENDENCIES, PINS
             from statekeeper.validate.quality import build_assets, run_suite
 
             beat.phase("quality suite")
-            extra = read_pinned(spark, engine, warehouse, optional)
-            specs = {n: index_spec(n) for n in ("files", "snapshots", "references", "inline_state")}
-            specs.update({"dependencies": DEPENDENCIES, "pins": PINS})
-            quality = run_suite(build_assets({**tables, **extra}, specs, found, stat), warehouse, run_id)
-            log.info("validation run %s: quality suite done (%.1fs)", run_id, time.monotonic() - clock)
+            extra = self._pinned().read(spark, ctx.engine, ctx.warehouse, optional=True)
+            specs = {n: table_spec(n) for n in ("files", "snapshots", "references", "inline_state",
+                                                "dependencies", "pins")}
+            quality = run_suite(build_assets({**tables, **extra}, specs, found, stat), ctx.warehouse, run_id)
+            log.info("%s: quality suite done (%.1fs)", ctx.label, time.monotonic() - clock)
 
         bad_jobs = int(job_counts["bad"] or 0)
         if quality is not None and not quality.success:
@@ -300,11 +219,14 @@ class ValidateCheckpoints:
         else:
             status = OK
         return ValidationResult(
-            run_id, status, started, datetime.now(timezone.utc), warehouse.uri, tuple(roots), versions, committed,
-            int(counts["n"] or 0), int(counts["err"] or 0), int(counts["warn"] or 0), by_check,
-            int(job_counts["n"] or 0), bad_jobs, unrestorable, int(stat.count()),
-            None if quality is None else quality.success, () if quality is None else quality.failures,
-            None if quality is None else quality.docs_uri)
+            run_id=run_id, status=status, started_at=ctx.started, finished_at=datetime.now(timezone.utc),
+            warehouse=ctx.warehouse.uri, roots=tuple(roots), source_versions=versions, table_versions=committed,
+            snapshots=int(counts["n"] or 0), snapshots_with_errors=int(counts["err"] or 0),
+            snapshots_with_warnings=int(counts["warn"] or 0), findings=by_check, jobs=int(job_counts["n"] or 0),
+            jobs_unrestorable=bad_jobs, unrestorable=unrestorable, files_statted=int(stat.count()),
+            quality_success=None if quality is None else quality.success,
+            quality_failures=() if quality is None else quality.failures,
+            report_uri=None if quality is None else quality.docs_uri)
 
     @staticmethod
     def _unrestorable(jobs: Any, results: Any) -> tuple[UnrestorableJob, ...]:
@@ -320,27 +242,3 @@ class ValidateCheckpoints:
         return tuple(UnrestorableJob(r["location"], r["job_id"], r["newest_uri"], r["newest_checkpoint_id"],
                                      r["latest_restorable_uri"], r["latest_restorable_checkpoint_id"],
                                      tuple(r["checks"] or ())) for r in rows)
-
-    def _audit(self, engine: Any, warehouse: Warehouse, result: ValidationResult) -> None:
-        import pyarrow as pa
-
-        row = {
-            "run_id": result.run_id, "status": result.status, "started_at": result.started_at,
-            "finished_at": result.finished_at, "warehouse": result.warehouse, "roots": list(result.roots),
-            "statekeeper_version": __version__, "source_versions": list(result.source_versions.items()),
-            "table_versions": [(k, v) for k, v in result.table_versions.items() if v is not None],
-            "snapshots": result.snapshots, "snapshots_with_errors": result.snapshots_with_errors,
-            "snapshots_with_warnings": result.snapshots_with_warnings, "findings": list(result.findings.items()),
-            "jobs": result.jobs, "jobs_unrestorable": result.jobs_unrestorable,
-            "unrestorable": [j.newest_uri for j in result.unrestorable], "files_statted": result.files_statted,
-            "quality_success": result.quality_success, "quality_failures": list(result.quality_failures),
-            "report_uri": result.report_uri, "airflow_run_id": self._airflow_run_id, "error": result.error,
-        }
-        df = self._spark.createDataFrame(pa.Table.from_pylist([row], schema=VALIDATION_RUNS.schema))
-        try:
-            engine.write(df, warehouse, VALIDATION_RUNS, mode="append", metadata={"statekeeper.runId": result.run_id})
-        except TableError:
-            if result.status != FAILED:
-                raise
-            log.exception("could not record the failed run %s in validation_runs", result.run_id)
-

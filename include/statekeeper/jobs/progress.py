@@ -1,5 +1,6 @@
-"""Progress lines for long Spark phases: which phase, how many tasks of the running stages are done,
-and any counters the phase updates (Spark accumulators)."""
+"""Progress for long Spark phases: a log line every few seconds naming the phase, how many tasks
+of the running stages are done and any counters the phase updates (Spark accumulators), and the
+phase as the Spark job description, so each step is named in the Spark UI."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,8 @@ class Heartbeat:
     """
 
     def __init__(self, spark: Any, log: logging.Logger, prefix: str, interval: float) -> None:
-        self._tracker = spark.sparkContext.statusTracker()
+        self._context = spark.sparkContext
+        self._tracker = self._context.statusTracker()
         self._log = log
         self._prefix = prefix
         self._interval = interval
@@ -30,6 +32,14 @@ class Heartbeat:
 
     def phase(self, name: str, extra: Callable[[], str] | None = None) -> None:
         self._phase, self._extra, self._since = name, extra, time.monotonic()
+        try:
+            self._context.setJobDescription(f"{self._prefix}: {name}")
+        except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run
+            pass
+
+    @property
+    def phase_seconds(self) -> float:
+        return time.monotonic() - self._since
 
     def __enter__(self) -> Heartbeat:
         if self._interval > 0:
@@ -40,6 +50,10 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        try:
+            self._context.setJobDescription(None)
+        except Exception:  # noqa: BLE001
+            pass
 
     def line(self) -> str:
         tasks = []
@@ -56,8 +70,7 @@ class Heartbeat:
                 extra = f", {self._extra()}"
             except Exception:  # noqa: BLE001
                 pass
-        running = time.monotonic() - self._since
-        return (f"{self._prefix}: {self._phase} for {running:.0f}s{extra}"
+        return (f"{self._prefix}: {self._phase} for {self.phase_seconds:.0f}s{extra}"
                 + (f" ({'; '.join(tasks)})" if tasks else ""))
 
     def _run(self) -> None:

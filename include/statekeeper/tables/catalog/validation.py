@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.catalog import PARTITION_BY  # (root_id, bucket), as the index tables
+from statekeeper.tables.catalog.index import PARTITION_BY  # (root_id, bucket), as the index tables
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
@@ -32,6 +32,7 @@ VALIDATION_RESULTS = TableSpec(
     PARTITION_BY,
     "Findings per snapshot (one row per offending file or directory) plus one `snapshot` summary row "
     "per snapshot with its worst severity and whether it is restorable.",
+    producer="validate",
 )
 
 VALIDATION_JOBS = TableSpec(
@@ -59,6 +60,7 @@ VALIDATION_JOBS = TableSpec(
     PARTITION_BY,
     "Per job directory (and per savepoint directory): the newest retained checkpoint, whether it is "
     "restorable, and the latest restorable one.",
+    producer="validate",
 )
 
 VALIDATION_RUNS = TableSpec(
@@ -89,6 +91,7 @@ VALIDATION_RUNS = TableSpec(
     ]),
     (),
     "Audit row per validation run.",
+    producer="validate",
 )
 
 VALIDATION_TABLES = (VALIDATION_RESULTS, VALIDATION_JOBS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.catalog import PARTITION_BY  # (root_id, bucket), as the index tables
+from statekeeper.tables.catalog.index import PARTITION_BY  # (root_id, bucket), as the index tables
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
@@ -47,6 +47,7 @@ DEPENDENCIES = TableSpec(
     PARTITION_BY,
     "Per snapshot: every directory whose files it uses (direct, with files and bytes) and the "
     "directories its lineage reaches through other jobs and savepoints (transitive, with depth and path).",
+    producer="chains",
 )
 
 PINS = TableSpec(
@@ -73,6 +74,7 @@ PINS = TableSpec(
     "Per job directory / savepoint / snapshot directory: the retained snapshots that keep some of its "
     "files alive (direct rows, with files and bytes pinned) and those whose lineage passes through it "
     "(transitive rows).",
+    producer="chains",
 )
 
 CHAINS_RUNS = TableSpec(
@@ -99,6 +101,7 @@ CHAINS_RUNS = TableSpec(
     (),
     "Audit row per chains run. `unparsed_snapshots` > 0 means some `_metadata` could not be read: "
     "their references are unknown, so the graph is incomplete and GC must not act on it.",
+    producer="chains",
 )
 
 CHAINS_TABLES = (DEPENDENCIES, PINS)

@@ -1,4 +1,4 @@
-"""The index tables: names, schemas, partitioning. docs/tables.md documents every column.
+"""The tables the index job writes: names, schemas, partitioning. docs/tables.md documents every column.
 
 All tables but `index_runs` are partitioned by (root_id, bucket), where `bucket` is a stable hash
 of `job_dir` modulo JOB_BUCKETS (`job_bucket`). One partition per job directory made one tiny
@@ -58,6 +58,7 @@ FILES = TableSpec(
     ]),
     PARTITION_BY,
     "Every object under every root, as listed by the last index run that covered its job directory.",
+    producer="index",
 )
 
 OPERATOR = pa.struct([
@@ -100,6 +101,7 @@ SNAPSHOTS = TableSpec(
     ]),
     PARTITION_BY,
     "One row per `_metadata` object, parsed or with the reason it could not be.",
+    producer="index",
 )
 
 REFERENCES = TableSpec(
@@ -130,6 +132,7 @@ REFERENCES = TableSpec(
     ]),
     PARTITION_BY,
     "One row per referenced physical file (or file segment) per snapshot; partitioned like the snapshot.",
+    producer="index",
 )
 
 INLINE_STATE = TableSpec(
@@ -149,6 +152,7 @@ INLINE_STATE = TableSpec(
     ]),
     PARTITION_BY,
     "State bytes stored inside `_metadata`, per snapshot, operator, handle kind and slot.",
+    producer="index",
 )
 
 INDEX_RUNS = TableSpec(
@@ -181,14 +185,8 @@ INDEX_RUNS = TableSpec(
     ]),
     (),
     "Audit row per index run (successful, partial or failed).",
+    producer="index",
 )
 
 INDEX_TABLES = (FILES, SNAPSHOTS, REFERENCES, INLINE_STATE)
-ALL_TABLES = (*INDEX_TABLES, INDEX_RUNS)
 
-
-def spec(name: str) -> TableSpec:
-    for t in ALL_TABLES:
-        if t.name == name:
-            return t
-    raise KeyError(f"no Statekeeper table named {name!r}")

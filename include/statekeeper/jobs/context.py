@@ -1,0 +1,75 @@
+"""What one run of a job works with: Spark, the table engine, the warehouse, its id, its
+progress heartbeat and the DataFrames it keeps computed. Built by `StatekeeperJob.execute()`."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from statekeeper.jobs.progress import Heartbeat
+from statekeeper.storage import StorageConfig
+from statekeeper.tables.delta_log import CommitResult
+from statekeeper.tables.engine import TableEngine, WriteMode
+from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.warehouse import Warehouse
+
+
+class Materialized:
+    """Caches DataFrames a job reuses and computes them once, now; unpersists them on exit.
+
+    Used instead of localCheckpoint: Spark 4.2 fails to plan some unions of locally checkpointed
+    plans ("key not found" in UnionBase.rewriteConstraints), and caching keeps stat calls and
+    Python UDF passes from running twice.
+    """
+
+    def __init__(self) -> None:
+        self._frames: list[Any] = []
+
+    def __call__(self, df: Any) -> Any:
+        df = df.persist()
+        self._frames.append(df)
+        df.count()
+        return df
+
+    def __enter__(self) -> Materialized:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for df in reversed(self._frames):
+            try:
+                df.unpersist()
+            except Exception:  # noqa: BLE001 - best effort: the session may be gone
+                pass
+        self._frames.clear()
+
+
+@dataclass
+class RunContext:
+    spark: Any
+    engine: TableEngine
+    warehouse: Warehouse
+    storage: StorageConfig
+    run_id: str
+    started: datetime
+    operation: str                 # the job's registry name, recorded in every commit it makes
+    noun: str                      # how logs name the job's runs ("validation")
+    log: logging.Logger
+    beat: Heartbeat
+    keep: Materialized = field(default_factory=Materialized)
+
+    @property
+    def label(self) -> str:
+        return f"{self.noun} run {self.run_id}"
+
+    def commit_metadata(self, **extra: str) -> dict[str, str]:
+        """Delta commit metadata naming this run (and e.g. the source versions it read)."""
+        return {"statekeeper.runId": self.run_id, "statekeeper.operation": self.operation, **extra}
+
+    def write(self, df: Any, spec: TableSpec, *, mode: WriteMode = "overwrite",
+              metadata: dict[str, str] | None = None) -> CommitResult:
+        """Write a derived table in one commit, bucketed like the index tables when partitioned."""
+        from statekeeper.tables.spark import bucketed
+
+        return self.engine.write(bucketed(df, spec), self.warehouse, spec, mode=mode,
+                                 metadata=metadata if metadata is not None else self.commit_metadata())

@@ -1,0 +1,54 @@
+"""Every Statekeeper table: its spec (name, schema, partitioning, description) and its producer.
+
+    statekeeper.tables.catalog.index       files, snapshots, references, inline_state, index_runs
+    statekeeper.tables.catalog.chains      dependencies, pins, chains_runs
+    statekeeper.tables.catalog.validation  validation_results, validation_jobs, validation_runs
+
+Column vocabularies (the closed sets of values some columns hold) are enums in
+`statekeeper.tables.vocabulary`. docs/tables.md and docs/chains-and-validation.md document every column.
+"""
+from __future__ import annotations
+
+from statekeeper.tables.catalog.chains import CHAINS_RUNS, CHAINS_TABLES, DEPENDENCIES, PINS
+from statekeeper.tables.catalog.index import (
+    FILES,
+    INDEX_RUNS,
+    INDEX_TABLES,
+    INLINE_STATE,
+    JOB_BUCKETS,
+    PARTITION_BY,
+    REFERENCES,
+    ROOT_LEVEL_JOB_DIR,
+    SNAPSHOTS,
+    TS,
+    job_bucket,
+)
+from statekeeper.tables.catalog.validation import (
+    VALIDATION_JOBS,
+    VALIDATION_RESULTS,
+    VALIDATION_RUNS,
+    VALIDATION_TABLES,
+)
+from statekeeper.tables.spec import TableSpec
+
+ALL_TABLES: tuple[TableSpec, ...] = (*INDEX_TABLES, INDEX_RUNS, *CHAINS_TABLES, CHAINS_RUNS,
+                                     *VALIDATION_TABLES, VALIDATION_RUNS)
+
+
+def spec(name: str) -> TableSpec:
+    """The spec of the table `name` (KeyError naming the known tables otherwise)."""
+    for t in ALL_TABLES:
+        if t.name == name:
+            return t
+    raise KeyError(f"no Statekeeper table named {name!r}; known: {', '.join(t.name for t in ALL_TABLES)}")
+
+
+def produced_by(job: str) -> tuple[TableSpec, ...]:
+    """The tables the job `job` (its registry name) writes, its audit table included."""
+    return tuple(t for t in ALL_TABLES if t.producer == job)
+
+
+__all__ = ["ALL_TABLES", "CHAINS_RUNS", "CHAINS_TABLES", "DEPENDENCIES", "FILES", "INDEX_RUNS", "INDEX_TABLES",
+           "INLINE_STATE", "JOB_BUCKETS", "PARTITION_BY", "PINS", "REFERENCES", "ROOT_LEVEL_JOB_DIR", "SNAPSHOTS",
+           "TS", "VALIDATION_JOBS", "VALIDATION_RESULTS", "VALIDATION_RUNS", "VALIDATION_TABLES", "job_bucket",
+           "produced_by", "spec"]
