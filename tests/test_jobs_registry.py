@@ -107,3 +107,21 @@ def test_audit_row_comes_from_the_result(spec):
     assert row["table_versions"] == [("a", 1)]      # versions never written are absent, not null
     mapping = result.to_mapping()
     assert mapping["run_id"] == "r1" and mapping["seconds"] == 0.0 and mapping["started_at"] == now.isoformat()
+
+
+def test_no_job_package_imports_another():
+    """What two jobs share lives in layout/, tables/ or jobs/, so a new job never drags another in."""
+    import ast
+
+    packages = [spec.builder.split(":")[0].split(".")[1] for spec in JOBS]
+    offenders = []
+    for package in packages:
+        for path in sorted((REPO / "include" / "statekeeper" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                for name in names:
+                    parts = name.split(".")
+                    if len(parts) > 1 and parts[0] == "statekeeper" and parts[1] in packages and parts[1] != package:
+                        offenders.append(f"{path.relative_to(REPO)}: {name}")
+    assert offenders == []

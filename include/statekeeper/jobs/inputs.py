@@ -23,6 +23,7 @@ class PinnedInputs:
 
     versions: dict[str, int]              # required index tables, from the newest succeeded cut
     optional: dict[str, int]              # optional tables present in the warehouse
+    stale: tuple[str, ...] = ()           # optional derived tables computed from another index cut
 
     def read(self, spark: Any, engine: TableEngine, warehouse: Warehouse, *,
              optional: bool = False) -> dict[str, Any]:
@@ -46,7 +47,31 @@ def pin_inputs(warehouse: Warehouse, index_tables: tuple[str, ...],
                    else delta_log.latest_version(warehouse, name))
         if version is not None:
             found[name] = version
-    return PinnedInputs(versions, found)
+    derived = [name for name in found if name not in index_names]
+    return PinnedInputs(versions, found, _stale(warehouse, derived, versions))
+
+
+def _stale(warehouse: Warehouse, derived: list[str], versions: dict[str, int]) -> tuple[str, ...]:
+    """Derived tables whose producer's newest run read other index versions than `versions`
+    (its audit row's `source_versions`): what they say may miss the newest snapshots."""
+    from statekeeper.jobs.registry import job
+    from statekeeper.tables.catalog import spec
+    from statekeeper.tables.reader import TableReader
+
+    reader = TableReader(warehouse)
+    found: list[str] = []
+    for name in derived:
+        audit = job(spec(name).producer).audit_table
+        runs = reader.read(audit, columns=["finished_at", "source_versions"]).to_pylist()
+        if not runs:
+            found.append(f"{name} (no {audit} row)")
+            continue
+        sources = dict(max(runs, key=lambda r: r["finished_at"])["source_versions"] or [])
+        behind = [f"{t} v{sources.get(t)} (cut v{v})" for t, v in versions.items()
+                  if t in sources and sources[t] != v]
+        if behind:
+            found.append(f"{name} ({', '.join(behind)})")
+    return tuple(found)
 
 
 def check_consistent(snapshots: Any, references: Any, versions: dict[str, int]) -> None:

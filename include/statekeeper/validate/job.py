@@ -133,6 +133,9 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
         self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
         ctx.log.info("%s: warehouse %s, stat roots %s, index versions %s", ctx.label, ctx.warehouse.uri,
                      self._stat_roots or "none", self._inputs.versions)
+        if self._inputs.stale:
+            ctx.log.warning("%s: inputs computed from another index cut (the quality suite checks them as they are): %s",
+                            ctx.label, "; ".join(self._inputs.stale))
 
     def _pinned(self) -> PinnedInputs:
         assert self._inputs is not None, "_prepare pins the inputs"
