@@ -14,10 +14,11 @@ from statekeeper.tables.catalog import PARTITION_BY  # (root_id, bucket), as the
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
+from statekeeper.tables.vocabulary import Dependency
 
-
-DIRECT = "direct"
-TRANSITIVE = "transitive"
+# Only for include/statekeeper/chains/job.py (switched to Dependency by its owner): remove then.
+DIRECT = Dependency.DIRECT
+TRANSITIVE = Dependency.TRANSITIVE
 
 
 _EDGE = [
