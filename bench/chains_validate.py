@@ -45,7 +45,7 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
     """Write the synthetic index tables; returns counts."""
     import pyarrow as pa
 
-    from statekeeper.index.layout import classify
+    from statekeeper.layout.classify import classify
     from statekeeper.storage.roots import root_id_of
     from statekeeper.tables import Warehouse
     from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS, job_bucket

@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from statekeeper.chains.locate import parent_dir, relation_of, snapshot_dir, target_of
-from statekeeper.index.layout import classify
+from statekeeper.layout.classify import classify
+from statekeeper.layout.locate import parent_dir, relation_of, snapshot_dir, target_of
 from statekeeper.storage import FileIO
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables.catalog import job_bucket

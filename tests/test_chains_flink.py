@@ -21,9 +21,9 @@ import tests.harness as harness
 from statekeeper.chains import graph
 from statekeeper.chains.explain import explain
 from statekeeper.chains.job import SUCCEEDED, ComputeChains
-from statekeeper.chains.locate import FOREIGN_RELATIONS
 from statekeeper.storage import StorageConfig
 from statekeeper.tables import Warehouse
+from statekeeper.tables.vocabulary import FOREIGN_RELATIONS
 from statekeeper.uri import normalize_uri
 from tests.index_support import fixture_roots, run_index
 

@@ -5,15 +5,7 @@ import pyarrow as pa
 import pytest
 
 from statekeeper.chains import graph
-from statekeeper.chains.locate import (
-    CHECKPOINT,
-    DIRECTORY,
-    EXTERNAL,
-    JOB,
-    OTHER_JOB,
-    OWN_JOB,
-    SAVEPOINT,
-    SELF,
+from statekeeper.layout.locate import (
     annotate,
     job_location,
     lineage_nodes,
@@ -23,6 +15,7 @@ from statekeeper.chains.locate import (
     unit_kind,
 )
 from statekeeper.storage.roots import root_id_of
+from statekeeper.tables.vocabulary import Relation, TargetKind, UnitKind
 
 ROOT = "s3://b/ckpt"
 SP_ROOT = "s3://b/sp"
@@ -41,24 +34,24 @@ def test_job_location_and_flat_layouts():
         assert job_location(ROOT, flat) == ROOT
         assert location_job_dir(flat) == "."
     assert location_job_dir(A) == A
-    assert unit_kind(A) == JOB and unit_kind("shared") == JOB and unit_kind(SP) == SAVEPOINT
-    assert unit_kind("my-backup") == DIRECTORY
+    assert unit_kind(A) == UnitKind.JOB and unit_kind("shared") == UnitKind.JOB and unit_kind(SP) == UnitKind.SAVEPOINT
+    assert unit_kind("my-backup") == UnitKind.DIRECTORY
 
 
 @pytest.mark.parametrize("file_uri, root, job_dir, parent, parent_type, kind, uri, job", [
     # shared/ and taskowned/ belong to the job
-    (f"{ROOT}/{A}/shared/x", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
-    (f"{ROOT}/{A}/taskowned/job_x_tm_y/z", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
+    (f"{ROOT}/{A}/shared/x", ROOT, A, None, None, TargetKind.JOB, f"{ROOT}/{A}", A),
+    (f"{ROOT}/{A}/taskowned/job_x_tm_y/z", ROOT, A, None, None, TargetKind.JOB, f"{ROOT}/{A}", A),
     # a file beside an indexed _metadata belongs to that snapshot
-    (f"{ROOT}/{A}/chk-4/x", ROOT, A, meta(A, "chk-4"), "checkpoint", CHECKPOINT, f"{ROOT}/{A}/chk-4", A),
-    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, meta(SP, root=SP_ROOT), "savepoint", SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
+    (f"{ROOT}/{A}/chk-4/x", ROOT, A, meta(A, "chk-4"), "checkpoint", TargetKind.CHECKPOINT, f"{ROOT}/{A}/chk-4", A),
+    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, meta(SP, root=SP_ROOT), "savepoint", TargetKind.SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
     # a chk-N whose _metadata is gone (subsumed) is just part of the job
-    (f"{ROOT}/{A}/chk-1/x", ROOT, A, None, None, JOB, f"{ROOT}/{A}", A),
+    (f"{ROOT}/{A}/chk-1/x", ROOT, A, None, None, TargetKind.JOB, f"{ROOT}/{A}", A),
     # a savepoint-named directory without an indexed _metadata is still a savepoint
-    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, None, None, SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
-    (f"{SP_ROOT}/backup-1/x", SP_ROOT, "backup-1", None, None, DIRECTORY, f"{SP_ROOT}/backup-1", "."),
+    (f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, None, None, TargetKind.SAVEPOINT, f"{SP_ROOT}/{SP}", "."),
+    (f"{SP_ROOT}/backup-1/x", SP_ROOT, "backup-1", None, None, TargetKind.DIRECTORY, f"{SP_ROOT}/backup-1", "."),
     # create-subdir=false: the root plays the job
-    (f"{ROOT}/shared/x", ROOT, "shared", None, None, JOB, ROOT, "."),
+    (f"{ROOT}/shared/x", ROOT, "shared", None, None, TargetKind.JOB, ROOT, "."),
 ])
 def test_target_of(file_uri, root, job_dir, parent, parent_type, kind, uri, job):
     job_id = A if job == A else None
@@ -70,7 +63,7 @@ def test_target_of(file_uri, root, job_dir, parent, parent_type, kind, uri, job)
 
 def test_external_target_is_the_parent_directory():
     t = target_of("s3://other/entropy/ab12/x", None, None, None, None, None)
-    assert (t.kind, t.uri, t.root, t.root_id, t.job_dir) == (EXTERNAL, "s3://other/entropy/ab12", None, "external", ".")
+    assert (t.kind, t.uri, t.root, t.root_id, t.job_dir) == (TargetKind.EXTERNAL, "s3://other/entropy/ab12", None, "external", ".")
 
 
 def test_relations():
@@ -82,18 +75,18 @@ def test_relations():
     other_chk = target_of(f"{ROOT}/{A}/chk-4/x", ROOT, A, A, meta(A, "chk-4"), "checkpoint")
     sp = target_of(f"{SP_ROOT}/{SP}/x", SP_ROOT, SP, None, meta(SP, root=SP_ROOT), "savepoint")
     ext = target_of("s3://x/y/z", None, None, None, None, None)
-    assert relation_of(s, ROOT, B, own_chk) == SELF
-    assert relation_of(s, ROOT, B, own_shared) == OWN_JOB
-    assert relation_of(s, ROOT, B, older_chk) == OWN_JOB
-    assert relation_of(s, ROOT, B, other) == OTHER_JOB
-    assert relation_of(s, ROOT, B, other_chk) == OTHER_JOB
+    assert relation_of(s, ROOT, B, own_chk) == Relation.SELF
+    assert relation_of(s, ROOT, B, own_shared) == Relation.OWN_JOB
+    assert relation_of(s, ROOT, B, older_chk) == Relation.OWN_JOB
+    assert relation_of(s, ROOT, B, other) == Relation.OTHER_JOB
+    assert relation_of(s, ROOT, B, other_chk) == Relation.OTHER_JOB
     assert relation_of(s, ROOT, B, sp) == "savepoint"
     assert relation_of(s, ROOT, B, ext) == "external"
     # a savepoint's own files are its own directory, whatever the savepoint directory is called
-    assert relation_of(meta(SP, root=SP_ROOT), SP_ROOT, SP, sp) == SELF
+    assert relation_of(meta(SP, root=SP_ROOT), SP_ROOT, SP, sp) == Relation.SELF
     # flat layout: chk-N and shared/ directly in the root are one job
     flat_shared = target_of(f"{ROOT}/shared/x", ROOT, "shared", None, None, None)
-    assert relation_of(f"{ROOT}/chk-3/_metadata", ROOT, "chk-3", flat_shared) == OWN_JOB
+    assert relation_of(f"{ROOT}/chk-3/_metadata", ROOT, "chk-3", flat_shared) == Relation.OWN_JOB
     assert lineage_nodes(f"{ROOT}/chk-3/_metadata", ROOT, "chk-3") == (f"{ROOT}/chk-3", ROOT)
     assert lineage_nodes(meta(SP, root=SP_ROOT), SP_ROOT, SP) == (f"{SP_ROOT}/{SP}",)
 
@@ -109,7 +102,7 @@ def test_annotate_matches_the_scalar_rules():
             "parent_snapshot_uri", "parent_snapshot_type")
     table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
     out = annotate(table).to_pylist()
-    assert [r["relation"] for r in out] == [OTHER_JOB, OTHER_JOB, SELF, "external"]
+    assert [r["relation"] for r in out] == [Relation.OTHER_JOB, Relation.OTHER_JOB, Relation.SELF, "external"]
     assert [r["target_uri"] for r in out] == [f"{ROOT}/{A}", f"{ROOT}/{A}", f"{ROOT}/{B}/chk-6", "s3://far/away"]
     assert {r["snapshot_dir"] for r in out} == {f"{ROOT}/{B}/chk-6"}
     assert {r["snapshot_job_location"] for r in out} == {f"{ROOT}/{B}"}

@@ -240,8 +240,9 @@ def test_inspect_exits_3_with_the_limit_message(tmp_path: Path):
 
 
 def test_index_records_a_parse_error_row(tmp_path: Path):
-    from statekeeper.index.parse import STATUS_PARSE_ERROR, RootIndex, parse_snapshot
+    from statekeeper.index.parse import RootIndex, parse_snapshot
     from statekeeper.storage import LocalFileIO, Roots
+    from statekeeper.tables.vocabulary import SnapshotStatus
     from statekeeper.uri import normalize_uri
 
     path = write(tmp_path, empty_ops(DEFAULT_MAX_OPERATORS + 1))
@@ -251,5 +252,5 @@ def test_index_records_a_parse_error_row(tmp_path: Path):
     root, location = roots.locate(uri)
     parsed = parse_snapshot(fio, fio.stat(uri), root, JOB_ID, location, "run-1", roots)
     row = parsed.snapshot
-    assert row["status"] == STATUS_PARSE_ERROR and parsed.references == []
+    assert row["status"] == SnapshotStatus.PARSE_ERROR and parsed.references == []
     assert row["error"].startswith("MetadataLimitError: ") and "MetadataLimits.max_operators" in row["error"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.index.layout import FileKind
 from statekeeper.tables import Warehouse
+from statekeeper.tables.vocabulary import FileKind
 from statekeeper.uri import normalize_uri
 from tests.index_support import TABLES, fixture_roots, local_listing, run_index, table_rows
 from tests.plugins.flink import flink_params

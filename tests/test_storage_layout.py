@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from statekeeper.index.layout import FileKind, LocationKind, classify, classify_child
+from statekeeper.layout.classify import LocationKind, classify, classify_child
+from statekeeper.tables.vocabulary import FileKind
 
 JOB = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
 

@@ -16,12 +16,13 @@ from deltalake import DeltaTable
 
 from spark_jobs.compute_chains import main as chains_main
 from spark_jobs.validate_checkpoints import main as validate_main
-from statekeeper.chains.locate import FOREIGN_RELATIONS, job_location
 from statekeeper.cli import main as cli_main
 from statekeeper.commands.explain import EXIT_REFERENCED
+from statekeeper.layout.locate import job_location
 from statekeeper.tables import Warehouse, delta_log
 from statekeeper.tables.catalog import FILES
 from statekeeper.tables.engine import DeltaRsEngine
+from statekeeper.tables.vocabulary import FOREIGN_RELATIONS
 from tests.chains_support import audit_cut, expected_direct, expected_findings, synthetic_index, write_index
 
 pytestmark = pytest.mark.spark

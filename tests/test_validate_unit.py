@@ -6,12 +6,9 @@ import pytest
 
 from statekeeper.storage import Roots, RoutingFileIO, StorageConfig
 from statekeeper.storage.roots import GuardedFileIO
+from statekeeper.tables.vocabulary import Check
 from statekeeper.validate.checks import (
     EVIDENCE_COLUMNS,
-    FILE_EXISTS,
-    FILE_SIZE,
-    FILE_UNVERIFIABLE,
-    RELATIVE_RESOLVES,
     STAT_FOUND,
     STAT_MISSING,
     STAT_OUTSIDE,
@@ -47,28 +44,28 @@ def test_present_and_long_enough_is_fine():
 
 def test_missing_absolute_and_relative():
     (f,) = file_findings(ev(listed_size=None))
-    assert (f.check, f.severity, f.subject, f.bytes) == (FILE_EXISTS, "error", F, 100)
+    assert (f.check, f.severity, f.subject, f.bytes) == (Check.FILE_EXISTS, "error", F, 100)
     assert F in f.detail and "100 bytes stated" in f.detail
     (r,) = file_findings(ev(listed_size=None, relative=True, relative_name="f1", file_uri="s3://b/ckpt/j/chk-3/f1"))
-    assert r.check == RELATIVE_RESOLVES and "'f1'" in r.detail and "beside _metadata" in r.detail
+    assert r.check == Check.RELATIVE_RESOLVES and "'f1'" in r.detail and "beside _metadata" in r.detail
 
 
 def test_too_short_files_and_segments():
     (f,) = file_findings(ev(listed_size=60))
-    assert f.check == FILE_SIZE and "60 bytes" in f.detail and "100 bytes" in f.detail
+    assert f.check == Check.FILE_SIZE and "60 bytes" in f.detail and "100 bytes" in f.detail
     (s,) = file_findings(ev(listed_size=60, extent=80, segmented=True))
-    assert s.check == FILE_SIZE and "ends at byte 80" in s.detail
+    assert s.check == Check.FILE_SIZE and "ends at byte 80" in s.detail
     assert file_findings(ev(listed_size=80, extent=80, segmented=True)) == []
 
 
 def test_outside_the_indexed_roots():
     assert file_findings(ev(indexed_root=False, listed_size=None, stat_status=STAT_FOUND, stat_size=100)) == []
-    assert checks(ev(indexed_root=False, listed_size=None, stat_status=STAT_FOUND, stat_size=10)) == [FILE_SIZE]
-    assert checks(ev(indexed_root=False, listed_size=None, stat_status=STAT_MISSING)) == [FILE_EXISTS]
+    assert checks(ev(indexed_root=False, listed_size=None, stat_status=STAT_FOUND, stat_size=10)) == [Check.FILE_SIZE]
+    assert checks(ev(indexed_root=False, listed_size=None, stat_status=STAT_MISSING)) == [Check.FILE_EXISTS]
     (u,) = file_findings(ev(indexed_root=False, listed_size=None, stat_status=STAT_OUTSIDE))
-    assert u.check == FILE_UNVERIFIABLE and "--roots" in u.detail
+    assert u.check == Check.FILE_UNVERIFIABLE and "--roots" in u.detail
     (x,) = file_findings(ev(indexed_root=False, listed_size=None, stat_status=STAT_UNREADABLE, stat_error="denied"))
-    assert x.check == FILE_UNVERIFIABLE and "denied" in x.detail
+    assert x.check == Check.FILE_UNVERIFIABLE and "denied" in x.detail
 
 
 def test_relative_hints():
@@ -85,7 +82,7 @@ def test_findings_batches_and_severity():
     rows = [ev(), ev(listed_size=None), ev(listed_size=1)]
     batch = pa.RecordBatch.from_pylist([{c: getattr(r, c) for c in EVIDENCE_COLUMNS} for r in rows])
     out = [b for b in findings_batches([batch])]
-    assert [r["check"] for b in out for r in b.to_pylist()] == [FILE_EXISTS, FILE_SIZE]
+    assert [r["check"] for b in out for r in b.to_pylist()] == [Check.FILE_EXISTS, Check.FILE_SIZE]
     assert worst([]) == "ok" and worst(["ok", "warning"]) == "warning" and worst(["warning", "error", "ok"]) == "error"
 
 
@@ -108,7 +105,7 @@ def test_stat_stays_inside_the_roots(tmp_path):
 
 @pytest.mark.parametrize("segmented", [False, True])
 def test_file_size_is_never_reported_for_missing_files(segmented):
-    assert checks(ev(listed_size=None, extent=10, segmented=segmented)) == [FILE_EXISTS]
+    assert checks(ev(listed_size=None, extent=10, segmented=segmented)) == [Check.FILE_EXISTS]
 
 
 def test_stat_of_an_unresolvable_reference_is_a_finding_not_a_crash(tmp_path):

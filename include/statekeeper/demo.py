@@ -62,6 +62,8 @@ def summarize(warehouse: str, run_id: str) -> str:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
+    from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency, UnitKind
+
     def table(name: str):
         return DeltaTable(f"{warehouse.rstrip('/')}/{name}").to_pyarrow_table()
 
@@ -87,7 +89,7 @@ def summarize(warehouse: str, run_id: str) -> str:
     ]
     cross: dict[tuple[str, str, str], list[int]] = {}
     for d in table("dependencies").to_pylist():
-        if d["dependency"] == "direct" and d["relation"] in ("other_job", "savepoint", "external"):
+        if d["dependency"] == Dependency.DIRECT and d["relation"] in FOREIGN_RELATIONS:
             acc = cross.setdefault((d["snapshot_job_id"], d["relation"], d["target_uri"]), [0, 0, 0])
             acc[0] += 1
             acc[1] += d["files"] or 0
@@ -98,7 +100,7 @@ def summarize(warehouse: str, run_id: str) -> str:
                  f"({validation.get('snapshots', '?')} snapshots, {validation.get('snapshots_with_errors', '?')} "
                  f"with errors, {validation.get('snapshots_with_warnings', '?')} with warnings)")
     for job in sorted(table("validation_jobs").to_pylist(), key=lambda j: j["location"]):
-        if job["kind"] != "job":
+        if job["kind"] != UnitKind.JOB:
             continue
         latest = job["latest_restorable_checkpoint_id"]
         lines.append(f"  job {short(job['job_id'])}: newest chk-{job['newest_checkpoint_id']} "

@@ -6,5 +6,6 @@ who keeps each job directory / savepoint alive, and the lineage of restores.
     statekeeper.chains.job          ComputeChains builder -> ChainsResult (writes dependencies, pins)
     statekeeper.chains.explain      read side for `statekeeper explain` (no Spark)
 
-Its tables are specified in statekeeper.tables.catalog.chains.
+Where a referenced file lives is statekeeper.layout.locate; the tables are specified in
+statekeeper.tables.catalog.chains.
 """

@@ -22,17 +22,18 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from statekeeper.chains.locate import (
-    EXTERNAL_ROOT_ID,
-    FOREIGN_RELATIONS,
-    METADATA_SUFFIX,
-    OWN_JOB,
-    SELF,
-    location_job_dir,
-)
-from statekeeper.tables.catalog.chains import DIRECT, TRANSITIVE
+from statekeeper.layout.locate import EXTERNAL_ROOT_ID, METADATA_SUFFIX, location_job_dir
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables.reader import TableReader
+from statekeeper.tables.vocabulary import (
+    FOREIGN_RELATIONS,
+    ChainsRunStatus,
+    Check,
+    Dependency,
+    FileKind,
+    Relation,
+    SnapshotStatus,
+)
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import is_under, normalize_uri
 
@@ -174,7 +175,7 @@ def _caveats(reader: TableReader, report: ExplainReport) -> None:
         examples = list(run.get("unparsed_examples") or [])
     else:
         # No chains run for this index state: look at every snapshot's status.
-        bad = reader.read("snapshots", filters=pc.field("status") != "ok", columns=["uri", "status"])
+        bad = reader.read("snapshots", filters=pc.field("status") != SnapshotStatus.OK, columns=["uri", "status"])
         unparsed, examples = bad.num_rows, sorted(bad.column("uri").to_pylist())
     if unparsed:
         report.caveats.append(
@@ -189,7 +190,7 @@ def _caveats(reader: TableReader, report: ExplainReport) -> None:
     if stale:
         report.caveats.append(f"chains were computed from older index versions ({', '.join(stale)}); "
                               "run compute_chains again for an up-to-date answer")
-    if run.get("status") not in ("succeeded", "incomplete"):
+    if run.get("status") not in (ChainsRunStatus.SUCCEEDED, ChainsRunStatus.INCOMPLETE):
         report.caveats.append(f"the latest chains run {run['run_id']} is {run['status']}")
 
 
@@ -224,8 +225,9 @@ def _explain_snapshot(reader: TableReader, report: ExplainReport) -> None:
     assert snap is not None
     part = [("root_id", "=", root_id_of(snap["root"])), ("job_dir", "=", snap["job_dir"])]
     deps = reader.read("dependencies", partitions=part, filters=pc.field("snapshot_uri") == snap["uri"]).to_pylist()
-    report.depends_on = sorted((_edge(r) for r in deps), key=lambda e: (e.dependency != DIRECT, e.depth, e.target_uri))
-    direct = [e for e in report.depends_on if e.dependency == DIRECT]
+    report.depends_on = sorted((_edge(r) for r in deps),
+                               key=lambda e: (e.dependency != Dependency.DIRECT, e.depth, e.target_uri))
+    direct = [e for e in report.depends_on if e.dependency == Dependency.DIRECT]
     refs = reader.read("references", partitions=part, filters=pc.field("snapshot_uri") == snap["uri"],
                        columns=["snapshot_uri", "file_uri", "file_root", "file_job_dir", "file_kind", "stated_size",
                                 "segment_start", "segment_length"])
@@ -239,7 +241,7 @@ def _explain_snapshot(reader: TableReader, report: ExplainReport) -> None:
     targets = sorted(direct, key=lambda e: -len(e.target_uri))
     needs = []
     for file_uri, (end, froot, _fjob, fkind) in sorted(extents.items()):
-        if fkind == "file_merging_managed_dir":
+        if fkind == FileKind.FILE_MERGING_MANAGED_DIR:
             continue
         edge = next((e for e in targets if file_uri.startswith(e.target_uri.rstrip("/") + "/")), None)
         needs.append(FileNeed(file_uri, edge.target_uri if edge else "?", edge.target_kind if edge else "?",
@@ -249,7 +251,7 @@ def _explain_snapshot(reader: TableReader, report: ExplainReport) -> None:
     findings = reader.read("validation_results", partitions=part, filters=pc.field("snapshot_uri") == snap["uri"])
     report.findings = sorted(
         ({k: r[k] for k in ("run_id", "check", "severity", "subject", "detail", "restorable", "validated_at")}
-         for r in findings.to_pylist()), key=lambda f: (f["check"] != "snapshot", f["check"], f["subject"] or ""))
+         for r in findings.to_pylist()), key=lambda f: (f["check"] != Check.SNAPSHOT, f["check"], f["subject"] or ""))
 
 
 def _listed_sizes(reader: TableReader, extents: dict[str, tuple]) -> dict[str, int]:
@@ -279,8 +281,8 @@ def _explain_location(reader: TableReader, report: ExplainReport, target: str, r
         return t == target or t.startswith(prefix) or target.startswith(t.rstrip("/") + "/")
 
     rows = [r for r in pins if related(r["target_uri"])]
-    direct = [r for r in rows if r["dependency"] == DIRECT]
-    report.lineage_through = sorted((_edge(r) for r in rows if r["dependency"] == TRANSITIVE),
+    direct = [r for r in rows if r["dependency"] == Dependency.DIRECT]
+    report.lineage_through = sorted((_edge(r) for r in rows if r["dependency"] == Dependency.TRANSITIVE),
                                     key=lambda e: (e.depth, e.snapshot_uri))
     # Pins say which snapshots use files of the target's directory; count exactly what each uses
     # at or below the URI from its references.
@@ -301,7 +303,7 @@ def _explain_location(reader: TableReader, report: ExplainReport, target: str, r
         for x in t.to_pylist():
             end = (x["segment_start"] + x["segment_length"]) if x["segment_start"] is not None else x["stated_size"]
             key = (x["snapshot_uri"], x["file_uri"])
-            if x["file_kind"] == "file_merging_managed_dir":
+            if x["file_kind"] == FileKind.FILE_MERGING_MANAGED_DIR:
                 end = 0
             seen[key] = max(seen.get(key, 0), end or 0)
         for (s, _f), end in seen.items():
@@ -319,7 +321,8 @@ def _explain_location(reader: TableReader, report: ExplainReport, target: str, r
     report.referenced_by = sorted(referencers, key=lambda x: (_RELATION_ORDER.get(x.relation, 9), x.snapshot_uri))
 
 
-_RELATION_ORDER = {SELF: 0, OWN_JOB: 1, "other_job": 2, "savepoint": 3, "external": 4}
+_RELATION_ORDER = {Relation.SELF: 0, Relation.OWN_JOB: 1, Relation.OTHER_JOB: 2, Relation.SAVEPOINT: 3,
+                   Relation.EXTERNAL: 4}
 
 
 def _strongest(relations: Any) -> str:
@@ -358,7 +361,7 @@ def render_text(report: ExplainReport) -> str:
               + (f"  [{len(unknown)} outside the indexed roots]" if unknown else ""))
             for n in missing[:5]:
                 w(f"      missing: {n.file_uri}")
-        trans = [e for e in report.depends_on if e.dependency == TRANSITIVE]
+        trans = [e for e in report.depends_on if e.dependency == Dependency.TRANSITIVE]
         if trans:
             w("\nLineage (through the directories above, not files it uses itself):")
             for e in trans:
@@ -392,6 +395,6 @@ def render_text(report: ExplainReport) -> str:
     return "\n".join(out) + "\n"
 
 
-_RELATION_TEXT = {SELF: "own directory", OWN_JOB: "own job", "other_job": "other job", "savepoint": "savepoint",
-                  "external": "outside the roots"}
+_RELATION_TEXT = {Relation.SELF: "own directory", Relation.OWN_JOB: "own job", Relation.OTHER_JOB: "other job",
+                  Relation.SAVEPOINT: "savepoint", Relation.EXTERNAL: "outside the roots"}
 assert set(_RELATION_TEXT) >= FOREIGN_RELATIONS

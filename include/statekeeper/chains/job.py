@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from statekeeper.chains.locate import FOREIGN_RELATIONS
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.registry import CHAINS
 from statekeeper.jobs.result import JobResult
 from statekeeper.tables.catalog import DEPENDENCIES, PINS
-from statekeeper.tables.catalog.chains import DIRECT, TRANSITIVE
+from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, ChainsRunStatus, Dependency, SnapshotStatus
 
-SUCCEEDED = "succeeded"
-INCOMPLETE = "incomplete"   # some `_metadata` could not be parsed: their references are unknown
-FAILED = "failed"
+SUCCEEDED = ChainsRunStatus.SUCCEEDED
+INCOMPLETE = ChainsRunStatus.INCOMPLETE
+FAILED = ChainsRunStatus.FAILED
 SOURCES = ("snapshots", "references", "files")
 
 
@@ -102,9 +101,9 @@ class ComputeChains(StatekeeperJob[ChainsResult]):
         clock = time.monotonic()
 
         counts = snaps.agg(F.count(F.lit(1)).alias("n"),
-                           F.sum(F.when(F.col("status") != "ok", 1).otherwise(0)).alias("bad")).first()
+                           F.sum(F.when(F.col("status") != SnapshotStatus.OK, 1).otherwise(0)).alias("bad")).first()
         total, unparsed = int(counts["n"] or 0), int(counts["bad"] or 0)
-        examples = tuple(r["uri"] for r in snaps.where(F.col("status") != "ok").select("uri").orderBy("uri")
+        examples = tuple(r["uri"] for r in snaps.where(F.col("status") != SnapshotStatus.OK).select("uri").orderBy("uri")
                          .limit(5).collect()) if unparsed else ()
         if unparsed:
             log.warning("%s: %d snapshot(s) could not be parsed; their references are unknown (%s)",
@@ -124,9 +123,9 @@ class ComputeChains(StatekeeperJob[ChainsResult]):
                      .join(info, "snapshot_uri", "left")
                      .withColumn("run_id", F.lit(ctx.run_id)))
         stats = edges.agg(
-            F.sum(F.when(F.col("dependency") == DIRECT, 1).otherwise(0)).alias("direct"),
-            F.sum(F.when(F.col("dependency") == TRANSITIVE, 1).otherwise(0)).alias("transitive"),
-            F.sum(F.when((F.col("dependency") == DIRECT) & F.col("relation").isin(*sorted(FOREIGN_RELATIONS)), 1)
+            F.sum(F.when(F.col("dependency") == Dependency.DIRECT, 1).otherwise(0)).alias("direct"),
+            F.sum(F.when(F.col("dependency") == Dependency.TRANSITIVE, 1).otherwise(0)).alias("transitive"),
+            F.sum(F.when((F.col("dependency") == Dependency.DIRECT) & F.col("relation").isin(*sorted(FOREIGN_RELATIONS)), 1)
                   .otherwise(0)).alias("cross"),
             F.max("depth").alias("depth")).first()
 

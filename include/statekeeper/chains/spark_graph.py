@@ -4,7 +4,7 @@
     direct  = direct_edges(uses)                        one row per (snapshot, target directory)
     trans   = lineage(direct, keep)                 transitive rows, same columns
 
-Location and relation rules are the pure functions of statekeeper.chains.locate, run inside
+Location and relation rules are the pure functions of statekeeper.layout.locate, run inside
 `mapInArrow`; lineage runs statekeeper.chains.graph over the small graph of target directories in
 one task and joins the result back to snapshots here.
 Validation reuses `file_uses` and `direct_edges`.
@@ -18,16 +18,12 @@ from typing import Any
 import pyarrow as pa
 
 from statekeeper.chains.errors import ChainDepthError
-from statekeeper.chains.locate import (
+from statekeeper.layout.locate import (
     ANNOTATION_FIELDS,
-    FOREIGN_RELATIONS,
     annotate_batches,
     relate_batches,
 )
-from statekeeper.tables.catalog.chains import DIRECT, TRANSITIVE
-
-RELATIVE_HANDLE = "RELATIVE_STREAM_STATE_HANDLE"
-MANAGED_DIR_KIND = "file_merging_managed_dir"
+from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency, FileKind, HandleKind
 
 SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
 TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
@@ -64,11 +60,11 @@ def file_uses(references: Any, snapshots: Any, files: Any) -> Any:
         "snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
         "file_kind", "handle_kind", "stored_path", "stated_size", "segment_start", "segment_length")
     extent = F.coalesce(F.col("segment_start") + F.col("segment_length"), F.col("stated_size"))
-    is_relative = F.col("handle_kind") == F.lit(RELATIVE_HANDLE)
+    is_relative = F.col("handle_kind") == F.lit(HandleKind.RELATIVE_STREAM_STATE_HANDLE)
     grouped = (refs.groupBy("snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir",
                             "file_job_id")
                .agg(F.max(extent).alias("extent"),
-                    F.max(F.col("file_kind") == F.lit(MANAGED_DIR_KIND)).alias("is_dir"),
+                    F.max(F.col("file_kind") == F.lit(FileKind.FILE_MERGING_MANAGED_DIR)).alias("is_dir"),
                     F.max(F.col("segment_start").isNotNull()).alias("segmented"),
                     F.max(is_relative).alias("relative"),
                     F.min(F.when(is_relative, F.col("stored_path"))).alias("relative_name"),
@@ -103,7 +99,7 @@ def direct_edges(uses: Any) -> Any:
                     F.sum(F.when(~F.col("is_dir"), file_bytes).otherwise(0)).cast("long").alias("bytes")))
     return grouped.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
                           *[F.col(f"t.{a}").alias(a) for a in TARGET_ATTRS], F.col("t.relation").alias("relation"),
-                          F.lit(DIRECT).alias("dependency"), F.lit(1).cast("int").alias("depth"),
+                          F.lit(Dependency.DIRECT).alias("dependency"), F.lit(1).cast("int").alias("depth"),
                           F.array().cast("array<string>").alias("via"), "files", "directories", "bytes")
 
 
@@ -183,7 +179,7 @@ def lineage(direct: Any, keep: Callable[[Any], Any], max_depth: int = 64) -> Any
     rows = (trans.join(targets, "t")
             .select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("t").alias("target_uri"),
                     *[F.col(f"a.{a}").alias(a) for a in TARGET_ATTRS],
-                    F.lit(TRANSITIVE).alias("dependency"), F.col("m.depth").cast("int").alias("depth"),
+                    F.lit(Dependency.TRANSITIVE).alias("dependency"), F.col("m.depth").cast("int").alias("depth"),
                     F.col("m.via").alias("via"), F.lit(None).cast("long").alias("files"),
                     F.lit(None).cast("long").alias("directories"), F.lit(None).cast("long").alias("bytes")))
     from pyspark.sql.types import StringType, StructField, StructType
@@ -197,7 +193,8 @@ def lineage_schema_frame(direct: Any) -> Any:
     """An empty DataFrame with the lineage rows' columns and types."""
     F = _F()
     return direct.limit(0).select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
-                                  *TARGET_ATTRS, "relation", F.lit(TRANSITIVE).alias("dependency"), "depth", "via",
+                                  *TARGET_ATTRS, "relation", F.lit(Dependency.TRANSITIVE).alias("dependency"),
+                                  "depth", "via",
                                   F.lit(None).cast("long").alias("files"),
                                   F.lit(None).cast("long").alias("directories"),
                                   F.lit(None).cast("long").alias("bytes"))

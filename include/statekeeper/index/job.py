@@ -31,10 +31,11 @@ from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import cut, delta_log
 from statekeeper.tables.catalog import INDEX_TABLES
 from statekeeper.tables.changeset import CHANGESET_SCHEMA
+from statekeeper.tables.vocabulary import IndexRunStatus
 
-SUCCEEDED = "succeeded"
-PARTIAL = "partial"      # some units could not be listed; their previous rows were kept
-FAILED = "failed"        # nothing was committed to the index tables
+SUCCEEDED = IndexRunStatus.SUCCEEDED
+PARTIAL = IndexRunStatus.PARTIAL
+FAILED = IndexRunStatus.FAILED
 _MAX_AUDITED_ERRORS = 200
 
 

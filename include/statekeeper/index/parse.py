@@ -13,19 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from statekeeper import __version__
-from statekeeper.index.layout import FileKind, Location, classify
+from statekeeper.layout.classify import Location, classify
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
 from statekeeper.tables.catalog import job_bucket
+from statekeeper.tables.vocabulary import FileKind, Scope, SnapshotStatus, SnapshotType
 
-STATUS_OK = "ok"
-STATUS_PARSE_ERROR = "parse_error"
-STATUS_UNSUPPORTED = "unsupported"
-STATUS_UNREADABLE = "unreadable"
 # Re-read these on the next run even if the object is unchanged: the cause may be transient.
-RETRY_STATUSES = frozenset({STATUS_UNREADABLE})
-EXTERNAL = "external"
-MANAGED_DIR_KIND = "file_merging_managed_dir"
+RETRY_STATUSES = frozenset({SnapshotStatus.UNREADABLE})
 
 
 def _parser_version() -> str:
@@ -82,7 +77,7 @@ class ParsedSnapshot:
 
     @property
     def ok(self) -> bool:
-        return self.snapshot["status"] == STATUS_OK
+        return self.snapshot["status"] == SnapshotStatus.OK
 
 
 REFERENCE_COLUMNS = (
@@ -101,7 +96,7 @@ def base_snapshot_row(info: FileInfo, root: Root, job_dir: str, location: Locati
     return {
         "uri": info.uri, "root": root.uri, "root_id": root.root_id, "job_dir": job_dir,
         "bucket": job_bucket(job_dir), "job_id": location.job_id, "layout_kind": location.kind.value,
-        "dir_checkpoint_id": location.checkpoint_id, "status": STATUS_OK, "error": None,
+        "dir_checkpoint_id": location.checkpoint_id, "status": SnapshotStatus.OK, "error": None,
         "metadata_version": None, "checkpoint_id": location.checkpoint_id, "snapshot_type": None,
         "snapshot_format": None, "sharing": None, "metadata_size": info.size, "metadata_mtime": info.mtime,
         "metadata_etag": info.etag, "inline_bytes": None, "inline_handle_count": None, "reference_count": None,
@@ -121,21 +116,22 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
 
     row = base_snapshot_row(info, root, job_dir, location, run_id)
     # A wrong-looking type from the path is corrected by the trailer below when there is one.
-    row["snapshot_type"] = "checkpoint" if location.kind == FileKind.CHECKPOINT_METADATA else "savepoint"
+    row["snapshot_type"] = (SnapshotType.CHECKPOINT if location.kind == FileKind.CHECKPOINT_METADATA
+                            else SnapshotType.SAVEPOINT)
     try:
         with fileio.open_input(info.uri, info=info) as stream:
             model = read_metadata(stream, info.uri)
         refs = extract_references(model, info.uri)
     except UnsupportedMetadataVersionError as exc:
-        return _failed(row, STATUS_UNSUPPORTED, exc)
+        return _failed(row, SnapshotStatus.UNSUPPORTED, exc)
     except MetadataFormatError as exc:
-        return _failed(row, STATUS_PARSE_ERROR, exc)
+        return _failed(row, SnapshotStatus.PARSE_ERROR, exc)
     except StorageError as exc:
-        return _failed(row, STATUS_UNREADABLE, exc)
+        return _failed(row, SnapshotStatus.UNREADABLE, exc)
     except OSError as exc:
-        return _failed(row, STATUS_UNREADABLE, exc)
+        return _failed(row, SnapshotStatus.UNREADABLE, exc)
     except Exception as exc:  # noqa: BLE001 - a codec bug must not stop the run nor hide the file
-        return _failed(row, STATUS_PARSE_ERROR, exc, internal=True)
+        return _failed(row, SnapshotStatus.PARSE_ERROR, exc, internal=True)
 
     props = model.properties
     if props is not None:
@@ -165,10 +161,10 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
     locate = roots.locate
     for f in refs.files:
         froot, floc = locate(f.uri)
-        if f.scope == "file_merging_managed_dir":
-            kind = MANAGED_DIR_KIND
+        if f.scope == Scope.FILE_MERGING_MANAGED_DIR:
+            kind = FileKind.FILE_MERGING_MANAGED_DIR
         elif floc is None:
-            kind = EXTERNAL
+            kind = FileKind.EXTERNAL
         else:
             kind = floc.kind.value
         append((snap_uri, root_uri, root_id, job_dir, bucket, job_id, checkpoint_id, f.uri, f.stored_path,

@@ -18,24 +18,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statekeeper.index.layout import CachedClassifier
 from statekeeper.index.parse import (
     INLINE_COLUMNS,
     PARSER_VERSION,
     REFERENCE_COLUMNS,
     RETRY_STATUSES,
-    STATUS_OK,
-    STATUS_UNREADABLE,
     ParsedSnapshot,
     RootIndex,
     base_snapshot_row,
     parse_snapshot,
 )
+from statekeeper.layout.classify import CachedClassifier
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
 from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS, job_bucket
 from statekeeper.tables.files import DataFile
 from statekeeper.tables.reader import read_files
+from statekeeper.tables.vocabulary import FileKind, SnapshotStatus, SnapshotType
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
 
@@ -216,7 +215,7 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     if same_listing and not needs_retry and len(snap_by_uri) == len(metadata):
         stats.units_unchanged = 1
         stats.metadata_reused = len(metadata)
-        stats.metadata_failed = sum(1 for row in snap_by_uri.values() if row["status"] != STATUS_OK)
+        stats.metadata_failed = sum(1 for row in snap_by_uri.values() if row["status"] != SnapshotStatus.OK)
         stats.errors.extend(_snapshot_errors(snap_by_uri.values()))
         return UnitResult(UNCHANGED, stats)
 
@@ -260,7 +259,7 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
         prev_inline = ctx.read_previous("inline_state", plan.previous.get("inline_state", []), job_dir=plan.job_dir)
         if prev_inline is not None:
             inline_parts.append(prev_inline.filter(pc.is_in(prev_inline.column("snapshot_uri"), keep)))
-    stats.metadata_failed = sum(1 for r in snapshot_rows if r["status"] != STATUS_OK)
+    stats.metadata_failed = sum(1 for r in snapshot_rows if r["status"] != SnapshotStatus.OK)
     stats.errors.extend(_snapshot_errors(snapshot_rows))
 
     tables: dict[str, pa.Table] = {}
@@ -306,8 +305,9 @@ def _reusable(prev: dict[str, Any], info: FileInfo) -> bool:
 
 def _special_snapshot(info: FileInfo, root: Root, job_dir: str, loc: Any, run_id: str) -> ParsedSnapshot:
     row = base_snapshot_row(info, root, job_dir, loc, run_id)
-    row["snapshot_type"] = "checkpoint" if loc.kind.value == "checkpoint_metadata" else "savepoint"
-    row["status"] = STATUS_UNREADABLE
+    row["snapshot_type"] = (SnapshotType.CHECKPOINT if loc.kind == FileKind.CHECKPOINT_METADATA
+                            else SnapshotType.SAVEPOINT)
+    row["status"] = SnapshotStatus.UNREADABLE
     row["error"] = (f"{info.uri} is a {info.object_type.value}, not a regular file: not read (Statekeeper "
                     "never follows symlinks or opens special files inside roots); replace it with the real "
                     "_metadata file or remove it")
@@ -326,7 +326,7 @@ def _special_object_errors(listing: list[FileInfo]) -> list[str]:
 def _snapshot_errors(rows: Any) -> list[str]:
     out = []
     for row in rows:
-        if row["status"] != STATUS_OK and len(out) < _MAX_ERRORS_PER_UNIT:
+        if row["status"] != SnapshotStatus.OK and len(out) < _MAX_ERRORS_PER_UNIT:
             out.append(f"{row['uri']}: {row['status']}: {row['error']}")
     return out
 

@@ -23,15 +23,14 @@ from typing import Any
 from statekeeper.tables import delta_log
 from statekeeper.tables.errors import CutError, NoCutError
 from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.vocabulary import IndexRunStatus, SnapshotStatus
 from statekeeper.tables.warehouse import Warehouse
 
 log = logging.getLogger("statekeeper.tables")
 
 AUDIT_TABLE = "index_runs"
-SUCCEEDED = "succeeded"
-PARTIAL = "partial"
 # Runs whose table commits all landed before their audit row: a base the index may build on.
-COMMITTED = (SUCCEEDED, PARTIAL)
+COMMITTED = (IndexRunStatus.SUCCEEDED, IndexRunStatus.PARTIAL)
 # Audit rows are one data file per run: read the newest few files first and stop at a match.
 _FILES_PER_READ = 8
 
@@ -63,7 +62,7 @@ class Repair:
         return f"{self.table}: v{self.from_version} restored to {target}"
 
 
-def latest_cut(warehouse: Warehouse, statuses: Iterable[str] = (SUCCEEDED,)) -> IndexCut | None:
+def latest_cut(warehouse: Warehouse, statuses: Iterable[str] = (IndexRunStatus.SUCCEEDED,)) -> IndexCut | None:
     """The newest audited run with one of `statuses`, or None (no such run, or no audit table)."""
     from statekeeper.tables.catalog import INDEX_RUNS
     from statekeeper.tables.files import read_data_file
@@ -153,7 +152,7 @@ def reference_count_mismatches(snapshots: Any, references: Any, limit: int = 5) 
     from pyspark.sql import functions as F
 
     counted = references.groupBy("snapshot_uri").agg(F.count(F.lit(1)).alias("rows"))
-    expected = (snapshots.where(F.col("status") == "ok")
+    expected = (snapshots.where(F.col("status") == SnapshotStatus.OK)
                 .select(F.col("uri").alias("snapshot_uri"), F.coalesce("reference_count", F.lit(0)).alias("stated")))
     bad = (expected.join(counted, "snapshot_uri", "full_outer")
            .where(F.coalesce("stated", F.lit(-1)) != F.coalesce("rows", F.lit(0)))

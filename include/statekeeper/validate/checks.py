@@ -1,7 +1,7 @@
 """The integrity checks: names, severities, and the pure rule that turns one referenced file's
 evidence into findings (run inside Spark tasks on the rows that need it).
 
-Checks (docs/chains-and-validation.md):
+Checks (docs/chains-and-validation.md; names: statekeeper.tables.vocabulary.Check, severities: .Severity):
 
 * ``metadata_parses``   error   - `_metadata` could not be read or parsed (message from the codec);
 * ``file_exists``       error   - an absolutely referenced file (tag 2/15) is not in the listing;
@@ -23,19 +23,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-METADATA_PARSES = "metadata_parses"
-FILE_EXISTS = "file_exists"
-RELATIVE_RESOLVES = "relative_resolves"
-FILE_SIZE = "file_size"
-FILE_UNVERIFIABLE = "file_unverifiable"
-CROSS_DIRECTORY = "cross_directory"
-SNAPSHOT = "snapshot"
-CHECKS = (METADATA_PARSES, FILE_EXISTS, RELATIVE_RESOLVES, FILE_SIZE, FILE_UNVERIFIABLE, CROSS_DIRECTORY)
+from statekeeper.tables.vocabulary import Check, Relation, Severity, SnapshotStatus, SnapshotType, TargetKind
 
-OK = "ok"
-WARNING = "warning"
-ERROR = "error"
-SEVERITY_RANK = {OK: 0, WARNING: 1, ERROR: 2}
+SEVERITY_RANK = {Severity.OK: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
 # How a file outside the index's listing was looked at (statekeeper.validate.stat).
 STAT_FOUND = "found"
@@ -78,27 +68,27 @@ def file_findings(e: FileEvidence) -> list[Finding]:
     elif e.stat_status == STAT_MISSING:
         exists, size = False, None
     elif e.stat_status == STAT_UNREADABLE:
-        return [Finding(e.snapshot_uri, FILE_UNVERIFIABLE, ERROR, e.file_uri,
+        return [Finding(e.snapshot_uri, Check.FILE_UNVERIFIABLE, Severity.ERROR, e.file_uri,
                         f"{e.file_uri} lies outside the indexed roots and could not be looked at: "
                         f"{e.stat_error or 'unknown error'}", e.extent)]
     else:
-        return [Finding(e.snapshot_uri, FILE_UNVERIFIABLE, ERROR, e.file_uri,
+        return [Finding(e.snapshot_uri, Check.FILE_UNVERIFIABLE, Severity.ERROR, e.file_uri,
                         f"{e.file_uri} lies outside every indexed and configured root, so its existence cannot be "
                         "verified; add its location to --roots (or index it) to check it", e.extent)]
     stated = "" if e.extent is None else f" ({e.extent} bytes stated)"
     if not exists:
         if e.relative:
-            return [Finding(e.snapshot_uri, RELATIVE_RESOLVES, ERROR, e.file_uri,
+            return [Finding(e.snapshot_uri, Check.RELATIVE_RESOLVES, Severity.ERROR, e.file_uri,
                             f"relative handle {e.relative_name!r}{stated} does not resolve: no {e.file_uri} beside "
                             "_metadata", e.extent)]
-        return [Finding(e.snapshot_uri, FILE_EXISTS, ERROR, e.file_uri,
+        return [Finding(e.snapshot_uri, Check.FILE_EXISTS, Severity.ERROR, e.file_uri,
                         f"referenced file {e.file_uri}{stated} does not exist", e.extent)]
     if e.extent is not None and size is not None and size < e.extent:
         if e.segmented:
             detail = f"{e.file_uri} has {size} bytes but a segment of it ends at byte {e.extent}"
         else:
             detail = f"{e.file_uri} has {size} bytes, shorter than the {e.extent} bytes its handle states"
-        return [Finding(e.snapshot_uri, FILE_SIZE, ERROR, e.file_uri, detail, e.extent)]
+        return [Finding(e.snapshot_uri, Check.FILE_SIZE, Severity.ERROR, e.file_uri, detail, e.extent)]
     return []
 
 
@@ -107,7 +97,7 @@ def relative_hint(detail: str, candidates: list[str] | None, snapshot_type: str 
     if not candidates:
         return detail + "; no file with this name exists under any indexed root"
     shown = ", ".join(sorted(candidates)[:3]) + (f" (+{len(candidates) - 3} more)" if len(candidates) > 3 else "")
-    if snapshot_type == "checkpoint":
+    if snapshot_type == SnapshotType.CHECKPOINT:
         return (detail + f"; a file with this name exists at {shown}: the FLINK-39964 pattern (a checkpoint taken "
                 "after a CLAIM restore of a native savepoint keeps that savepoint's files as relative handles, "
                 "which Flink resolves against the checkpoint's own directory); rewrite the handle as an absolute "
@@ -141,15 +131,16 @@ def findings_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBat
 
 
 def worst(severities: Iterable[str]) -> str:
-    return max(severities, key=SEVERITY_RANK.__getitem__, default=OK)
+    return max(severities, key=SEVERITY_RANK.__getitem__, default=Severity.OK)
 
 
 def cross_directory_detail(relation: str, target_kind: str, target_uri: str, target_job_id: str | None,
                            files: int | None, directories: int | None, nbytes: int | None) -> str:
-    where = {"other_job": f"another job's directory {target_uri}" + (f" (job {target_job_id})" if target_job_id else ""),
-             "savepoint": f"savepoint {target_uri}",
-             "external": f"{target_uri}, outside every indexed root"}.get(relation, target_uri)
-    if target_kind == "checkpoint":
+    where = {Relation.OTHER_JOB: f"another job's directory {target_uri}"
+             + (f" (job {target_job_id})" if target_job_id else ""),
+             Relation.SAVEPOINT: f"savepoint {target_uri}",
+             Relation.EXTERNAL: f"{target_uri}, outside every indexed root"}.get(relation, target_uri)
+    if target_kind == TargetKind.CHECKPOINT:
         where = f"checkpoint directory {target_uri} of another job"
     parts = [f"{files or 0} file(s), {nbytes or 0} bytes"]
     if directories:
@@ -159,7 +150,7 @@ def cross_directory_detail(relation: str, target_kind: str, target_uri: str, tar
 
 
 def snapshot_detail(status: str | None, error: str | None, errors: int, warnings: int, files: int) -> str:
-    if status not in (None, "ok"):
+    if status not in (None, SnapshotStatus.OK):
         return f"_metadata not usable ({status}); {errors} error(s)"
     return f"{errors} error(s), {warnings} warning(s); {files} referenced file(s) checked"
 

@@ -28,12 +28,12 @@ from statekeeper.jobs.registry import VALIDATE
 from statekeeper.jobs.result import JobResult
 from statekeeper.storage import Roots
 from statekeeper.tables.catalog import VALIDATION_JOBS, VALIDATION_RESULTS, spec as table_spec
-from statekeeper.validate.checks import ERROR, SNAPSHOT, WARNING
+from statekeeper.tables.vocabulary import Check, Severity, UnitKind, ValidationRunStatus
 
-OK = "ok"                          # every job's newest retained checkpoint is restorable
-UNRESTORABLE = "unrestorable"      # some job's newest retained checkpoint is not
-QUALITY_FAILED = "quality_failed"  # the index tables failed their quality suite: answers untrustworthy
-FAILED = "failed"                  # the run itself failed
+OK = ValidationRunStatus.OK
+UNRESTORABLE = ValidationRunStatus.UNRESTORABLE
+QUALITY_FAILED = ValidationRunStatus.QUALITY_FAILED
+FAILED = ValidationRunStatus.FAILED
 SOURCES = ("snapshots", "references", "files")
 OPTIONAL_SOURCES = ("inline_state", "dependencies", "pins")
 _MAX_LISTED = 50
@@ -187,14 +187,14 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
                     .select(*VALIDATION_JOBS.schema.names))
         log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
 
-        counts = results.where(F.col("check") == SNAPSHOT).agg(
+        counts = results.where(F.col("check") == Check.SNAPSHOT).agg(
             F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(F.col("severity") == ERROR, 1).otherwise(0)).alias("err"),
-            F.sum(F.when(F.col("severity") == WARNING, 1).otherwise(0)).alias("warn")).first()
+            F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).alias("err"),
+            F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).alias("warn")).first()
         by_check = {r["check"]: int(r["n"]) for r in
                     found.groupBy("check").agg(F.count(F.lit(1)).alias("n")).collect()}
         job_counts = jobs.agg(F.count(F.lit(1)).alias("n"), F.sum(
-            F.when((F.col("kind") == "job") & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
+            F.when((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
         unrestorable = self._unrestorable(jobs, results)
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)})
@@ -236,9 +236,9 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
         """The first jobs (by location) whose newest checkpoint fails, with the checks it fails."""
         from pyspark.sql import functions as F
 
-        bad = (jobs.where((F.col("kind") == "job") & ~F.col("newest_restorable"))
+        bad = (jobs.where((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"))
                .orderBy("location").limit(_MAX_LISTED))
-        checks = (results.where((F.col("severity") == ERROR) & (F.col("check") != SNAPSHOT))
+        checks = (results.where((F.col("severity") == Severity.ERROR) & (F.col("check") != Check.SNAPSHOT))
                   .groupBy("snapshot_uri").agg(F.sort_array(F.collect_set("check")).alias("checks")))
         rows = (bad.join(checks, bad["newest_uri"] == checks["snapshot_uri"], "left")
                 .orderBy("location").collect())

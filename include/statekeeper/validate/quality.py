@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.vocabulary import FileKind, LayoutKind, SnapshotStatus
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
+from statekeeper.validate.checks import STAT_FOUND
 
 log = logging.getLogger("statekeeper.validate")
 
 REPORT_DIR = "_reports/validation"
-_MANAGED_DIR = "file_merging_managed_dir"
 
 
 @dataclass
@@ -86,7 +87,7 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
             *_not_null("uri", "root", "root_id", "job_dir", "layout_kind", "status", "metadata_size"),
             ("ExpectColumnValuesToBeUnique", {"column": "uri"}),
             ("ExpectColumnValuesToBeInSet", {"column": "status",
-                                             "value_set": ["ok", "parse_error", "unsupported", "unreadable"]}),
+                                             "value_set": [s.value for s in SnapshotStatus]}),
             *_non_negative("metadata_size", "inline_bytes", "inline_handle_count", "reference_count",
                            "referenced_file_count", "referenced_bytes")]),
         Asset("references", refs, [
@@ -110,8 +111,8 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
     reported = found.where(F.col("subject").isNotNull()).select(F.col("subject").alias("file_uri")).distinct() \
         .withColumn("reported", F.lit(True))
     in_files = files.select(F.col("uri").alias("file_uri")).distinct().withColumn("in_files", F.lit(True))
-    statted = stat.where(F.col("stat_status") == "found").select("file_uri").withColumn("statted", F.lit(True))
-    ref_files = (refs.where(F.col("file_kind") != _MANAGED_DIR).select("file_uri").distinct()
+    statted = stat.where(F.col("stat_status") == STAT_FOUND).select("file_uri").withColumn("statted", F.lit(True))
+    ref_files = (refs.where(F.col("file_kind") != FileKind.FILE_MERGING_MANAGED_DIR).select("file_uri").distinct()
                  .join(in_files, "file_uri", "left").join(statted, "file_uri", "left").join(reported, "file_uri", "left")
                  .select("file_uri", (F.coalesce("in_files", F.lit(False)) | F.coalesce("statted", F.lit(False))
                                       | F.coalesce("reported", F.lit(False))).alias("accounted")))
@@ -121,7 +122,8 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
                        "snapshot_uri", "left")
                  .select("snapshot_uri", F.coalesce("indexed", F.lit(False)).alias("indexed")))
     assets.append(Asset("referencing_snapshots", ref_snaps, [_true("indexed")]))
-    ids = snaps.select("uri", ((F.col("layout_kind") != "checkpoint_metadata") | (F.col("status") != "ok")
+    ids = snaps.select("uri", ((F.col("layout_kind") != LayoutKind.CHECKPOINT_METADATA)
+                               | (F.col("status") != SnapshotStatus.OK)
                                | (F.col("checkpoint_id") == F.col("dir_checkpoint_id"))).alias("id_matches_directory"))
     assets.append(Asset("snapshot_ids", ids, [_true("id_matches_directory")]))
     return assets

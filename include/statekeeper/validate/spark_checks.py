@@ -17,18 +17,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from statekeeper.chains.locate import FOREIGN_RELATIONS, job_location, location_job_dir, unit_kind
+from statekeeper.layout.locate import job_location, location_job_dir, unit_kind
+from statekeeper.tables.vocabulary import (
+    FOREIGN_RELATIONS,
+    Check,
+    JobHealth,
+    Severity,
+    SnapshotStatus,
+    SnapshotType,
+)
 from statekeeper.validate.checks import (
-    CROSS_DIRECTORY,
-    ERROR,
     EVIDENCE_COLUMNS,
     FINDING_SCHEMA,
-    METADATA_PARSES,
-    OK,
-    RELATIVE_RESOLVES,
-    SNAPSHOT,
     STAT_FOUND,
-    WARNING,
     ColumnMap,
     cross_directory_detail,
     findings_batches,
@@ -91,9 +92,9 @@ def file_findings(ev: Any, files: Any, snapshots: Any) -> Any:
     found = found.withColumn("files", F.lit(1).cast("long"))
     # Say where a file of the missing relative name does exist (FLINK-39964 leaves it in the
     # restored savepoint's directory).
-    rel = found.where(F.col("check") == RELATIVE_RESOLVES).withColumn(
+    rel = found.where(F.col("check") == Check.RELATIVE_RESOLVES).withColumn(
         "name", F.regexp_extract("subject", "[^/]*$", 0)).alias("r")
-    other = found.where(F.col("check") != RELATIVE_RESOLVES)
+    other = found.where(F.col("check") != Check.RELATIVE_RESOLVES)
     names = files.select(F.regexp_extract("uri", "[^/]*$", 0).alias("name"), F.col("uri").alias("candidate")).alias("n")
     hinted = (rel.join(names, (F.col("r.name") == F.col("n.name")) & (F.col("n.candidate") != F.col("r.subject")),
                        "left")
@@ -113,15 +114,18 @@ def cross_directory_findings(direct: Any) -> Any:
     worded = _append(foreign, cross_directory_detail,
                      ("relation", "target_kind", "target_uri", "target_job_id", "files", "directories", "bytes"),
                      "detail")
-    return worded.select("snapshot_uri", F.lit(CROSS_DIRECTORY).alias("check"), F.lit(WARNING).alias("severity"),
+    return worded.select("snapshot_uri", F.lit(Check.CROSS_DIRECTORY).alias("check"),
+                         F.lit(Severity.WARNING).alias("severity"),
                          F.col("target_uri").alias("subject"), "detail", "files", "bytes")
 
 
 def metadata_findings(snapshots: Any) -> Any:
     F = _F()
-    bad = snapshots.where(F.col("status") != "ok").select(F.col("uri").alias("snapshot_uri"), "status", "error")
+    bad = (snapshots.where(F.col("status") != SnapshotStatus.OK)
+           .select(F.col("uri").alias("snapshot_uri"), "status", "error"))
     worded = _append(bad, metadata_detail, ("status", "error"), "detail")
-    return worded.select("snapshot_uri", F.lit(METADATA_PARSES).alias("check"), F.lit(ERROR).alias("severity"),
+    return worded.select("snapshot_uri", F.lit(Check.METADATA_PARSES).alias("check"),
+                         F.lit(Severity.ERROR).alias("severity"),
                          F.lit(None).cast("string").alias("subject"), "detail",
                          F.lit(None).cast("long").alias("files"), F.lit(None).cast("long").alias("bytes"))
 
@@ -140,8 +144,8 @@ def snapshot_summary(snapshots: Any, uses: Any, found: Any) -> Any:
     checked = (uses.where(~F.col("is_dir")).groupBy("snapshot_uri")
                .agg(F.count(F.lit(1)).alias("n_files"), F.sum(F.coalesce("extent", F.lit(0))).alias("n_bytes")))
     counts = (found.groupBy("snapshot_uri")
-              .agg(F.sum(F.when(F.col("severity") == ERROR, 1).otherwise(0)).alias("errors"),
-                   F.sum(F.when(F.col("severity") == WARNING, 1).otherwise(0)).alias("warnings")))
+              .agg(F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).alias("errors"),
+                   F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).alias("warnings")))
     s = (snapshot_info(snapshots).select("snapshot_uri", "status", "error")
          .join(checked, "snapshot_uri", "left").join(counts, "snapshot_uri", "left")
          .select("snapshot_uri", "status", "error",
@@ -150,8 +154,9 @@ def snapshot_summary(snapshots: Any, uses: Any, found: Any) -> Any:
                  F.coalesce("errors", F.lit(0)).cast("long").alias("errors"),
                  F.coalesce("warnings", F.lit(0)).cast("long").alias("warnings")))
     s = _append(s, snapshot_detail, ("status", "error", "errors", "warnings", "files"), "detail")
-    severity = F.when(F.col("errors") > 0, ERROR).when(F.col("warnings") > 0, WARNING).otherwise(OK)
-    return s.select("snapshot_uri", F.lit(SNAPSHOT).alias("check"), severity.alias("severity"),
+    severity = (F.when(F.col("errors") > 0, Severity.ERROR).when(F.col("warnings") > 0, Severity.WARNING)
+                .otherwise(Severity.OK))
+    return s.select("snapshot_uri", F.lit(Check.SNAPSHOT).alias("check"), severity.alias("severity"),
                     F.lit(None).cast("string").alias("subject"), "detail", "files", "bytes",
                     (F.col("errors") == 0).alias("restorable"))
 
@@ -164,11 +169,11 @@ def job_health(results: Any) -> Any:
     newest `_metadata`, whose id comes from its chk-N directory name, still counts as newest).
     """
     F = _F()
-    s = results.where(F.col("check") == SNAPSHOT)
+    s = results.where(F.col("check") == Check.SNAPSHOT)
     s = _append(s, location_job_dir, ("job_dir",), "loc_job_dir")
     s = _append(s, unit_kind, ("job_dir",), "kind")
     s = _append(s, job_location, ("root", "job_dir"), "location")
-    rank = F.struct((F.col("snapshot_type") == "checkpoint").cast("int").alias("c"),
+    rank = F.struct((F.col("snapshot_type") == SnapshotType.CHECKPOINT).cast("int").alias("c"),
                     F.coalesce("snapshot_checkpoint_id", F.lit(-1)).alias("id"), F.col("snapshot_uri").alias("uri"))
     newest = F.max(F.struct(rank.alias("k"), F.col("restorable").alias("ok"),
                             F.col("snapshot_checkpoint_id").alias("cid")))
@@ -176,12 +181,14 @@ def job_health(results: Any) -> Any:
     g = (s.groupBy("run_id", "root", "root_id", F.col("loc_job_dir").alias("job_dir"), "location", "kind",
                    "validated_at")
          .agg(F.max("snapshot_job_id").alias("job_id"), F.count(F.lit(1)).alias("snapshots"),
-              F.sum(F.when(F.col("severity") == ERROR, 1).otherwise(0)).cast("long").alias("snapshots_with_errors"),
-              F.sum(F.when(F.col("severity") == WARNING, 1).otherwise(0)).cast("long").alias("snapshots_with_warnings"),
+              F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).cast("long")
+              .alias("snapshots_with_errors"),
+              F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).cast("long")
+              .alias("snapshots_with_warnings"),
               newest.alias("n"), latest.alias("l")))
     return g.select(
         "run_id", "root", "root_id", "job_dir", "location", "kind", "job_id",
-        F.when(F.col("n.ok"), "restorable").otherwise("unrestorable").alias("status"),
+        F.when(F.col("n.ok"), JobHealth.RESTORABLE).otherwise(JobHealth.UNRESTORABLE).alias("status"),
         "snapshots", "snapshots_with_errors", "snapshots_with_warnings",
         F.col("n.k.uri").alias("newest_uri"), F.col("n.cid").alias("newest_checkpoint_id"),
         F.col("n.ok").alias("newest_restorable"), F.col("l.k.uri").alias("latest_restorable_uri"),

@@ -15,11 +15,6 @@ from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
 
-
-DIRECT = "direct"
-TRANSITIVE = "transitive"
-
-
 _EDGE = [
     _f("relation", pa.string(), False),
     _f("dependency", pa.string(), False),

@@ -9,10 +9,15 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from statekeeper.tables.vocabulary import FileKind
+
 METADATA_NAME = "_metadata"
 _INPROGRESS_PREFIX = "._metadata.inprogress."
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 _CHK = re.compile(r"^chk-(\d+)$")
+_SHARED = "shared"
+_TASKOWNED = "taskowned"
+_FLAT_NAMES = (_SHARED, _TASKOWNED)
 # savepoint-<first 6 chars of the job id>-<12 random hex> (AbstractFsCheckpointStorageAccess).
 _SAVEPOINT_DIR = re.compile(r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$")
 # FLIP-306 managed directories (FileMergingSnapshotManagerBase).
@@ -22,25 +27,8 @@ _FM_TASKOWNED = re.compile(r"^job_[A-Za-z0-9_-]+_tm_.+$")
 _FORST_DB = re.compile(r"^op_.+_attempt_\d+$")
 
 
-class FileKind(StrEnum):
-    CHECKPOINT_METADATA = "checkpoint_metadata"   # <job>/chk-N/_metadata
-    SAVEPOINT_METADATA = "savepoint_metadata"     # savepoint-*/_metadata, or any _metadata outside chk-N
-    INPROGRESS_METADATA = "inprogress_metadata"   # ._metadata.inprogress.<uuid> left by a crash
-    EXCLUSIVE = "exclusive"                       # chk-N/<uuid>: one checkpoint's private files
-    SHARED = "shared"                             # shared/<uuid>: incremental SSTs etc.
-    TASK_OWNED = "task_owned"                     # taskowned/<...>: never deleted by the JM per file
-    FILE_MERGING_MANAGED = "file_merging_managed" # shared/job_*_op_*/, taskowned/job_*_tm_*/ (FLIP-306)
-    FORST_WORKING = "forst_working"               # shared/op_*_attempt_*/: a running ForSt DB's live files
-    SAVEPOINT_DATA = "savepoint_data"             # files of a savepoint-* directory
-    UNKNOWN = "unknown"
-
-    @property
-    def is_metadata(self) -> bool:
-        return self in (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
-
-
 class LocationKind(StrEnum):
-    """What a root's child directory is."""
+    """What a root's child directory is (a classification, not a column value)."""
 
     JOB = "job"                    # <32-hex job id>/
     SAVEPOINT = "savepoint"        # savepoint-<job6>-<hex12>/
@@ -58,6 +46,12 @@ class Location:
     savepoint_job_prefix: str | None = None  # the 6 job-id characters in a savepoint dir name
 
 
+def is_flat_checkpoint_dir(name: str) -> bool:
+    """`chk-N`, `shared` or `taskowned`: a checkpoint directory written directly in the root, without
+    a job-id level (create-subdir=false). The one definition of Flink's flat layout."""
+    return bool(_CHK.match(name)) or name in _FLAT_NAMES
+
+
 def classify_child(name: str | None) -> LocationKind:
     """Kind of a root's child directory (`None` = the root's own files)."""
     if name is None:
@@ -66,7 +60,7 @@ def classify_child(name: str | None) -> LocationKind:
         return LocationKind.JOB
     if _SAVEPOINT_DIR.match(name):
         return LocationKind.SAVEPOINT
-    if _CHK.match(name) or name in ("shared", "taskowned"):
+    if is_flat_checkpoint_dir(name):
         return LocationKind.FLAT_CHECKPOINT
     return LocationKind.OTHER
 
@@ -95,7 +89,7 @@ def classify(relative_path: str) -> Location:
         else:
             kind = FileKind.SAVEPOINT_DATA
         return Location(kind, top, None, None, sp.group(1))
-    if _CHK.match(top) or top in ("shared", "taskowned"):
+    if is_flat_checkpoint_dir(top):
         kind, chk = _checkpoint_layout(segs)
         return Location(kind, top, None, chk)
     return Location(_loose_metadata(name), top, None, None)
@@ -117,7 +111,7 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
         return FileKind.UNKNOWN, checkpoint_id
     if len(segs) == 1:
         return _loose_metadata(name), None
-    if head == "shared":
+    if head == _SHARED:
         if len(segs) == 2:
             return FileKind.SHARED, None
         if _FM_SHARED.match(segs[1]):
@@ -125,7 +119,7 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
         if _FORST_DB.match(segs[1]):
             return FileKind.FORST_WORKING, None
         return FileKind.UNKNOWN, None
-    if head == "taskowned":
+    if head == _TASKOWNED:
         if len(segs) >= 3 and _FM_TASKOWNED.match(segs[1]):
             return FileKind.FILE_MERGING_MANAGED, None
         if len(segs) == 2:

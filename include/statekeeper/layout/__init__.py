@@ -1,0 +1,5 @@
+"""Flink's checkpoint/savepoint directory layout, shared by the index, chains and validation.
+
+    statekeeper.layout.classify  pure: the layout class of an object below its root, and of a root's child directory
+    statekeeper.layout.locate    pure: the target (owning directory) and relation of a referenced file
+"""

@@ -1,0 +1,217 @@
+"""The closed sets of values that columns of Statekeeper's tables hold, one `StrEnum` per vocabulary.
+
+Members are `str`s equal to their value, so they compare, hash, format and serialize (pyarrow,
+Spark `F.lit`, json) exactly as the bare strings; modules name values through these enums instead
+of repeating the strings. docs/tables.md and docs/chains-and-validation.md describe each column.
+
+The codec (`statekeeper.format`) writes `references.scope`, `handle_kind`, `slot` and `role` and
+`snapshots.snapshot_type` with its own spelling of these values and does not import this module:
+its sources are digested into `snapshots.parser_version`, so editing them re-parses every
+`_metadata` once. Scope, HandleKind, Slot, Role and SnapshotType must stay equal to what it writes.
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class FileKind(StrEnum):
+    """files.kind and references.file_kind: where a file sits in Flink's layout (statekeeper.layout.classify)."""
+
+    # files.kind of a local object that is not a regular file is its statekeeper.storage.model.ObjectType
+    # value (symlink, fifo, ...) instead; the last two members occur only in references.file_kind.
+    CHECKPOINT_METADATA = "checkpoint_metadata"   # <job>/chk-N/_metadata
+    SAVEPOINT_METADATA = "savepoint_metadata"     # savepoint-*/_metadata, or any _metadata outside chk-N
+    INPROGRESS_METADATA = "inprogress_metadata"   # ._metadata.inprogress.<uuid> left by a crash
+    EXCLUSIVE = "exclusive"                       # chk-N/<uuid>: one checkpoint's private files
+    SHARED = "shared"                             # shared/<uuid>: incremental SSTs etc.
+    TASK_OWNED = "task_owned"                     # taskowned/<...>: never deleted by the JM per file
+    FILE_MERGING_MANAGED = "file_merging_managed" # shared/job_*_op_*/, taskowned/job_*_tm_*/ (FLIP-306)
+    FORST_WORKING = "forst_working"               # shared/op_*_attempt_*/: a running ForSt DB's live files
+    SAVEPOINT_DATA = "savepoint_data"             # files of a savepoint-* directory
+    UNKNOWN = "unknown"
+    FILE_MERGING_MANAGED_DIR = "file_merging_managed_dir"  # references only: a tag-17 managed directory
+    EXTERNAL = "external"                         # references only: outside every indexed root
+
+    @property
+    def is_metadata(self) -> bool:
+        return self in (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
+
+
+class LayoutKind(StrEnum):
+    """snapshots.layout_kind: the FileKind of the `_metadata` object (only metadata kinds occur)."""
+
+    CHECKPOINT_METADATA = FileKind.CHECKPOINT_METADATA.value
+    SAVEPOINT_METADATA = FileKind.SAVEPOINT_METADATA.value
+
+
+class SnapshotStatus(StrEnum):
+    """snapshots.status: whether a `_metadata` object was parsed."""
+
+    OK = "ok"
+    PARSE_ERROR = "parse_error"
+    UNSUPPORTED = "unsupported"
+    UNREADABLE = "unreadable"
+
+
+class SnapshotType(StrEnum):
+    """snapshots.snapshot_type (also dependencies/pins/validation_results.snapshot_type); may be null."""
+
+    CHECKPOINT = "checkpoint"
+    SAVEPOINT = "savepoint"
+
+
+class SnapshotFormat(StrEnum):
+    """snapshots.snapshot_format: a savepoint's format (Flink's SavepointFormatType, lower case); null otherwise."""
+
+    CANONICAL = "canonical"
+    NATIVE = "native"
+
+
+class Sharing(StrEnum):
+    """snapshots.sharing: Flink's SharingFilesStrategy, lower case; may be null."""
+
+    FORWARD_BACKWARD = "forward_backward"
+    FORWARD = "forward"
+    NO_SHARING = "no_sharing"
+
+
+class Scope(StrEnum):
+    """references.scope: who owns a referenced file (statekeeper.format.references)."""
+
+    EXCLUSIVE = "exclusive"                                # this snapshot's own directory, or private state
+    SHARED = "shared"                                      # shared/, or incremental shared/private/DSTL handles
+    TASK_OWNED = "task_owned"                              # taskowned/
+    FILE_MERGING_MANAGED_DIR = "file_merging_managed_dir"  # a directory named by a tag-17 handle
+
+
+class HandleKind(StrEnum):
+    """references.handle_kind and inline_state.handle_kind: the Flink handle type naming a file or inline bytes."""
+
+    FILE_STREAM_STATE_HANDLE = "FILE_STREAM_STATE_HANDLE"                    # references, tag 2
+    RELATIVE_STREAM_STATE_HANDLE = "RELATIVE_STREAM_STATE_HANDLE"            # references, tag 6
+    SEGMENT_FILE_HANDLE = "SEGMENT_FILE_HANDLE"                              # references, tag 15
+    SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE = "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE"  # references, tag 17
+    BYTE_STREAM_STATE_HANDLE = "BYTE_STREAM_STATE_HANDLE"                    # inline_state, tag 1
+    MASTER_STATE = "MASTER_STATE"                                            # inline_state
+    CHANGELOG_BYTE_INCREMENT_HANDLE = "CHANGELOG_BYTE_INCREMENT_HANDLE"      # inline_state, tag 9
+
+
+class Slot(StrEnum):
+    """references.slot and inline_state.slot: the top-level position of a handle (statekeeper.format.walk)."""
+
+    MASTER = "master"
+    COORDINATOR = "coordinator"
+    MANAGED_OPERATOR = "managed_operator"
+    RAW_OPERATOR = "raw_operator"
+    MANAGED_KEYED = "managed_keyed"
+    RAW_KEYED = "raw_keyed"
+    INPUT_CHANNEL = "input_channel"
+    OUTPUT_CHANNEL = "output_channel"
+
+
+class Role(StrEnum):
+    """references.role: a handle's position inside its slot (statekeeper.format.walk, .references)."""
+
+    DELEGATE = "delegate"
+    META = "meta"
+    SHARED = "shared"
+    PRIVATE = "private"
+    DELTA = "delta"
+    CHANGES = "changes"
+    STATE = "state"
+    MANAGED_DIRS = "managed_dirs"
+    CHANNEL_OFFSETS = "channel_offsets"
+    TASK_OWNED_DIR = "task_owned_dir"      # tag 17: the managed task-owned directory
+    SHARED_DIR = "shared_dir"              # tag 17: the managed shared directory
+
+
+class TargetKind(StrEnum):
+    """dependencies.target_kind and pins.target_kind: what the directory owning a referenced file is."""
+
+    CHECKPOINT = "checkpoint"    # a chk-N directory holding an indexed `_metadata`
+    SAVEPOINT = "savepoint"      # a savepoint directory
+    JOB = "job"                  # a job directory (the root itself for create-subdir=false)
+    DIRECTORY = "directory"      # another top-level directory of a root
+    EXTERNAL = "external"        # outside every indexed root: the file's parent directory
+
+
+class Relation(StrEnum):
+    """dependencies.relation and pins.relation: how a target relates to the snapshot that uses it."""
+
+    SELF = "self"                # the snapshot's own directory
+    OWN_JOB = "own_job"          # its job's shared/, taskowned/, other chk-N
+    OTHER_JOB = "other_job"      # another job's files
+    SAVEPOINT = "savepoint"      # a savepoint's files
+    EXTERNAL = "external"        # outside every indexed root
+
+
+# Cross-directory relations: deleting or moving such a target breaks the snapshot although its own
+# directory is intact (FLINK-24149).
+FOREIGN_RELATIONS = frozenset({Relation.OTHER_JOB, Relation.SAVEPOINT, Relation.EXTERNAL})
+
+
+class Dependency(StrEnum):
+    """dependencies.dependency and pins.dependency: a direct use of files, or lineage."""
+
+    DIRECT = "direct"
+    TRANSITIVE = "transitive"
+
+
+class Severity(StrEnum):
+    """validation_results.severity: of a finding, or the worst finding of a snapshot (summary rows)."""
+
+    OK = "ok"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class Check(StrEnum):
+    """validation_results.check: the integrity check a finding belongs to (SNAPSHOT: the summary row)."""
+
+    METADATA_PARSES = "metadata_parses"
+    FILE_EXISTS = "file_exists"
+    RELATIVE_RESOLVES = "relative_resolves"
+    FILE_SIZE = "file_size"
+    FILE_UNVERIFIABLE = "file_unverifiable"
+    CROSS_DIRECTORY = "cross_directory"
+    SNAPSHOT = "snapshot"
+
+
+class UnitKind(StrEnum):
+    """validation_jobs.kind: what a job location is."""
+
+    JOB = TargetKind.JOB.value
+    SAVEPOINT = TargetKind.SAVEPOINT.value
+    DIRECTORY = TargetKind.DIRECTORY.value
+
+
+class JobHealth(StrEnum):
+    """validation_jobs.status: whether the job location's newest snapshot is restorable."""
+
+    RESTORABLE = "restorable"
+    UNRESTORABLE = "unrestorable"
+
+
+class IndexRunStatus(StrEnum):
+    """index_runs.status."""
+
+    SUCCEEDED = "succeeded"      # its table_versions are the cut readers read
+    PARTIAL = "partial"          # some job directories could not be listed; their previous rows were kept
+    FAILED = "failed"            # the run did not reach its commit point
+
+
+class ChainsRunStatus(StrEnum):
+    """chains_runs.status."""
+
+    SUCCEEDED = "succeeded"
+    INCOMPLETE = "incomplete"    # some `_metadata` could not be parsed: their references are unknown
+    FAILED = "failed"
+
+
+class ValidationRunStatus(StrEnum):
+    """validation_runs.status."""
+
+    OK = "ok"                            # every job's newest retained checkpoint is restorable
+    UNRESTORABLE = "unrestorable"        # some job's newest retained checkpoint is not
+    QUALITY_FAILED = "quality_failed"    # the index tables failed their quality suite
+    FAILED = "failed"                    # the run itself failed
