@@ -12,9 +12,10 @@ import pyarrow as pa
 import pytest
 
 from statekeeper.chains import graph
-from statekeeper.chains.spark_graph import direct_edges, file_uses, lineage
+from statekeeper.chains.spark_graph import lineage
 from statekeeper.jobs.context import Materialized
 from statekeeper.layout.locate import lineage_nodes
+from statekeeper.layout.spark_locate import direct_edges, file_uses
 from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS
 from statekeeper.tables.vocabulary import FOREIGN_RELATIONS
 from tests.chains_support import SyntheticIndex, expected_direct, synthetic_index

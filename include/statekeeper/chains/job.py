@@ -91,7 +91,8 @@ class ComputeChains(StatekeeperJob[ChainsResult]):
     def _run(self, ctx: RunContext) -> ChainsResult:
         from pyspark.sql import functions as F
 
-        from statekeeper.chains.spark_graph import direct_edges, direct_edges_columns, file_uses, lineage
+        from statekeeper.chains.spark_graph import lineage
+        from statekeeper.layout.spark_locate import direct_edges, direct_edges_columns, file_uses
 
         keep, beat, log = ctx.keep, ctx.beat, ctx.log
         versions = self._pinned().versions

@@ -1,13 +1,11 @@
-"""The chain graph as Spark DataFrame transformations (no driver collects).
+"""Lineage as Spark DataFrame transformations (no driver collects).
 
-    uses    = file_uses(references, snapshots, files)   one row per (snapshot, referenced file), located
-    direct  = direct_edges(uses)                        one row per (snapshot, target directory)
-    trans   = lineage(direct, keep)                 transitive rows, same columns
+    uses    = file_uses(references, snapshots, files)   statekeeper.layout.spark_locate
+    direct  = direct_edges(uses)                        statekeeper.layout.spark_locate
+    trans   = lineage(direct, keep)                     transitive rows, same columns as direct
 
-Location and relation rules are the pure functions of statekeeper.layout.locate, run inside
-`mapInArrow`; lineage runs statekeeper.chains.graph over the small graph of target directories in
-one task and joins the result back to snapshots here.
-Validation reuses `file_uses` and `direct_edges`.
+Lineage runs statekeeper.chains.graph over the small graph of target directories in one task and
+joins the result back to snapshots here.
 """
 from __future__ import annotations
 
@@ -18,89 +16,14 @@ from typing import Any
 import pyarrow as pa
 
 from statekeeper.chains.errors import ChainDepthError
-from statekeeper.layout.locate import (
-    ANNOTATION_FIELDS,
-    annotate_batches,
-    relate_batches,
-)
-from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency, FileKind, HandleKind
-
-SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
-TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
-                "target_job_id", "target_job_location")
-
+from statekeeper.layout.locate import relate_batches
+from statekeeper.layout.spark_locate import SNAPSHOT_KEYS, TARGET_ATTRS, direct_edges_columns
+from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency
 
 def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
-
-
-def _with_fields(schema: Any, fields: Any) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_type
-    from pyspark.sql.types import StructField, StructType
-
-    return StructType(list(schema.fields) + [StructField(f.name, from_arrow_type(f.type), True) for f in fields])
-
-
-def file_uses(references: Any, snapshots: Any, files: Any) -> Any:
-    """One row per (snapshot, referenced file or managed directory) with the file's target and its
-    listed size.
-
-    Columns: snapshot_uri, root, root_id, job_dir, file_uri, file_root, file_job_dir, file_job_id,
-    extent (largest stated end: size, or segment start + length), segmented (named by a
-    segment handle), is_dir (a tag-17 managed
-    directory, not a file), relative (named by a tag-6 handle), relative_name (its stored name),
-    handles (how many handles name it), parent_snapshot_uri/type (the indexed snapshot whose
-    directory holds the file, if any), listed_size (its size in `files`, null when the listing
-    does not have it), and locate.ANNOTATION_FIELDS.
-    """
-    F = _F()
-    refs = references.select(
-        "snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
-        "file_kind", "handle_kind", "stored_path", "stated_size", "segment_start", "segment_length")
-    extent = F.coalesce(F.col("segment_start") + F.col("segment_length"), F.col("stated_size"))
-    is_relative = F.col("handle_kind") == F.lit(HandleKind.RELATIVE_STREAM_STATE_HANDLE)
-    grouped = (refs.groupBy("snapshot_uri", "root", "root_id", "job_dir", "file_uri", "file_root", "file_job_dir",
-                            "file_job_id")
-               .agg(F.max(extent).alias("extent"),
-                    F.max(F.col("file_kind") == F.lit(FileKind.FILE_MERGING_MANAGED_DIR)).alias("is_dir"),
-                    F.max(F.col("segment_start").isNotNull()).alias("segmented"),
-                    F.max(is_relative).alias("relative"),
-                    F.min(F.when(is_relative, F.col("stored_path"))).alias("relative_name"),
-                    F.count(F.lit(1)).alias("handles")))
-    dirs = snapshots.select(
-        F.regexp_replace("uri", "/_metadata$", "").alias("parent_dir"),
-        F.col("uri").alias("parent_snapshot_uri"),
-        F.col("snapshot_type").alias("parent_snapshot_type"))
-    sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
-    located = (grouped.withColumn("parent_dir", F.regexp_extract("file_uri", "^(.*)/[^/]*$", 1))
-               .join(dirs, "parent_dir", "left").drop("parent_dir")
-               .join(sizes, "file_uri", "left"))
-    return located.mapInArrow(annotate_batches, _with_fields(located.schema, ANNOTATION_FIELDS))
-
-
-def direct_edges(uses: Any) -> Any:
-    """One row per (snapshot, target): distinct files, managed directories and bytes it uses there.
-
-    Bytes are the listed sizes from `files` (what the files occupy), the stated extent for files
-    the listing does not have (missing or outside every root).
-    """
-    F = _F()
-    u = uses
-    file_bytes = F.coalesce(F.col("listed_size"), F.col("extent"), F.lit(0))
-    # Rows of one target agree on its attributes, except that files below a snapshot directory's
-    # subdirectories do not see the snapshot: prefer the attributes seen with it.
-    best = F.max_by(F.struct(*TARGET_ATTRS, "relation"), F.col("target_snapshot_uri").isNotNull().cast("int"))
-    grouped = (u.groupBy(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri")
-               .agg(best.alias("t"),
-                    F.sum(F.when(~F.col("is_dir"), 1).otherwise(0)).cast("long").alias("files"),
-                    F.sum(F.when(F.col("is_dir"), 1).otherwise(0)).cast("long").alias("directories"),
-                    F.sum(F.when(~F.col("is_dir"), file_bytes).otherwise(0)).cast("long").alias("bytes")))
-    return grouped.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
-                          *[F.col(f"t.{a}").alias(a) for a in TARGET_ATTRS], F.col("t.relation").alias("relation"),
-                          F.lit(Dependency.DIRECT).alias("dependency"), F.lit(1).cast("int").alias("depth"),
-                          F.array().cast("array<string>").alias("via"), "files", "directories", "bytes")
 
 
 @dataclass
@@ -198,8 +121,3 @@ def lineage_schema_frame(direct: Any) -> Any:
                                   F.lit(None).cast("long").alias("files"),
                                   F.lit(None).cast("long").alias("directories"),
                                   F.lit(None).cast("long").alias("bytes"))
-
-
-def direct_edges_columns() -> list[str]:
-    return [*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri", *TARGET_ATTRS, "relation",
-            "dependency", "depth", "via", "files", "directories", "bytes"]

@@ -149,7 +149,7 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
     def _run(self, ctx: RunContext) -> ValidationResult:
         from pyspark.sql import functions as F
 
-        from statekeeper.chains.spark_graph import direct_edges, file_uses
+        from statekeeper.layout.spark_locate import direct_edges, file_uses
         from statekeeper.tables.spark import bucket_of
         from statekeeper.validate import spark_checks as sc
         from statekeeper.validate.stat import STAT_SPARK_SCHEMA, StatTask
