@@ -1,13 +1,15 @@
 """Nightly Flink checkpoint-storage maintenance: index -> chains -> validate.
 
 Thin by design: each task submits one entry point from spark_jobs/ through
-StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper.
+StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper. Each task's id, entry point
+and exit-code contract (which failures are retried) come from statekeeper.jobs.registry.
 """
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, Param
+from statekeeper.jobs.registry import CHAINS, INDEX, VALIDATE
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
@@ -109,26 +111,26 @@ with DAG(
     },
 ) as dag:
     index = StatekeeperSparkSubmitOperator(
-        task_id="index",
-        job="index_checkpoints",
+        task_id=INDEX.name,
+        job=INDEX.entry_point,
         job_args=INDEX_ARGS,
-        # Exit 1 = some job directories could not be listed, often a transient storage error: retried.
-        final_exit_codes=(2,),
+        # Exit 1 = some job directories could not be listed, often a transient storage error: the
+        # registry retries it (INDEX.retried), so only exit 2 fails for good.
         doc_md="Lists every object under the roots and parses every `_metadata` (streaming, in Spark tasks), "
                "then commits `files`, `snapshots`, `references`, `inline_state` and an `index_runs` audit row.",
         **SUBMIT,
     )
     chains = StatekeeperSparkSubmitOperator(
-        task_id="chains",
-        job="compute_chains",
+        task_id=CHAINS.name,
+        job=CHAINS.entry_point,
         job_args=WAREHOUSE_AND_RUN,
         doc_md="From the index tables: which directories (own job, other jobs, savepoints, outside the roots) "
                "every snapshot uses, with files and bytes, and its lineage; writes `dependencies` and `pins`.",
         **SUBMIT,
     )
     validate = StatekeeperSparkSubmitOperator(
-        task_id="validate",
-        job="validate_checkpoints",
+        task_id=VALIDATE.name,
+        job=VALIDATE.entry_point,
         job_args=[*WAREHOUSE_AND_RUN, "--roots", ROOTS],
         doc_md="Checks every snapshot (parses; referenced files exist and are long enough; relative handles "
                "resolve; cross-directory dependencies) and each job's newest retained checkpoint. Fails without "

@@ -59,3 +59,26 @@ def test_params_form(dagbag):
         assert described[key], key
     assert dag.params["spark_conn_id"] == "spark_local"
     assert dag.params["roots"] == []
+
+
+def test_tasks_follow_the_job_registry(dagbag):
+    """Task ids, entry points and exit-code handling are the registry's, and every registered job runs."""
+    from statekeeper.jobs import registry
+    from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+
+    dag = dagbag.dags["checkpoint_maintenance"]
+    # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class.
+    submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
+    assert submits, [type(t) for t in dag.tasks]
+    entry_points = {spec.entry_point for spec in registry.JOBS}
+    for task in submits:
+        assert task.job in entry_points, (task.task_id, task.job)
+        spec = registry.job(task.job)
+        assert task.task_id == spec.name
+        assert task.spec == spec
+        assert task.final_exit_codes == spec.final_exit_codes
+        assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
+    for spec in registry.JOBS:
+        assert dag.has_task(spec.name), spec.name
+        assert dag.get_task(spec.name) in submits
+        assert (ROOT / "spark_jobs" / f"{spec.entry_point}.py").is_file(), spec.entry_point

@@ -11,11 +11,13 @@ What it adds over the provider's operator, and why:
 * runs the venv's own spark-submit and Python so driver and executors import the same library,
   and ships `include/statekeeper` as a zip in --py-files for real clusters;
 * lets a manual run override the Spark master without editing the connection;
-* maps the jobs' shared exit codes (statekeeper.entrypoint) onto Airflow's semantics: by default 1
-  (done but needs attention, e.g. an unrestorable newest checkpoint) and 2 (configuration error)
-  fail the task without retries, because a retry cannot change the answer; 3 (internal failure) is
-  retried. `final_exit_codes` changes the set per task (the index retries its 1, a partial listing,
-  which is often transient);
+* maps the jobs' exit codes onto Airflow's semantics. The codes, what each means for each job and
+  which of them a retry can change come from statekeeper.jobs.registry (stdlib only, so DAG parsing
+  needs no Spark): by default a job's `JobSpec.final_exit_codes` (e.g. validate's 1, an unrestorable
+  newest checkpoint, and every job's 2, a configuration error) fail the task without retries,
+  because a retry cannot change the answer; the others (3, internal failure; the index's 1, a
+  partial listing, which is often transient) are retried. `final_exit_codes` overrides the set per
+  task;
 * returns the job's result (its --result-json) so it lands in XCom and the UI shows counts.
 
 Exit codes and the result file reach the operator only when the driver runs beside it (local
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+import uuid
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,11 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.log import mask_secret
+from statekeeper.jobs import registry
 
 from .submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master, scoped_environ,
                          spark_defaults_file, write_properties_file)
@@ -50,14 +55,10 @@ SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 LIBRARY = PROJECT_ROOT / "include"
 LOG4J = SPARK_JOBS / "log4j2.properties"
 
-# statekeeper.entrypoint's exit codes; repeated here because the operator must not import the library
-# (Airflow workers parse DAGs without it on the path).
-EXIT_ATTENTION = 1
-EXIT_USAGE = 2
-NO_RETRY = {
-    EXIT_ATTENTION: "the job finished but found something that needs attention (see its summary above)",
-    EXIT_USAGE: "a usage or configuration error (see the job's log above); fix the parameters or connections",
-}
+# The provider's SparkSubmitHook.submit() reports a failed spark-submit only as
+# AirflowException("Cannot execute: <cmd>. Error code is: <N>.[ Kubernetes ...][\nLast spark-submit output: ...]").
+SPARK_SUBMIT_TAIL = "\nLast spark-submit output:"
+SPARK_SUBMIT_CODE = re.compile(r"Error code is: (-?\d+)")
 
 
 # A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
@@ -130,12 +131,14 @@ def _library_zip(dest_dir: str) -> str:
 class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     """Submit `spark_jobs/<job>.py` with Statekeeper's runtime wiring.
 
-    :param job: the entry point's name in spark_jobs/ (e.g. "index_checkpoints").
+    :param job: a job of statekeeper.jobs.registry: its entry point's name in spark_jobs/ (e.g.
+        "index_checkpoints") or its short name ("index").
     :param job_args: templated list of arguments for the entry point.
     :param spark_conn_id: templated; the Spark connection (its host is the master).
     :param storage_conn_id: templated; an 'aws' connection for s3:// roots/warehouse, '' for local paths.
     :param spark_master: templated; overrides the Spark connection's master when non-empty.
-    :param final_exit_codes: the job's exit codes that fail the task for good (no retry).
+    :param final_exit_codes: the job's exit codes that fail the task for good (no retry); default: the
+        registry's `JobSpec.final_exit_codes` for the job.
     """
 
     template_fields: Sequence[str] = (
@@ -144,11 +147,20 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, job: str, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
                  storage_conn_id: str = "", spark_master: str = "",
-                 final_exit_codes: Sequence[int] = (EXIT_ATTENTION, EXIT_USAGE), **kwargs: Any) -> None:
-        unknown = set(final_exit_codes) - set(NO_RETRY)
+                 final_exit_codes: Sequence[int] | None = None, **kwargs: Any) -> None:
+        try:
+            spec = registry.job(job)
+        except KeyError as e:
+            raise StatekeeperConfigError(f"{e.args[0]}; spark_jobs/ has "
+                                         f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}") from None
+        if final_exit_codes is None:
+            final_exit_codes = spec.final_exit_codes
+        failing = sorted(int(c) for c in spec.exit_codes if c != registry.ExitCode.OK)
+        unknown = set(final_exit_codes) - set(failing)
         if unknown:
-            raise StatekeeperConfigError(f"final_exit_codes may hold {sorted(NO_RETRY)}, not {sorted(unknown)}")
-        application = SPARK_JOBS / f"{job}.py"
+            raise StatekeeperConfigError(f"final_exit_codes of {spec.entry_point} may hold {failing}, "
+                                         f"not {sorted(unknown)}")
+        application = SPARK_JOBS / f"{spec.entry_point}.py"
         if not application.is_file():
             raise StatekeeperConfigError(f"no Spark job {application}; expected one of "
                                          f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}")
@@ -165,17 +177,36 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         }
         super().__init__(application=str(application), conf=conf, **kwargs)
         self.job = job
+        self.spec = spec
         self.spark_conn_id = spark_conn_id
         self.job_args = list(job_args or [])
         self.storage_conn_id = storage_conn_id
         self.spark_master = spark_master
-        self.final_exit_codes = tuple(final_exit_codes)
+        self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
 
     def _get_hook(self) -> SparkSubmitHook:
-        hook = super()._get_hook()
-        if self.spark_master:
-            hook._connection["master"] = self.spark_master
-        return hook
+        if not self.spark_master:
+            return super()._get_hook()
+        # The hook has no parameter for the master: it reads it from the Spark connection when it is
+        # built. So the override is a connection: a copy of the Spark connection whose host is the
+        # master (the provider's documented form, conn_type 'spark' with the URL as host), under a
+        # one-off id, in an AIRFLOW_CONN_* variable (Airflow's documented environment-variable
+        # connections, which every worker's secrets chain reads) while the provider builds the hook.
+        # This relies only on public surfaces (the conn id and the connection format); it survives
+        # changes to how the hook stores what it resolved, which writing into hook._connection did not.
+        # The variable is gone before spark-submit starts, so the process never inherits it.
+        conn = BaseHook.get_connection(self._conn_id)
+        override_id = f"statekeeper_master_{uuid.uuid4().hex}"
+        override = Connection(conn_id=override_id, conn_type="spark", host=self.spark_master,
+                              description=f"{conn.conn_id} with master {self.spark_master}",
+                              login=conn.login, password=conn.password, schema=conn.schema, extra=conn.extra)
+        conn_id = self._conn_id
+        self._conn_id = override_id
+        try:
+            with scoped_environ({f"AIRFLOW_CONN_{override_id.upper()}": override.as_json()}):
+                return super()._get_hook()
+        finally:
+            self._conn_id = conn_id
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         with self.prepared_submission() as sub:
@@ -183,10 +214,11 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             try:
                 super().execute(context)
             except AirflowException as exc:
-                code = self._returncode()
+                code = spark_submit_exit_code(exc)
                 if code in self.final_exit_codes:
                     raise AirflowFailException(
-                        f"{self.job} exited {code}: {NO_RETRY[code]}. Not retried. {_result_line(sub.result_file)}"
+                        f"{self.job} exited {code}: {self.spec.meaning(code)}. Not retried. "
+                        f"{_result_line(sub.result_file)}"
                     ) from exc
                 raise
             return _read_result(sub.result_file)
@@ -205,8 +237,10 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
                 "(python -m statekeeper.airflow_settings) or create it in the UI"
             ) from e
-        # The hook decides argv vs environment from the connection's master (an override only
-        # replaces the master afterwards), the driver's location follows the effective master.
+        # The hook decides argv vs environment from the effective master (an override is the master
+        # of the connection it is built with, see _get_hook); the storage variables also stay out of
+        # env_vars when only the connection's master is a cluster one (the process environment
+        # reaches a client-mode driver just as well). The driver's location follows the effective master.
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
         env = {
@@ -252,9 +286,21 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             self.properties_file = user_properties
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _returncode(self) -> int | None:
-        process = getattr(self._hook, "_submit_sp", None) if self._hook else None
-        return process.returncode if process is not None else None
+
+def spark_submit_exit_code(exc: BaseException) -> int | None:
+    """spark-submit's exit code from the exception the provider's hook raised, None if it is not
+    about a spark-submit exit.
+
+    The hook keeps the process (and so its return code) only in a private attribute, which a
+    provider upgrade may rename; the exception it raises is its one public report of the exit, and
+    its message carries the code. The command precedes the code and the process's last output lines
+    follow it, so the last match before that output is the hook's own. Should the format ever
+    change, the code is None and the task is retried (never failed for good by mistake);
+    tests/test_operator_exit_codes.py runs a real failing spark-submit through the hook to catch that.
+    """
+    head = str(exc).split(SPARK_SUBMIT_TAIL, 1)[0]
+    codes = SPARK_SUBMIT_CODE.findall(head)
+    return int(codes[-1]) if codes else None
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:
