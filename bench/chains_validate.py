@@ -37,7 +37,7 @@ from bench import cache_dir
 NAME = "chains_validate"
 DESCRIPTION = "chains and validation jobs vs a bare references-join-listing Spark job (synthetic index)"
 REPO = Path(__file__).resolve().parents[1]
-BUILD_VERSION = 1
+BUILD_VERSION = 2   # 2: the tables are audited as an index run's cut (readers read only audited cuts)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
@@ -48,7 +48,10 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
     from statekeeper.layout.classify import classify
     from statekeeper.storage.roots import root_id_of
     from statekeeper.tables import Warehouse
-    from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS, job_bucket
+    from statekeeper.index.job import IndexResult
+    from statekeeper.index.unit import UnitStats
+    from statekeeper.tables.catalog import FILES, INDEX_RUNS, REFERENCES, SNAPSHOTS, job_bucket
+    from statekeeper.tables.vocabulary import IndexRunStatus
     from statekeeper.tables.engine import DeltaRsEngine
 
     rng = random.Random(42)
@@ -100,9 +103,19 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
                       "index_run_id": "bench"})
     warehouse = Warehouse(str(warehouse_dir))
     engine = DeltaRsEngine()
+    versions = {}
     for spec, rows in ((SNAPSHOTS, snaps), (REFERENCES, references), (FILES, files)):
         table = pa.Table.from_pylist(rows, schema=spec.schema)
-        engine.write(spark.createDataFrame(table).repartition(8), warehouse, spec, mode="overwrite")
+        versions[spec.name] = engine.write(spark.createDataFrame(table).repartition(8), warehouse, spec,
+                                           mode="overwrite").version
+    # The index run's commit point: the audit row naming these versions (statekeeper.tables.cut).
+    now = datetime.now(timezone.utc)
+    run = IndexResult(run_id="bench", status=IndexRunStatus.SUCCEEDED, started_at=now, finished_at=now,
+                      warehouse=warehouse.uri, table_versions=versions, roots=(root,), engine=engine.name,
+                      stats=UnitStats())
+    engine.append_rows(spark, warehouse, INDEX_RUNS, run.audit_row(INDEX_RUNS, {
+        "statekeeper_version": "bench", "airflow_run_id": None, "data_interval_start": None,
+        "data_interval_end": None, "options": None}))
     return {"snapshots": len(snaps), "references": len(references), "files": len(files), "jobs": jobs,
             "sample_job": f"{root}/{ids[0]}"}
 
