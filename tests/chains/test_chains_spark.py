@@ -1,10 +1,10 @@
 """The chains graph on synthetic index tables: Spark's DataFrame logic equals the pure rules.
 
-Synthetic stores (tests.chains_support.synthetic_index) have restore chains between jobs, shared
+Synthetic stores (tests.chains.support.synthetic_index) have restore chains between jobs, shared
 files named twice, segments, file-merging directories, savepoints, files outside every root, a
 `_metadata` that failed to parse and files missing from the listing. Expected direct dependencies
 are computed row by row in Python; expected lineage by statekeeper.chains.graph. The job itself
-(tables, audit row, explain) runs on synthetic tables in tests/test_validate_spark.py.
+(tables, audit row, explain) runs on synthetic tables in tests/validate/test_validate_spark.py.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from statekeeper.chains import graph
 from statekeeper.chains.locate import FOREIGN_RELATIONS, lineage_nodes
 from statekeeper.chains.spark_graph import Materialized, direct_edges, file_uses, lineage
 from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS
-from tests.chains_support import SyntheticIndex, expected_direct, synthetic_index
+from tests.chains.support import SyntheticIndex, expected_direct, synthetic_index
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ import pytest
 
 from statekeeper.airflow_settings import SettingsError, expand, load_settings, parse_settings, write_import_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_expand_nested_defaults_and_errors():

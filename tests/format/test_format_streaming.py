@@ -23,7 +23,7 @@ from statekeeper.format import (
     to_bytes,
     write_metadata,
 )
-from tests.format_support.samples import sample_model
+from tests.format.support.samples import sample_model
 
 
 class MinimalSource:

@@ -41,9 +41,9 @@ from statekeeper.format.limits import (
     FLINK_UPPER_BOUND_MAX_PARALLELISM,
 )
 from statekeeper.format.model import InlineBytes
-from tests.format_support.jos import checkpoint_properties
+from tests.format.support.jos import checkpoint_properties
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAGIC = 0x4960672D
 TRAILER = checkpoint_properties("checkpoint")
 JOB_ID = "0123456789abcdef0123456789abcdef"

@@ -1,7 +1,7 @@
 """Both jobs end to end on synthetic index tables: chains tables, validation findings, entry points,
 the `statekeeper explain` CLI.
 
-The synthetic store (tests.chains_support.synthetic_index) has files missing from the listing,
+The synthetic store (tests.chains.support.synthetic_index) has files missing from the listing,
 files shorter than their handles (segments too), relative handles without their file, files
 outside every root, a `_metadata` that failed to parse and cross-directory dependencies. Expected
 findings are computed row by row in Python from the same rows.
@@ -22,7 +22,7 @@ from statekeeper.commands.explain import EXIT_REFERENCED
 from statekeeper.tables import Warehouse, delta_log
 from statekeeper.tables.catalog import FILES
 from statekeeper.tables.engine import DeltaRsEngine
-from tests.chains_support import audit_cut, expected_direct, expected_findings, synthetic_index, write_index
+from tests.chains.support import audit_cut, expected_direct, expected_findings, synthetic_index, write_index
 
 pytestmark = pytest.mark.spark
 

@@ -31,14 +31,14 @@ from deltalake import DeltaTable
 import tests.harness as harness
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
-from tests.chains_support import (
+from tests.chains.support import (
     claim_native_savepoint_store,
     oracle_references,
     relocate_store,
     store_roots,
     verify_job,
 )
-from tests.index_support import run_index
+from tests.index.support import run_index
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 

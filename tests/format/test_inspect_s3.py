@@ -13,7 +13,7 @@ import pytest
 from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY
 
 pytestmark = [pytest.mark.s3, pytest.mark.flink]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(env_extra: dict, *args: str) -> subprocess.CompletedProcess:

@@ -14,13 +14,13 @@ import pytest
 import tests.harness as harness
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import Warehouse
-from tests.index_support import run_index, table_rows
+from tests.index.support import run_index, table_rows
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
 VERSION = harness.FLINK_VERSIONS[-1]
 SECRET = b"root:x:0:0:do-not-leak\n"
-SCRIPT = Path(__file__).resolve().parent.parent / "spark_jobs" / "index_checkpoints.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "spark_jobs" / "index_checkpoints.py"
 
 
 @pytest.fixture(scope="module")

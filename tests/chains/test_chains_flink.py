@@ -25,7 +25,7 @@ from statekeeper.chains.locate import FOREIGN_RELATIONS
 from statekeeper.storage import StorageConfig
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
-from tests.index_support import fixture_roots, run_index
+from tests.index.support import fixture_roots, run_index
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from statekeeper.format import (
     to_bytes,
     transform,
 )
-from tests.format_support.samples import OTHER, ROOT, sample_model
+from tests.format.support.samples import OTHER, ROOT, sample_model
 
 URI = f"{ROOT}/chk-7/_metadata"
 

@@ -11,9 +11,9 @@ import pytest
 
 from statekeeper.format import to_bytes
 from statekeeper.inspect import JSON_SCHEMA_VERSION
-from tests.format_support.samples import sample_model
+from tests.format.support.samples import sample_model
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper.format import MetadataFormatError, extract_references, read_metadata, to_bytes
-from tests.format_support.samples import sample_model
+from tests.format.support.samples import sample_model
 
 URI = "file:///fuzz/job/chk-1/_metadata"
 # Peak Python allocation allowed while parsing one mutated file: a few buffers and the model of a

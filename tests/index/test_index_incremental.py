@@ -11,7 +11,7 @@ import pytest
 import tests.harness as harness
 from statekeeper.tables import ConcurrentCommitError, Warehouse
 from statekeeper.uri import normalize_uri
-from tests.index_support import TABLES, canonical, local_listing, run_index, table_rows, table_version
+from tests.index.support import TABLES, canonical, local_listing, run_index, table_rows, table_version
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark]
 

@@ -49,7 +49,7 @@ def test_masked_mapping_is_not_taken_for_credentials():
 
 # -- the operator on YARN and Kubernetes ----------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PREFIX = {"sk_yarn": "spark.yarn.appMasterEnv.", "sk_k8s": "spark.kubernetes.driverEnv."}
 
 

@@ -25,8 +25,8 @@ from statekeeper.format import (
     to_bytes,
 )
 from statekeeper.format.mutf8 import MUTF8Error, decode, encode
-from tests.format_support.jos import NULL_TRAILER, checkpoint_properties
-from tests.format_support.samples import sample_model
+from tests.format.support.jos import NULL_TRAILER, checkpoint_properties
+from tests.format.support.samples import sample_model
 
 URI = "s3://bucket/ckpt/0123456789abcdef0123456789abcdef/chk-7/_metadata"
 VERSIONS = (2, 3, 4, 5, 6)
@@ -280,7 +280,7 @@ def test_codec_imports_no_spark_airflow_or_boto():
         "bad += [m for m in sys.modules if m.startswith('statekeeper.storage')]\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
     )
-    include = Path(__file__).resolve().parents[1] / "include"
+    include = Path(__file__).resolve().parents[2] / "include"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(include), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 0, res.stdout + res.stderr

@@ -30,13 +30,13 @@ from statekeeper.format import extract_references, open_metadata
 from statekeeper.tables import Warehouse
 from statekeeper.tables.cut import latest_cut
 from statekeeper.uri import normalize_uri
-from tests.chains_support import relocate_store
-from tests.index_support import TABLES, run_index
+from tests.chains.support import relocate_store
+from tests.index.support import TABLES, run_index
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAULTS = REPO / "tests" / "faults"
 
 

@@ -25,8 +25,8 @@ from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
 from statekeeper.validate.job import UNRESTORABLE, ValidateCheckpoints
-from tests.chains_support import oracle_references, relocate_store, store_roots
-from tests.index_support import run_index
+from tests.chains.support import oracle_references, relocate_store, store_roots
+from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]

@@ -11,9 +11,9 @@ import pytest
 
 import tests.harness as harness
 from statekeeper.tables import Warehouse
-from tests.index_support import table_rows
+from tests.index.support import table_rows
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "spark_jobs" / "index_checkpoints.py"
 VERSION = harness.FLINK_VERSIONS[0]
 

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 import tests.harness as harness
 from statekeeper.format import extract_references, read_metadata
 from statekeeper.tables import Warehouse
-from tests.index_support import run_index, table_rows
+from tests.index.support import run_index, table_rows
 
 pytestmark = [pytest.mark.flink]
 

@@ -19,11 +19,11 @@ import pytest
 
 from statekeeper.storage import RoutingFileIO
 from statekeeper.uri import normalize_uri
-from tests.chains_support import oracle_references, relocate_store
+from tests.chains.support import oracle_references, relocate_store
 from tests.plugins.airflow import IndexedStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("index", "chains", "validate")
 
 

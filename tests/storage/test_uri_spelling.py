@@ -84,7 +84,7 @@ def test_a_relative_stored_path_is_a_parse_error_not_a_crash():
     from statekeeper.format import extract_references
     from statekeeper.format.model import FileHandle
     from statekeeper.format.walk import transform
-    from tests.format_support.samples import sample_model
+    from tests.format.support.samples import sample_model
 
     def plant(site, role, local_name, node):
         return FileHandle("file:etc/passwd", node.size) if type(node) is FileHandle else node

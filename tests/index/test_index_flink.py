@@ -19,7 +19,7 @@ import tests.harness as harness
 from statekeeper.index.layout import FileKind
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
-from tests.index_support import TABLES, fixture_roots, local_listing, run_index, table_rows
+from tests.index.support import TABLES, fixture_roots, local_listing, run_index, table_rows
 from tests.plugins.flink import flink_params
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
