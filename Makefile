@@ -14,10 +14,12 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 export PYTHONDONTWRITEBYTECODE = 1
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test bench airflow-ui clean help
+.PHONY: setup demo test test-unit test-fast bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
+	@echo "make test-unit - only the unit tier (-m unit: no JVM, Spark, S3 server or Airflow; under a minute)"
+	@echo "make test-fast - everything but the real-Flink and slow tests (-m \"not slow and not flink\"): unit, Spark, moto S3, Airflow"
 	@echo "make bench  - run the benchmarks (prints ratios against a same-run baseline)"
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
@@ -37,6 +39,14 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Tiers by marker (tests/conftest.py adds flink/s3/spark/airflow from the fixtures a test uses, and
+# `unit` when it has none of them and is not slow). PYTEST_ARGS still applies, e.g. a folder.
+test-unit: setup
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not flink" $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)

@@ -3,10 +3,41 @@
 Each area of real infrastructure has its own plugin module, so they can evolve independently:
 the real-Flink harness (fixtures written by real Flink, the oracle, the restore verifier), the
 moto S3 server on loopback, the shared local SparkSession and a private Airflow home.
+
+Tiers: a test is marked by the infrastructure its fixtures use (below), on top of any marker it
+sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/slow. So
+`pytest -m unit` (make test-unit) never needs a JVM, a moto server or Airflow, as long as tests
+reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
+spark-submit directly must still say so with an explicit marker.
 """
+import pytest
+
 pytest_plugins = [
     "tests.plugins.airflow",
     "tests.plugins.flink",
     "tests.plugins.s3",
     "tests.plugins.spark",
 ]
+
+# Marker -> the plugin fixtures that need it. `item.fixturenames` is the whole closure, so a test
+# using e.g. `s3_bucket` also counts as using `moto_server`. A new fixture in tests/plugins/ that
+# starts infrastructure belongs here too.
+TIER_FIXTURES = {
+    "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
+    "s3": frozenset({"moto_server", "s3_config", "s3_bucket", "s3_upload_tree"}),   # tests/plugins/s3.py
+    "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
+                        "flink_store_for_airflow"}),                        # (a harness store, below)
+    "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow"}),  # tests/plugins/airflow.py
+}
+NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(item.fixturenames)
+        for marker, fixtures in TIER_FIXTURES.items():
+            if used & fixtures and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+        if not any(item.get_closest_marker(name) for name in NOT_UNIT):
+            item.add_marker("unit")

@@ -1,4 +1,4 @@
-"""Fault injection for the index crash tests (tests/test_index_crash.py).
+"""Fault injection for the index crash tests (tests/index/test_index_crash.py).
 
 A job started with this directory first on PYTHONPATH loads this module in every Python process it
 runs (the driver, Spark's Python workers, the data source's commit worker). With

@@ -107,7 +107,7 @@ _PLANS: tuple[ScenarioPlan, ...] = (
     # chain_claim's A -> B (CLAIM) with the whole store inside a directory whose name has a space,
     # a percent sign before two hex digits and a plus: Flink writes and records such paths verbatim
     # (`odd dir%41+x`, never `odd dirA+x`). B references A's shared/ files under that directory.
-    # Dedicated (tests/test_odd_paths_flink.py), newest Flink only: the per-scenario tests that index
+    # Dedicated (tests/index/test_odd_paths_flink.py), newest Flink only: the per-scenario tests that index
     # every scenario of a version in one run would all fail while file: paths are percent-decoded.
     ScenarioPlan("odd_path", _chain("CLAIM")[:2], min_flink=(2, 3), store_dir="odd dir%41+x", dedicated=True),
 )

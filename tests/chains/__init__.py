@@ -1,0 +1,1 @@
+"""Tests of statekeeper.chains (reference chains: pure rules, the Spark graph, the job)."""

@@ -1,0 +1,1 @@
+"""Tests of statekeeper.format (the `_metadata` codec) and the `statekeeper inspect` command."""

@@ -1,0 +1,1 @@
+"""Tests of the real-Flink test harness itself (tests/harness)."""

@@ -1,0 +1,1 @@
+"""Tests of statekeeper.index (layout classification, planning, the index job) and its entry point."""

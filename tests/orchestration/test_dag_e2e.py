@@ -1,0 +1,153 @@
+"""The maintenance DAG end to end with dag.test(): real Airflow (SQLite), real spark-submit on
+local[2], stores written by real Flink, on local storage and on the moto S3 endpoint. Checks the
+Delta tables' contents and the tasks' XCom results, not just task states.
+
+* local: the chain store (A -> B, B -> C) as Flink wrote it: index, chains (B and C depend on A)
+  and validation (every job's newest checkpoint restorable) all succeed;
+* S3: a relocated copy of that store (its `_metadata` rewritten to the S3 paths, as a DR copy
+  would be), read through an Airflow 'aws' connection;
+* damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the
+  run fails at `validate`, on its first try, without a retry, naming the snapshot.
+"""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from statekeeper.storage import RoutingFileIO
+from statekeeper.uri import normalize_uri
+from tests.chains.support import oracle_references, relocate_store
+from tests.plugins.airflow import IndexedStore
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ("index", "chains", "validate")
+
+
+@pytest.fixture
+def maintenance_dag(airflow_db):
+    """A freshly parsed DAG per test, as a worker would have: dag.test() runs tasks in this process
+    and the task runner merges a run's conf into the task objects' params, so a DAG object reused
+    across runs would carry one run's form values into the next."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    dag = bag.dags["checkpoint_maintenance"]
+    # dag.test() honours retry delays (minutes); a failure here should surface at once.
+    for task in dag.tasks:
+        task.retries = 0
+    return dag
+
+
+def task_states(run) -> dict[str, tuple[str, int]]:
+    return {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
+
+
+def xcom_results(run) -> dict[str, dict]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id,
+                                                  key="return_value")).all()
+        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
+
+
+def table_rows(warehouse: str, name: str, storage_options=None) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(f"{warehouse.rstrip('/')}/{name}", storage_options=storage_options).to_pyarrow_table().to_pylist()
+
+
+def check_chains_and_validation(store: IndexedStore, warehouse: str, run, storage_options=None) -> dict:
+    """What every healthy run must show beyond the index: B and C depend on A, all restorable."""
+    fixture = store.fixture
+    results = xcom_results(run)
+    assert set(results) == set(TASKS), results.keys()
+    assert results["index"]["status"] == "succeeded"
+    assert results["chains"]["status"] == "succeeded"
+    assert results["validate"]["status"] == "ok", results["validate"]
+
+    job_a = fixture.job("A")["job_id"]
+    deps = table_rows(warehouse, "dependencies", storage_options)
+    on_a = {d["snapshot_job_id"] for d in deps if d["target_job_id"] == job_a and d["snapshot_job_id"] != job_a}
+    assert on_a >= {fixture.job(n)["job_id"] for n in ("B", "C")}, on_a
+
+    runs = [r for r in table_rows(warehouse, "validation_runs", storage_options) if r["airflow_run_id"] == run.run_id]
+    assert len(runs) == 1 and runs[0]["status"] == "ok" and runs[0]["jobs_unrestorable"] == 0, runs
+    jobs = table_rows(warehouse, "validation_jobs", storage_options)
+    newest = {normalize_uri(store.uri_of(Path(fixture.job(n)["retained_checkpoints"][-1]) / "_metadata"))
+              for n in ("A", "B", "C")}
+    restorable = {normalize_uri(j["newest_uri"]) for j in jobs if j["kind"] == "job" and j["newest_restorable"]}
+    assert newest <= restorable, (newest, jobs)
+    return results
+
+
+def test_dag_local_store(maintenance_dag, flink_store_for_airflow, tmp_path):
+    warehouse = str(tmp_path / "warehouse")
+    run = maintenance_dag.test(run_conf={"roots": flink_store_for_airflow.roots, "warehouse": warehouse})
+    assert str(run.state) == "success", task_states(run)
+    flink_store_for_airflow.check_index_run(warehouse, run.run_id)
+    check_chains_and_validation(flink_store_for_airflow, warehouse, run)
+    assert Path(warehouse, "_reports", "validation", "data_docs", "index.html").is_file()
+
+
+@pytest.mark.s3
+def test_dag_s3_store(maintenance_dag, flink_store_for_airflow, s3_config, s3_bucket, monkeypatch):
+    fixture = flink_store_for_airflow.fixture
+    # A copy whose _metadata name the S3 paths: validation must be able to stat what they reference.
+    prefix = relocate_store(fixture.root, f"s3://{s3_bucket}/flink", RoutingFileIO(s3_config))
+    # The storage connection the DAG resolves at run time, defined the way a deployment would.
+    monkeypatch.setenv("AIRFLOW_CONN_STATEKEEPER_S3_TEST", json.dumps({
+        "conn_type": "aws", "login": s3_config.access_key_id, "password": s3_config.secret_access_key,
+        "extra": {"endpoint_url": s3_config.endpoint, "region_name": s3_config.region, "addressing_style": "path"},
+    }))
+    local_root = normalize_uri(str(fixture.root))
+    store = IndexedStore(fixture, [f"{prefix}/checkpoints"],
+                         uri_map=lambda p: prefix + normalize_uri(str(p))[len(local_root):])
+    warehouse = f"s3://{s3_bucket}/warehouse"
+    run = maintenance_dag.test(run_conf={"roots": store.roots, "warehouse": warehouse,
+                                         "storage_conn_id": "statekeeper_s3_test"})
+    assert str(run.state) == "success", task_states(run)
+    options = s3_config.deltalake_storage_options()
+    store.check_index_run(warehouse, run.run_id, storage_options=options)
+    check_chains_and_validation(store, warehouse, run, storage_options=options)
+
+
+def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, flink_store_for_airflow, tmp_path):
+    fixture = flink_store_for_airflow.fixture
+    version = fixture.version
+    truth = oracle_references(version, fixture.metadata_files())
+    old = normalize_uri(str(fixture.root))
+    copy = relocate_store(fixture.root, str(tmp_path / "damaged"))
+
+    def moved(u: str) -> str:
+        return copy + u[len(old):]
+
+    c_newest = normalize_uri(str(Path(fixture.job("C")["retained_checkpoints"][-1]) / "_metadata"))
+    a_shared = normalize_uri(fixture.job("A")["job_dir"]) + "/shared/"
+    users = lambda f: {m for m, files in truth.items() if f in files}  # noqa: E731
+    gone = min((f for f in truth[c_newest] if f.startswith(a_shared)), key=lambda f: (len(users(f)), f))
+    Path(moved(gone)[len("file://"):]).unlink()
+    broken = {moved(m) for m in users(gone)}
+
+    validate = maintenance_dag.get_task("validate")
+    # A retry would show as try 2 after one second; the operator must fail for good on exit 1.
+    validate.retries, validate.retry_delay = 1, timedelta(seconds=1)
+    warehouse = str(tmp_path / "warehouse")
+    run = maintenance_dag.test(run_conf={"roots": [f"{copy}/checkpoints"], "warehouse": warehouse})
+    states = task_states(run)
+    assert str(run.state) == "failed", states
+    assert states["index"][0] == "success" and states["chains"][0] == "success", states
+    assert states["validate"] == ("failed", 1), states
+
+    runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == run.run_id]
+    assert len(runs) == 1 and runs[0]["status"] == "unrestorable", runs
+    assert moved(c_newest) in {normalize_uri(u) for u in runs[0]["unrestorable"]}, runs[0]["unrestorable"]
+    errors = {normalize_uri(r["snapshot_uri"]) for r in table_rows(warehouse, "validation_results")
+              if r["check"] == "file_exists" and r["severity"] == "error"}
+    assert errors == broken

@@ -1,0 +1,84 @@
+"""The maintenance DAG imports cleanly and declares what the UI form and the scheduler need."""
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert "checkpoint_maintenance" in dagbag.dags
+
+
+def test_maintenance_dag_shape(dagbag):
+    dag = dagbag.dags["checkpoint_maintenance"]
+    assert dag.max_active_runs == 1
+    assert dag.schedule == "0 2 * * *" or str(dag.timetable.summary) == "0 2 * * *"
+    assert dag.doc_md and "index" in dag.doc_md
+    jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py"}
+    assert {t.task_id for t in dag.tasks} == set(jobs)
+    for task_id, application in jobs.items():
+        task = dag.get_task(task_id)
+        assert task.pool == "statekeeper_spark"
+        assert task.retries >= 1 and task.retry_exponential_backoff
+        assert task.retry_delay == timedelta(minutes=2)
+        assert task.doc_md
+        assert Path(task.application).name == application
+    # chains reads what index wrote; validate reads both
+    assert dag.get_task("chains").upstream_task_ids == {"index"}
+    assert dag.get_task("validate").upstream_task_ids == {"chains"}
+    # validate may stat referenced files under the roots; every job writes to the same warehouse
+    for task_id in jobs:
+        args = dag.get_task(task_id).job_args
+        assert "--warehouse" in args and "--run-id" in args, (task_id, args)
+    assert "--roots" in dag.get_task("validate").job_args
+    # an unrestorable checkpoint is an answer, not a transient failure; a partial listing may be
+    assert dag.get_task("validate").final_exit_codes == (1, 2)
+    assert dag.get_task("index").final_exit_codes == (2,)
+
+
+def test_params_form(dagbag):
+    dag = dagbag.dags["checkpoint_maintenance"]
+    schema = {k: dag.params.get_param(k).schema for k in dag.params}
+    described = {k: dag.params.get_param(k).description for k in dag.params}
+    assert schema["roots"]["type"] == "array" and schema["roots"]["items"] == {"type": "string"}
+    for key in ("job_filter", "warehouse", "storage_conn_id", "spark_conn_id", "spark_master"):
+        assert schema[key]["type"] == "string", key
+        assert described[key], key
+    assert dag.params["spark_conn_id"] == "spark_local"
+    assert dag.params["roots"] == []
+
+
+def test_tasks_follow_the_job_registry(dagbag):
+    """Task ids, entry points and exit-code handling are the registry's, and every registered job runs."""
+    from statekeeper.jobs import registry
+    from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+
+    dag = dagbag.dags["checkpoint_maintenance"]
+    # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class.
+    submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
+    assert submits, [type(t) for t in dag.tasks]
+    entry_points = {spec.entry_point for spec in registry.JOBS}
+    for task in submits:
+        assert task.job in entry_points, (task.task_id, task.job)
+        spec = registry.job(task.job)
+        assert task.task_id == spec.name
+        assert task.spec == spec
+        assert task.final_exit_codes == spec.final_exit_codes
+        assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
+    for spec in registry.JOBS:
+        assert dag.has_task(spec.name), spec.name
+        assert dag.get_task(spec.name) in submits
+        assert (ROOT / "spark_jobs" / f"{spec.entry_point}.py").is_file(), spec.entry_point

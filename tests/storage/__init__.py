@@ -1,0 +1,1 @@
+"""Tests of statekeeper.storage (FileIO, roots, storage config) and statekeeper.uri."""

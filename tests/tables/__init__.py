@@ -1,0 +1,1 @@
+"""Tests of statekeeper.tables (Delta table IO with and without Spark)."""

@@ -1,0 +1,1 @@
+"""Tests of statekeeper.validate (pure checks, the Spark job, real-Flink damage cases)."""
