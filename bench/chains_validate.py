@@ -37,7 +37,7 @@ from bench import cache_dir
 NAME = "chains_validate"
 DESCRIPTION = "chains and validation jobs vs a bare references-join-listing Spark job (synthetic index)"
 REPO = Path(__file__).resolve().parents[1]
-BUILD_VERSION = 2   # 2: the tables are audited as an index run's cut (readers read only audited cuts)
+BUILD_VERSION = 3   # 3: audited as an index run's cut, reference_count = the snapshot's reference rows
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
@@ -67,17 +67,11 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
         for n in range(checkpoints):
             cid = 100 * i + n + 1
             meta = f"{root}/{job}/chk-{cid}/_metadata"
-            snaps.append({"uri": meta, "root": root, "root_id": rid, "job_dir": job, "bucket": job_bucket(job), "job_id": job,
-                          "layout_kind": "checkpoint_metadata", "dir_checkpoint_id": cid, "status": "ok",
-                          "error": None, "metadata_version": 6, "checkpoint_id": cid, "snapshot_type": "checkpoint",
-                          "snapshot_format": None, "sharing": "forward_backward", "metadata_size": 10_000,
-                          "metadata_mtime": T0, "metadata_etag": "x", "inline_bytes": 0, "inline_handle_count": 0,
-                          "reference_count": refs, "referenced_file_count": refs, "referenced_bytes": 0,
-                          "operator_count": 1, "operators": [], "parser_version": "bench", "index_run_id": "bench"})
             own = rng.sample(shared[job], k=int(refs * 0.7))
             inherited = rng.sample(shared[parent], k=int(refs * 0.25)) if parent else []
             relative = [f"{root}/{job}/chk-{cid}/{rng.getrandbits(64):016x}" for _ in range(max(1, refs // 20))]
-            for k, f in enumerate(own + inherited + relative):
+            named = own + inherited + relative
+            for k, f in enumerate(named):
                 size = sizes.setdefault(f, rng.randrange(1_000, 5_000_000))
                 rel = f in relative
                 segment = not rel and k % 17 == 0
@@ -93,6 +87,13 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
                     "operator_id": "0" * 32, "operator_name": "op", "operator_uid": None, "subtask": k % 4,
                     "slot": "managed_keyed", "role": "shared", "local_name": None, "file_root": root,
                     "file_job_dir": loc.job_dir, "file_job_id": loc.job_id, "file_kind": loc.kind.value})
+            snaps.append({"uri": meta, "root": root, "root_id": rid, "job_dir": job, "bucket": job_bucket(job), "job_id": job,
+                          "layout_kind": "checkpoint_metadata", "dir_checkpoint_id": cid, "status": "ok",
+                          "error": None, "metadata_version": 6, "checkpoint_id": cid, "snapshot_type": "checkpoint",
+                          "snapshot_format": None, "sharing": "forward_backward", "metadata_size": 10_000,
+                          "metadata_mtime": T0, "metadata_etag": "x", "inline_bytes": 0, "inline_handle_count": 0,
+                          "reference_count": len(named), "referenced_file_count": len(named), "referenced_bytes": 0,
+                          "operator_count": 1, "operators": [], "parser_version": "bench", "index_run_id": "bench"})
     files = []
     for f, size in sizes.items():
         loc = classify(f[len(root) + 1:])
