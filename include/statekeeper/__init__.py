@@ -3,8 +3,12 @@
 Layers (side effects at the edges):
   statekeeper.format   - the `_metadata` codec (pure; no I/O beyond a byte stream it is handed)
   statekeeper.storage  - FileIO for file:// and s3:// (boto3), no Spark or Airflow
-  statekeeper.tables   - Delta table IO (delta-rs default, delta-spark when its jars exist)
-  statekeeper.index ... the Spark jobs' logic; spark_jobs/ and dags/ are thin entry points.
+  statekeeper.tables   - Delta table IO (delta-rs default, delta-spark when its jars exist), the table
+                         catalog and the vocabulary of column values
+  statekeeper.layout   - Flink's directory layout: classifying objects, locating a file's owner
+  statekeeper.jobs     - what every job shares: registry, builder base, run context, Result
+  statekeeper.index, .chains, .validate - one package per job, none importing another;
+                         spark_jobs/ and dags/ are thin entry points.
 """
 
 __version__ = "0.1.0"
