@@ -296,7 +296,7 @@ def spark_submit_exit_code(exc: BaseException) -> int | None:
     its message carries the code. The command precedes the code and the process's last output lines
     follow it, so the last match before that output is the hook's own. Should the format ever
     change, the code is None and the task is retried (never failed for good by mistake);
-    tests/test_operator_exit_codes.py runs a real failing spark-submit through the hook to catch that.
+    tests/orchestration/test_operator_exit_codes.py runs a real failing spark-submit through the hook to catch that.
     """
     head = str(exc).split(SPARK_SUBMIT_TAIL, 1)[0]
     codes = SPARK_SUBMIT_CODE.findall(head)
