@@ -188,3 +188,24 @@ def test_derived_tables_are_bucketed_like_the_index(spark, synthetic):
         # one data file per (root_id, bucket), not one per job directory
         partitions = {(r["root_id"], r["bucket"]) for r in rows}
         assert len(dt.file_uris()) == len(partitions), name
+
+
+def test_pinned_inputs_name_derived_tables_of_another_cut(synthetic, tmp_path):
+    """dependencies/pins computed from the cut read are fresh; once a newer index cut exists,
+    both are named stale with the versions chains read and the cut's."""
+    import shutil
+
+    from statekeeper.jobs.inputs import pin_inputs
+    from statekeeper.tables.reader import TableReader
+
+    sources = ("snapshots", "references", "files")
+    fresh = pin_inputs(synthetic["warehouse"], sources, ("inline_state", "dependencies", "pins"))
+    assert fresh.stale == () and set(fresh.optional) >= {"dependencies", "pins"}
+
+    copy = Warehouse(str(tmp_path / "wh"))
+    shutil.copytree(synthetic["warehouse"].uri.removeprefix("file://"), tmp_path / "wh")
+    one = TableReader(copy).read("files").slice(0, 1)
+    version = DeltaRsEngine().append_rows(None, copy, FILES, one).version
+    audit_cut(copy, {**fresh.versions, "files": version}, run_id="newer")
+    stale = pin_inputs(copy, sources, ("dependencies", "pins")).stale
+    assert stale == (f"dependencies (files v0 (now v{version}))", f"pins (files v0 (now v{version}))")

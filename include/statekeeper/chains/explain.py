@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from statekeeper.layout.locate import EXTERNAL_ROOT_ID, METADATA_SUFFIX, location_job_dir
 from statekeeper.storage.roots import root_id_of
+from statekeeper.tables import cut
 from statekeeper.tables.reader import TableReader
 from statekeeper.tables.vocabulary import (
     FOREIGN_RELATIONS,
@@ -156,13 +157,10 @@ def _indexed_roots(reader: TableReader) -> list[str]:
 
 
 def _latest(reader: TableReader, name: str) -> dict[str, Any] | None:
-    t = reader.read(name)
-    if not t.num_rows:
-        return None
-    rows = sorted(t.to_pylist(), key=lambda r: r["finished_at"])
     keep = ("run_id", "status", "finished_at", "source_versions", "table_versions", "unparsed_snapshots",
             "unparsed_examples")
-    return {k: v for k, v in rows[-1].items() if k in keep}
+    row = reader.newest(name)
+    return None if row is None else {k: v for k, v in row.items() if k in keep}
 
 
 def _caveats(reader: TableReader, report: ExplainReport) -> None:
@@ -185,8 +183,7 @@ def _caveats(reader: TableReader, report: ExplainReport) -> None:
     if run is None:
         report.caveats.append("no chains run recorded: dependencies/pins may be missing")
         return
-    stale = [f"{n} v{sources.get(n)} (now v{v})" for n, v in current.items()
-             if v is not None and sources.get(n) is not None and sources[n] != v]
+    stale = cut.behind(sources, current)
     if stale:
         report.caveats.append(f"chains were computed from older index versions ({', '.join(stale)}); "
                               "run compute_chains again for an up-to-date answer")

@@ -59,17 +59,16 @@ def _stale(warehouse: Warehouse, derived: list[str], versions: dict[str, int]) -
     from statekeeper.tables.reader import TableReader
 
     reader = TableReader(warehouse)
+    newest: dict[str, dict[str, Any] | None] = {}   # one read per producer's audit table
     found: list[str] = []
     for name in derived:
         audit = job(spec(name).producer).audit_table
-        runs = reader.read(audit, columns=["finished_at", "source_versions"]).to_pylist()
-        if not runs:
+        if audit not in newest:
+            newest[audit] = reader.newest(audit, columns=["source_versions"])
+        run = newest[audit]
+        if run is None:
             found.append(f"{name} (no {audit} row)")
-            continue
-        sources = dict(max(runs, key=lambda r: r["finished_at"])["source_versions"] or [])
-        behind = [f"{t} v{sources.get(t)} (cut v{v})" for t, v in versions.items()
-                  if t in sources and sources[t] != v]
-        if behind:
+        elif behind := cut.behind(dict(run["source_versions"] or []), versions):
             found.append(f"{name} ({', '.join(behind)})")
     return tuple(found)
 

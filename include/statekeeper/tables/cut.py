@@ -145,6 +145,13 @@ def heal(warehouse: Warehouse, specs: Iterable[TableSpec], run_id: str) -> tuple
     return cut, repairs
 
 
+def behind(sources: dict[str, int], versions: dict[str, int | None]) -> list[str]:
+    """The tables a derived table was computed from (`sources`, its producer's audit row) at other
+    versions than `versions` (the cut now read), as "name vS (now vV)"."""
+    return [f"{name} v{sources[name]} (now v{v})" for name, v in versions.items()
+            if v is not None and sources.get(name) is not None and sources[name] != v]
+
+
 def reference_count_mismatches(snapshots: Any, references: Any, limit: int = 5) -> list[str]:
     """Snapshots of a cut whose `reference_count` differs from their rows in `references` (Spark
     DataFrames of the same cut). Empty for a consistent cut; a grouped count and a join, no collect of rows

@@ -101,3 +101,9 @@ class TableReader:
     def version(self, name: str) -> int | None:
         state = self.state(name)
         return None if state is None else state.version
+
+    def newest(self, name: str, *, by: str = "finished_at", columns: list[str] | None = None) -> dict[str, Any] | None:
+        """The row of `name` with the greatest `by` (an audit table's newest run; the last read
+        of equal ones), or None."""
+        rows = self.read(name, columns=None if columns is None else sorted({by, *columns})).to_pylist()
+        return sorted(rows, key=lambda r: r[by])[-1] if rows else None
