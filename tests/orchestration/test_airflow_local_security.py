@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.orchestration.support import plugin_module
+
 pytestmark = pytest.mark.airflow
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = {"127.0.0.1", "::1"}
@@ -176,9 +178,7 @@ def test_local_spark_job_binds_loopback_with_kill_links_off(tmp_path, monkeypatc
     import threading
 
     monkeypatch.setenv("AIRFLOW_CONN_SK_LOCAL_ONE", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    if str(ROOT / "plugins") not in sys.path:
-        sys.path.insert(0, str(ROOT / "plugins"))
-    from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+    StatekeeperSparkSubmitOperator = plugin_module("operators").StatekeeperSparkSubmitOperator
 
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)

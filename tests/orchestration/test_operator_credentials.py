@@ -18,6 +18,7 @@ import pytest
 
 from statekeeper.storage import StorageConfig
 from statekeeper.storage.errors import StorageConfigError
+from tests.orchestration.support import plugin_module
 
 # moto's dummy credentials, distinctive enough to find in any text.
 KEY_ID = "AKIAMOTOTESTKEY0001"
@@ -49,19 +50,11 @@ def test_masked_mapping_is_not_taken_for_credentials():
 
 # -- the operator on YARN and Kubernetes ----------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = {"sk_yarn": "spark.yarn.appMasterEnv.", "sk_k8s": "spark.kubernetes.driverEnv."}
 
 
 def _operator_class():
-    import sys
-
-    # Airflow imports plugins/ as top-level packages; do the same.
-    if str(ROOT / "plugins") not in sys.path:
-        sys.path.insert(0, str(ROOT / "plugins"))
-    from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
-
-    return StatekeeperSparkSubmitOperator
+    return plugin_module("operators").StatekeeperSparkSubmitOperator
 
 
 @pytest.fixture
@@ -145,8 +138,8 @@ def test_spark_submit_loads_the_written_file_and_the_defaults(cluster_connection
     import subprocess
     import sys
 
-    sys.path.insert(0, str(ROOT / "plugins"))
-    from statekeeper_airflow.submit_env import spark_defaults_file, write_properties_file
+    submit_env = plugin_module("submit_env")
+    spark_defaults_file, write_properties_file = submit_env.spark_defaults_file, submit_env.write_properties_file
 
     props = write_properties_file(tmp_path / "p.properties",
                                   {"spark.yarn.appMasterEnv.AWS_SECRET_ACCESS_KEY": SECRET},

@@ -15,26 +15,20 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
 from statekeeper.jobs import registry
+from tests.orchestration.support import plugin_module
 
 pytestmark = pytest.mark.airflow
-ROOT = Path(__file__).resolve().parents[2]
 # Printed by the fake spark-submit: its output lands in the hook's message after the real code.
 DECOY = "Error code is: 0."
 
 
 def _operator_module():
-    # Airflow imports plugins/ as top-level packages; do the same.
-    if str(ROOT / "plugins") not in sys.path:
-        sys.path.insert(0, str(ROOT / "plugins"))
-    from statekeeper_airflow import operators
-
-    return operators
+    return plugin_module("operators")
 
 
 @pytest.fixture
