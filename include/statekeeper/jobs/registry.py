@@ -126,7 +126,27 @@ VALIDATE = JobSpec(
     retried=frozenset({ExitCode.INTERNAL}),
 )
 
-JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE)
+GC = JobSpec(
+    name="gc",
+    label="gc",
+    entry_point="collect_garbage",
+    builder="statekeeper.gc.job:CollectGarbage",
+    audit_table="gc_runs",
+    run_id_prefix="gc",
+    summary="expire retained snapshots by policy and delete files no remaining snapshot references",
+    exit_codes=_codes(
+        ok="plan written (dry run), or every planned file deleted or already gone",
+        attention="blocked by a fail-closed rule (nothing was deleted; the summary names what blocked it and "
+                  "what to do), or some deletes failed (the others went ahead; gc_actions names them, the next "
+                  "run retries them)",
+        usage=_USAGE,
+        internal="internal failure; the plan and every outcome recorded so far stay in gc_actions, and the next "
+                 "run resumes an interrupted deletion",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+
+JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC)
 
 
 def job(name: str) -> JobSpec:

@@ -215,3 +215,50 @@ class ValidationRunStatus(StrEnum):
     UNRESTORABLE = "unrestorable"        # some job's newest retained checkpoint is not
     QUALITY_FAILED = "quality_failed"    # the index tables failed their quality suite
     FAILED = "failed"                    # the run itself failed
+
+
+class GcMode(StrEnum):
+    """gc_runs.mode: what a garbage-collection run was asked to do."""
+
+    PLAN = "plan"          # dry run: write the plan, touch nothing
+    DELETE = "delete"      # plan, re-check, delete
+    EXECUTE = "execute"    # execute (or resume) an earlier run's persisted plan after the same re-checks
+
+
+class GcRunStatus(StrEnum):
+    """gc_runs.status. Every transition appends a row; a run's state is its newest row."""
+
+    REQUESTED = "requested"    # the plan is being computed; nothing touched yet
+    PLANNED = "planned"        # the plan is in gc_actions (a dry run ends here)
+    RUNNING = "running"        # deleting; a run left here was killed and is resumed by the next one
+    COMPLETED = "completed"    # every planned file has its outcome
+    BLOCKED = "blocked"        # a fail-closed rule refused any deletion; its `blocked` column says why
+    FAILED = "failed"          # the run itself failed (or some deletes failed: see `failed`)
+
+    @property
+    def final(self) -> bool:
+        return self in (GcRunStatus.PLANNED, GcRunStatus.COMPLETED, GcRunStatus.BLOCKED, GcRunStatus.FAILED)
+
+
+class GcReason(StrEnum):
+    """gc_actions.reason: why a file is garbage."""
+
+    EXPIRED_SNAPSHOT = "expired_snapshot"      # the `_metadata` of a snapshot the policy expires, or a file only
+                                               # expired snapshots referenced
+    FAILED_CHECKPOINT = "failed_checkpoint"    # a file in a chk-N directory that has no `_metadata`
+    INPROGRESS = "inprogress"                  # a `._metadata.inprogress.*` left by a crashed JobManager
+    ORPHAN = "orphan"                          # anything else no remaining snapshot references
+
+
+class GcOutcome(StrEnum):
+    """gc_actions.outcome: what happened to one planned file."""
+
+    PLANNED = "planned"                  # not attempted (yet): a dry run, or a run that was killed
+    DELETED = "deleted"
+    ALREADY_GONE = "already_gone"        # absent when re-checked or deleted (e.g. by a killed run): done
+    CHANGED_SKIPPED = "changed_skipped"  # size, etag or mtime differ from the plan, or it became referenced
+    FAILED = "failed"                    # the delete failed after retries (the run exits 1)
+
+    @property
+    def done(self) -> bool:
+        return self in (GcOutcome.DELETED, GcOutcome.ALREADY_GONE)

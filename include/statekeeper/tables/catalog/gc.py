@@ -1,0 +1,86 @@
+"""Tables written by garbage collection (`statekeeper.gc`). docs/gc.md documents every column.
+
+`gc_actions` is the persisted plan: one row per file a run decided to delete, written before the
+run touches storage, then rewritten (its run's partition only) with each file's outcome. `gc_runs`
+is an append-only event log: every state transition of a run appends one row, so a reader takes
+each run's newest row, and a run killed mid-way is visible as one whose newest row is `running`.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.spec import column as _f
+
+GC_BREAKDOWN = pa.struct([
+    pa.field("root", pa.string()),
+    pa.field("job_dir", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("files", pa.int64()),
+    pa.field("bytes", pa.int64()),
+])
+
+GC_ACTIONS = TableSpec(
+    "gc_actions",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("uri", pa.string(), False),
+        _f("root", pa.string(), False),
+        _f("root_id", pa.string(), False),
+        _f("job_dir", pa.string(), False),
+        _f("bucket", pa.string(), False),
+        _f("relative_path", pa.string(), False),
+        _f("kind", pa.string(), False),
+        _f("size", pa.int64(), False),
+        _f("mtime", TS, False),
+        _f("etag", pa.string()),
+        _f("reason", pa.string(), False),
+        _f("snapshot_uri", pa.string()),
+        _f("delete_order", pa.int32(), False),
+        _f("outcome", pa.string(), False),
+        _f("message", pa.string()),
+        _f("attempted_at", TS),
+    ]),
+    ("run_id",),
+    "One row per file a garbage-collection run planned to delete, with its outcome.",
+    producer="gc",
+)
+
+GC_RUNS = TableSpec(
+    "gc_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("mode", pa.string(), False),
+        _f("plan_run_id", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("warehouse", pa.string(), False),
+        _f("roots", pa.list_(pa.string()), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("options", pa.string(), False),
+        _f("source_versions", pa.map_(pa.string(), pa.int64())),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("blocked", pa.list_(pa.string()), False),
+        _f("expired_snapshots", pa.int64(), False),
+        _f("planned", pa.int64(), False),
+        _f("planned_bytes", pa.int64(), False),
+        _f("deleted", pa.int64(), False),
+        _f("deleted_bytes", pa.int64(), False),
+        _f("already_gone", pa.int64(), False),
+        _f("changed_skipped", pa.int64(), False),
+        _f("failed", pa.int64(), False),
+        _f("retries", pa.int64(), False),
+        _f("new_snapshots", pa.int64(), False),
+        _f("breakdown", pa.list_(GC_BREAKDOWN), False),
+        _f("airflow_run_id", pa.string()),
+        _f("error", pa.string()),
+    ]),
+    (),
+    "Event log of garbage-collection runs: one row per state transition (requested, planned, running, "
+    "completed, blocked, failed) with the plan's counts and bytes per root, job directory and reason.",
+    producer="gc",
+)
+
+GC_TABLES = (GC_ACTIONS,)
