@@ -1,0 +1,77 @@
+"""Executing a persisted plan in Spark tasks: each task re-checks and deletes its partition's files.
+
+The plan is repartitioned by root, bucket and parent directory (a directory's files stay in one task,
+so an S3 re-check lists a directory once and a local `chk-N/` is removed after its last file);
+nothing is collected to the driver. The run's `--max-deletes-per-second` is split evenly between
+the tasks that can run at once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete
+from statekeeper.storage import StorageConfig
+
+OUTCOME_SCHEMA = pa.schema([
+    pa.field("uri", pa.string()), pa.field("outcome", pa.string()), pa.field("message", pa.string()),
+    pa.field("retries", pa.int64()), pa.field("attempted_at", pa.timestamp("us", tz="UTC")),
+])
+OUTCOME_SPARK_SCHEMA = "uri string, outcome string, message string, retries long, attempted_at timestamp"
+
+
+@dataclass
+class DeleteTask:
+    """mapInArrow: plan rows (uri, size, mtime, etag, delete_order) -> OUTCOME_SCHEMA rows."""
+
+    roots: list[str]
+    storage: StorageConfig
+    settings: DeleteSettings
+    files: Any = None     # Accumulator: files done (deleted or already gone)
+    bytes: Any = None     # Accumulator: bytes done
+    retries: Any = None   # Accumulator: retried requests/keys
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def progress(files: int, nbytes: int, retries: int) -> None:
+            for acc, value in ((self.files, files), (self.bytes, nbytes), (self.retries, retries)):
+                if acc is not None and value:
+                    acc.add(value)
+
+        items: list[PlannedDelete] = []
+        for batch in batches:
+            for row in batch.to_pylist():
+                items.append(PlannedDelete(row["uri"], row["size"], row["mtime"], row["etag"], row["delete_order"]))
+        if not items:
+            return
+        deleter = Deleter(self.storage, self.roots, self.settings, on_progress=progress)
+        out: list[dict[str, Any]] = []
+        for result in deleter.run(items):
+            out.append({"uri": result.uri, "outcome": result.outcome.value, "message": result.message,
+                        "retries": result.retries, "attempted_at": result.attempted_at})
+            if len(out) >= 10_000:
+                yield pa.RecordBatch.from_pylist(out, schema=OUTCOME_SCHEMA)
+                out = []
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=OUTCOME_SCHEMA)
+
+
+def delete_plan(plan: Any, roots: list[str], storage: StorageConfig, settings: DeleteSettings,
+                max_deletes_per_second: float | None, accumulators: tuple[Any, Any, Any]) -> Any:
+    """Outcomes (OUTCOME_SPARK_SCHEMA) of deleting `plan`'s rows with one `delete_order`."""
+    from pyspark.sql import functions as F
+
+    spark = plan.sparkSession
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    partitions = slots * 2
+    if max_deletes_per_second is not None:
+        settings = replace(settings, max_deletes_per_second=max_deletes_per_second / min(slots, partitions))
+    parent = F.regexp_replace(F.col("relative_path"), r"/[^/]*$", "")
+    work = (plan.select("uri", "size", "mtime", "etag", "delete_order", "root_id", "bucket", "relative_path")
+            .repartition(partitions, "root_id", "bucket", parent)
+            .sortWithinPartitions("delete_order", "uri")
+            .select("uri", "size", "mtime", "etag", "delete_order"))
+    files, nbytes, retries = accumulators
+    return work.mapInArrow(DeleteTask(roots, storage, settings, files, nbytes, retries), OUTCOME_SPARK_SCHEMA)

@@ -1,0 +1,126 @@
+"""The fail-closed rules: any of them found means no deletion at all in this run.
+
+GC deletes what the index says nothing references, so everything that makes the index's answer
+doubtful stops it. The rules are global, not per root: a `_metadata` in one root may reference files
+in every other root (CLAIM/LEGACY restores, savepoints), so an unknown reference set anywhere is an
+unknown reference set everywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+_EXAMPLES = 10
+
+
+class Rule(StrEnum):
+    INDEX_NOT_SUCCEEDED = "index_not_succeeded"
+    INDEX_TOO_OLD = "index_too_old"
+    CHAINS_STALE = "chains_stale"
+    SNAPSHOT_NOT_OK = "snapshot_not_ok"
+    REFERENCE_SPELLING = "reference_spelling"
+    NEW_METADATA_UNREADABLE = "new_metadata_unreadable"
+    PLAN_NOT_EXECUTABLE = "plan_not_executable"
+
+
+@dataclass(frozen=True)
+class Blocker:
+    rule: Rule
+    message: str       # names the objects and says what to do
+
+    def __str__(self) -> str:
+        return f"{self.rule.value}: {self.message}"
+
+
+def index_blockers(newest_run: dict[str, Any] | None, cut_run_id: str, cut_finished: datetime,
+                   not_before: datetime | None) -> list[Blocker]:
+    """The newest index run must be the succeeded one GC reads, and recent enough."""
+    out = []
+    if newest_run is not None and newest_run["run_id"] != cut_run_id and newest_run["status"] != "succeeded":
+        out.append(Blocker(Rule.INDEX_NOT_SUCCEEDED, (
+            f"the newest index run {newest_run['run_id']} is {newest_run['status']} (finished "
+            f"{newest_run['finished_at']:%Y-%m-%d %H:%M:%S} UTC): its listing is incomplete, and the last succeeded run "
+            f"{cut_run_id} may be missing newer snapshots. Fix what its errors name (index_runs.errors) and re-run "
+            "index_checkpoints until it succeeds")))
+    if not_before is not None and cut_finished < not_before:
+        out.append(Blocker(Rule.INDEX_TOO_OLD, (
+            f"the newest succeeded index run {cut_run_id} finished at {cut_finished:%Y-%m-%d %H:%M:%S} UTC, before "
+            f"{not_before:%Y-%m-%d %H:%M:%S} UTC (--index-not-before): run index_checkpoints first")))
+    return out
+
+
+def chains_blockers(stale: tuple[str, ...], present: bool) -> list[Blocker]:
+    if not present:
+        return [Blocker(Rule.CHAINS_STALE, "the warehouse has no dependencies table: run compute_chains on the "
+                                           "newest index run first")]
+    if stale:
+        return [Blocker(Rule.CHAINS_STALE, (
+            f"the chains tables were computed from another index run ({'; '.join(stale)}): run compute_chains "
+            "after the newest index run, then GC"))]
+    return []
+
+
+def snapshot_blockers(snapshots: Any) -> list[Blocker]:
+    """Every `_metadata` under every root must have parsed: an unparsed one references unknown files."""
+    from pyspark.sql import functions as F
+
+    bad = snapshots.where(F.col("status") != "ok")
+    rows = bad.select("uri", "status", "error").orderBy("uri").limit(_EXAMPLES).collect()
+    if not rows:
+        return []
+    total = bad.count()
+    named = "; ".join(f"{r['uri']} ({r['status']}: {(r['error'] or '')[:200]})" for r in rows)
+    more = f" and {total - len(rows)} more (snapshots.status)" if total > len(rows) else ""
+    return [Blocker(Rule.SNAPSHOT_NOT_OK, (
+        f"{total} _metadata cannot be read, so the files they reference are unknown: {named}{more}. Repair or "
+        "restore each from a backup, or move it out of the roots if the snapshot is truly dead (a corrupt "
+        "checkpoint Flink never completed); then re-index. Nothing is deleted anywhere while one is unreadable"))]
+
+
+def spelling_blockers(references: Any, roots: list[str], equal_schemes: tuple[str, ...] = ()) -> list[Blocker]:
+    """A reference that names a listed object under another spelling is an error, never an orphan.
+
+    Statekeeper reads `s3a://`/`s3n://`/`s3p://` as `s3://` (the same store), but Iceberg deleted live
+    files after exactly such a mismatch: unless the alias is accepted (`equal_schemes`), a stored path
+    whose scheme is an alias, whose bucket differs in case from a root's, or that ends in `/` blocks.
+    """
+    from pyspark.sql import functions as F
+
+    stored = F.col("stored_path")
+    scheme = F.lower(F.regexp_extract(stored, r"^([A-Za-z][A-Za-z0-9+.\-]*)://", 1))
+    authority = F.regexp_extract(stored, r"^[A-Za-z][A-Za-z0-9+.\-]*://([^/]*)", 1)
+    canonical_scheme = F.regexp_extract(F.col("file_uri"), r"^([a-z0-9+.\-]+)://", 1)
+    canonical_authority = F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://([^/]*)", 1)
+    accepted = [s.lower() for s in equal_schemes]
+    in_root = F.col("file_root").isNotNull()
+    alias = in_root & (scheme != "") & (scheme != canonical_scheme) & (scheme != "file") & ~scheme.isin(accepted)
+    case = (scheme != "") & (authority != canonical_authority)
+    lowered = F.concat(canonical_scheme, F.lit("://"), F.lower(canonical_authority),
+                       F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://[^/]*(/.*)?$", 1))
+    root_case = F.col("file_root").isNull() & F.lit(False)
+    for root in roots:
+        root_case = root_case | (F.col("file_root").isNull() & lowered.startswith(root.rstrip("/") + "/"))
+    slash = in_root & stored.endswith("/") & (F.col("scope") != "file_merging_managed_dir")
+    problem = (F.when(alias, F.lit("scheme alias"))
+               .when(root_case | (in_root & case), F.lit("bucket spelled in another case"))
+               .when(slash, F.lit("trailing slash")))
+    bad = references.select("snapshot_uri", "stored_path", "file_uri", problem.alias("problem")) \
+        .where(F.col("problem").isNotNull())
+    rows = bad.orderBy("snapshot_uri", "stored_path").limit(_EXAMPLES).collect()
+    if not rows:
+        return []
+    total = bad.count()
+    named = "; ".join(f"{r['snapshot_uri']} stores {r['stored_path']!r} ({r['problem']}; listed as {r['file_uri']})"
+                      for r in rows)
+    more = f" and {total - len(rows)} more" if total > len(rows) else ""
+    return [Blocker(Rule.REFERENCE_SPELLING, (
+        f"{total} reference(s) spell a location under the roots differently from the listing: {named}{more}. "
+        "Configure the roots with the spelling Flink writes; if Flink writes s3a:// (or s3n://, s3p://) for the "
+        "same bucket, pass --equal-schemes s3a (Iceberg's equal_schemes) after checking that both spellings reach "
+        "the same store"))]
+
+
+def summary(blockers: list[Blocker]) -> str:
+    return "; ".join(str(b) for b in blockers)

@@ -1,0 +1,461 @@
+"""The garbage-collection job: plan, persist the plan, re-check, delete — never a live file.
+
+    result = (CollectGarbage(spark)
+              .warehouse("s3://bucket/statekeeper")
+              .mode("delete")                       # default: "plan" (a dry run)
+              .older_than(timedelta(days=3))
+              .retain_last(3)
+              .execute())
+
+A run reads the index tables at the newest succeeded cut (plus, for jobs that look active, the
+`references` of every index run inside the grace window), applies the retention policy
+(`statekeeper.gc.policy`), sweeps (`statekeeper.gc.plan`) and writes the plan to `gc_actions`
+before it touches storage, with a `gc_runs` row per state transition. Any fail-closed rule
+(`statekeeper.gc.guards`) blocks every deletion. A deleting run first resumes any earlier run a
+kill left `running`, then lists the roots again for `_metadata` written since the index
+(`statekeeper.gc.relist`), then deletes in Spark tasks (`statekeeper.gc.execute`), each file
+re-checked against its planned size and etag, `_metadata` of expired snapshots first; the outcomes
+replace the run's plan rows in one commit.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from statekeeper.gc.deleter import DeleteSettings
+from statekeeper.gc.guards import Blocker, Rule
+from statekeeper.gc.options import GcOptions, RetentionPolicy
+from statekeeper.jobs.base import StatekeeperJob
+from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
+from statekeeper.jobs.registry import GC
+from statekeeper.jobs.result import JobResult
+from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
+from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus
+
+SOURCES = ("snapshots", "references", "files")
+OPTIONAL_SOURCES = ("dependencies",)
+_BREAKDOWN_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """Planned files and bytes of one (root, job directory, reason)."""
+
+    root: str
+    job_dir: str
+    reason: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GcResult(JobResult):
+    mode: GcMode
+    plan_run_id: str
+    roots: tuple[str, ...] = ()
+    options: str = "{}"
+    source_versions: dict[str, int] = field(default_factory=dict)
+    blocked: tuple[str, ...] = ()
+    expired_snapshots: int = 0
+    planned: int = 0
+    planned_bytes: int = 0
+    deleted: int = 0
+    deleted_bytes: int = 0
+    already_gone: int = 0
+    changed_skipped: int = 0
+    failed: int = 0
+    retries: int = 0
+    new_snapshots: int = 0
+    not_judged: int = 0
+    breakdown: tuple[Reclaim, ...] = ()
+    resumed: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
+        lines = [f"gc run {self.run_id} ({self.mode.value}) {self.status} in {self.seconds:.1f}s: "
+                 f"{self.planned} file(s), {_size(self.planned_bytes)} {verb}; {self.expired_snapshots} snapshot(s) "
+                 f"expired by policy; index versions {self.source_versions}"]
+        if self.plan_run_id != self.run_id:
+            lines.append(f"  executed the plan of run {self.plan_run_id}")
+        if self.resumed:
+            lines.append(f"  resumed interrupted run(s) first: {', '.join(self.resumed)}")
+        if self.mode is not GcMode.PLAN and not self.blocked:
+            lines.append(f"  deleted {self.deleted} ({_size(self.deleted_bytes)}), already gone {self.already_gone}, "
+                         f"changed or newly referenced (kept) {self.changed_skipped}, FAILED {self.failed}; "
+                         f"{self.retries} retried request(s); {self.new_snapshots} _metadata written since the index "
+                         "were parsed and their files kept")
+        if self.not_judged:
+            lines.append(f"  {self.not_judged} object(s) GC never judges (ForSt working files, unknown layout, "
+                         "symlinks and other non-regular objects) were left alone")
+        for b in self.blocked:
+            lines.append(f"  BLOCKED (nothing deleted): {b}")
+        top = sorted(self.breakdown, key=lambda r: (-r.bytes, r.root, r.job_dir, r.reason))[:20]
+        if top:
+            lines.append("  reclaimable by job directory and reason (largest first):")
+            lines.extend(f"    {r.root}/{r.job_dir} {r.reason}: {r.files} file(s), {_size(r.bytes)}" for r in top)
+            if len(self.breakdown) > len(top):
+                lines.append(f"    ... {len(self.breakdown) - len(top)} more rows in gc_runs.breakdown")
+        if self.failed:
+            lines.append("  failed deletes are listed in gc_actions (outcome 'failed') with the storage error; the "
+                         "next run retries them")
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+    def audit_values(self) -> dict[str, Any]:
+        return {"breakdown": [{"root": r.root, "job_dir": r.job_dir, "reason": r.reason, "files": r.files,
+                               "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]]}
+
+
+def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> Any:
+    """Replace the run's partition of gc_actions (its plan, then the same rows with outcomes) in one commit."""
+    return ctx.engine.write(df, ctx.warehouse, GC_ACTIONS, mode="replace_partitions", replace=[{"run_id": run_id}],
+                            metadata=ctx.commit_metadata(**metadata))
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+class CollectGarbage(StatekeeperJob[GcResult]):
+    """Builder for one GC run. Every option is explicit; the defaults plan only."""
+
+    JOB = GC
+
+    def __init__(self, spark: Any) -> None:
+        super().__init__(spark)
+        self._options = GcOptions()
+        self._equal_schemes: tuple[str, ...] = ()
+        self._inputs: PinnedInputs | None = None
+        self._roots: list[str] = []
+        self._cut: Any = None
+
+    # -- options -----------------------------------------------------------------------------
+
+    def mode(self, mode: GcMode | str) -> CollectGarbage:
+        """plan (default: write the plan, delete nothing) or delete."""
+        self._options = replace(self._options, mode=GcMode(mode))
+        return self
+
+    def execute_plan(self, run_id: str) -> CollectGarbage:
+        """Execute the persisted plan of an earlier (dry) run, after the same re-checks."""
+        self._options = replace(self._options, mode=GcMode.EXECUTE, plan_run_id=run_id)
+        return self
+
+    def older_than(self, grace: timedelta) -> CollectGarbage:
+        """Grace period: nothing younger is deleted (default 3 days; below 1 hour needs allow_short_grace)."""
+        self._options = replace(self._options, older_than=grace)
+        return self
+
+    def allow_short_grace(self, allowed: bool = True) -> CollectGarbage:
+        self._options = replace(self._options, allow_short_grace=allowed)
+        return self
+
+    def retention(self, policy: RetentionPolicy) -> CollectGarbage:
+        self._options = replace(self._options, policy=policy)
+        return self
+
+    def retain_last(self, n: int | None) -> CollectGarbage:
+        return self.retention(replace(self._options.policy, retain_last=n))
+
+    def max_deletes_per_second(self, rate: float | None) -> CollectGarbage:
+        self._options = replace(self._options, max_deletes_per_second=rate)
+        return self
+
+    def index_not_before(self, moment: datetime | None) -> CollectGarbage:
+        """Refuse to delete when the newest succeeded index run finished before `moment` (the DAG run's start)."""
+        self._options = replace(self._options, index_not_before=moment)
+        return self
+
+    def equal_schemes(self, *schemes: str) -> CollectGarbage:
+        """Scheme aliases of s3:// accepted in stored paths (s3a, s3n, s3p): Iceberg's equal_schemes."""
+        self._equal_schemes = tuple(s.lower().rstrip(":/") for s in schemes)
+        return self
+
+    def delete_settings(self, settings: DeleteSettings) -> CollectGarbage:
+        self._options = replace(self._options, delete=settings)
+        return self
+
+    def configure(self, options: GcOptions) -> CollectGarbage:
+        """All GC options at once (the entry point's parsed command line)."""
+        self._options = options
+        return self
+
+    @property
+    def options(self) -> GcOptions:
+        return self._options
+
+    # -- run ----------------------------------------------------------------------------------
+
+    def _check_options(self) -> None:
+        self._options.check()
+
+    def _prepare(self, ctx: RunContext) -> None:
+        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
+        from statekeeper.tables import cut
+
+        self._cut = cut.latest_cut(ctx.warehouse)
+        from statekeeper.tables.reader import TableReader
+
+        newest = TableReader(ctx.warehouse).newest("index_runs", columns=["run_id", "status", "roots"])
+        self._newest_index = newest
+        run_roots = TableReader(ctx.warehouse).read(
+            "index_runs", filters=None, columns=["run_id", "roots"]).to_pylist()
+        self._roots = sorted(next((list(r["roots"]) for r in run_roots if r["run_id"] == self._cut.run_id), []))
+        ctx.log.info("%s: warehouse %s, roots %s, index run %s versions %s, options %s", ctx.label, ctx.warehouse.uri,
+                     self._roots, self._cut.run_id, self._inputs.versions, self._options.to_json())
+
+    def _pinned(self) -> PinnedInputs:
+        assert self._inputs is not None, "_prepare pins the inputs"
+        return self._inputs
+
+    def _result(self, ctx: RunContext, status: GcRunStatus, **values: Any) -> GcResult:
+        values.setdefault("plan_run_id", ctx.run_id)
+        return GcResult(run_id=ctx.run_id, status=status.value, started_at=ctx.started,
+                        finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri, mode=self._options.mode,
+                        roots=tuple(self._roots), options=self._options.to_json(),
+                        source_versions=self._pinned().versions, **values)
+
+    def _failed(self, ctx: RunContext, error: str) -> GcResult:
+        return self._result(ctx, GcRunStatus.FAILED, error=error, **getattr(self, "_progress_values", {}))
+
+    def _event(self, ctx: RunContext, result: GcResult) -> None:
+        """Append one state transition of a run to gc_runs (the base appends the final one)."""
+        self._audit(ctx, result)
+
+    def _run(self, ctx: RunContext) -> GcResult:
+        from pyspark.sql import functions as F
+
+        from statekeeper.gc import guards, plan as sweep, policy
+
+        opts = self._options
+        now = datetime.now(timezone.utc)
+        grace_cutoff = now - opts.older_than
+        self._progress_values: dict[str, Any] = {}
+        resumed = self._resume_interrupted(ctx) if opts.mode is not GcMode.PLAN else ()
+
+        if opts.mode is GcMode.EXECUTE:
+            return self._execute_reviewed(ctx, resumed)
+
+        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
+        snaps, refs, files = (ctx.keep(tables["snapshots"]), ctx.keep(tables["references"]),
+                              ctx.keep(tables["files"]))
+        check_consistent(snaps, refs, self._pinned().versions)
+        self._event(ctx, self._result(ctx, GcRunStatus.REQUESTED, resumed=resumed))
+
+        ctx.beat.phase("fail-closed checks")
+        blockers = self._blockers(ctx, snaps, refs)
+
+        ctx.beat.phase("retention policy")
+        expired = ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff))
+        ctx.beat.phase("sweep")
+        history = self._history(ctx, grace_cutoff)
+        planned = sweep.candidates(sweep.SweepInputs(files, snaps, refs, history), expired, run_id=ctx.run_id,
+                                   grace_cutoff=grace_cutoff)
+        ctx.beat.phase("writing the plan to gc_actions")
+        commit = _write_actions(ctx, planned, ctx.run_id, **{"statekeeper.sourceVersions":
+                                                             json.dumps(self._pinned().versions, sort_keys=True)})
+        plan = ctx.keep(ctx.engine.read(ctx.spark, ctx.warehouse, GC_ACTIONS.name, version=commit.version,
+                                        partitions={"run_id": [ctx.run_id]}))
+        totals = self._totals(plan)
+        values = dict(totals, expired_snapshots=int(expired.count()), not_judged=int(sweep.not_judged(files).count()),
+                      table_versions={GC_ACTIONS.name: commit.version}, resumed=resumed)
+        self._progress_values = values
+        if blockers:
+            ctx.log.error("%s: BLOCKED, nothing will be deleted: %s", ctx.label, guards.summary(blockers))
+            return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
+        if opts.mode is GcMode.PLAN:
+            return self._result(ctx, GcRunStatus.PLANNED, **values)
+        self._event(ctx, self._result(ctx, GcRunStatus.PLANNED, **values))
+        return self._delete(ctx, ctx.run_id, plan, snaps, values)
+
+    # -- pieces ---------------------------------------------------------------------------------
+
+    def _blockers(self, ctx: RunContext, snaps: Any, refs: Any) -> list[Blocker]:
+        from statekeeper.gc import guards
+
+        cut = self._cut
+        out = guards.index_blockers(self._newest_index, cut.run_id, cut.finished_at, self._options.index_not_before)
+        out += guards.chains_blockers(self._pinned().stale, "dependencies" in self._pinned().optional)
+        out += guards.snapshot_blockers(snaps)
+        out += guards.spelling_blockers(refs, self._roots, self._equal_schemes)
+        return out
+
+    def _history(self, ctx: RunContext, grace_cutoff: datetime) -> Any:
+        """`references` of every other succeeded index run that finished inside the grace window."""
+        from statekeeper.tables.reader import TableReader
+
+        current = self._pinned().versions["references"]
+        rows = TableReader(ctx.warehouse).read("index_runs", columns=["status", "finished_at", "table_versions"])
+        versions = sorted({dict(r["table_versions"] or []).get("references") for r in rows.to_pylist()
+                           if r["status"] == IndexRunStatus.SUCCEEDED and r["finished_at"] >= grace_cutoff} - {None, current})
+        if not versions:
+            return None
+        ctx.log.info("%s: also keeping files referenced by %d earlier index run(s) inside the grace window "
+                     "(references versions %s) in jobs that look active", ctx.label, len(versions), versions)
+        frames = [ctx.engine.read(ctx.spark, ctx.warehouse, "references", version=v).select("root_id", "job_dir", "file_uri")
+                  for v in versions]
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    @staticmethod
+    def _totals(plan: Any) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
+        agg = plan.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).first()
+        rows = (plan.groupBy("root", "job_dir", "reason").agg(F.count(F.lit(1)).alias("files"),
+                                                            F.sum("size").alias("bytes"))
+                .orderBy(F.col("bytes").desc()).limit(_BREAKDOWN_ROWS).collect())
+        return {"planned": int(agg["n"] or 0), "planned_bytes": int(agg["b"] or 0),
+                "breakdown": tuple(Reclaim(r["root"], r["job_dir"], r["reason"], int(r["files"]), int(r["bytes"] or 0))
+                                   for r in rows)}
+
+    def _delete(self, ctx: RunContext, plan_run_id: str, plan: Any, indexed_snapshots: Any,
+                values: dict[str, Any]) -> GcResult:
+        """Re-list, re-check and delete `plan` (gc_actions rows of `plan_run_id`); record outcomes."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.gc import guards
+        from statekeeper.gc.execute import delete_plan
+        from statekeeper.gc.relist import new_references
+
+        opts = self._options
+        self._event(ctx, self._result(ctx, GcRunStatus.RUNNING, plan_run_id=plan_run_id, **values))
+        ctx.beat.phase("listing the roots again for _metadata written since the index")
+        parsed, new = new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots)
+        parsed = ctx.keep(parsed)
+        errors = parsed.where(F.col("error").isNotNull()).select("metadata_uri", "error").limit(10).collect()
+        new_count = int(new.count())
+        values = dict(values, new_snapshots=new_count)
+        if errors:
+            blocker = Blocker(Rule.NEW_METADATA_UNREADABLE, (
+                "_metadata written after the index cannot be parsed, so what they reference is unknown: "
+                + "; ".join(f"{r['metadata_uri']} ({r['error'][:200]})" for r in errors)
+                + ". Re-run index_checkpoints (it records them) and repair or remove them; then GC"))
+            ctx.log.error("%s: BLOCKED, nothing deleted: %s", ctx.label, blocker)
+            return self._result(ctx, GcRunStatus.BLOCKED, plan_run_id=plan_run_id, blocked=(str(blocker),), **values)
+        keep_now = parsed.where(F.col("file_uri").isNotNull()).select(F.col("file_uri").alias("uri")).distinct()
+        newly = plan.join(keep_now, "uri", "left_semi")
+        todo = plan.join(keep_now, "uri", "left_anti")
+
+        acc = (ctx.spark.sparkContext.accumulator(0), ctx.spark.sparkContext.accumulator(0),
+               ctx.spark.sparkContext.accumulator(0))
+        total = values.get("planned", 0)
+        ctx.beat.phase("deleting", lambda: (f"{acc[0].value}/{total} file(s) done, {_size(acc[1].value)}, "
+                                            f"{acc[2].value} retried request(s)"))
+        outcomes = []
+        for order in (0, 1):   # `_metadata` of expired snapshots before any of their files
+            part = todo.where(F.col("delete_order") == order)
+            outcomes.append(ctx.keep(delete_plan(part, self._roots, ctx.storage, opts.delete,
+                                                 opts.max_deletes_per_second, acc)))
+        now = datetime.now(timezone.utc)
+        kept = newly.select("uri", F.lit(GcOutcome.CHANGED_SKIPPED.value).alias("outcome"),
+                            F.lit("referenced by a _metadata written after the index; kept").alias("message"),
+                            F.lit(0).cast("long").alias("retries"), F.lit(now).alias("attempted_at"))
+        result_rows = ctx.keep(outcomes[0].unionByName(outcomes[1]).unionByName(kept))
+        final = (plan.drop("outcome", "message", "attempted_at")
+                 .join(result_rows.drop("retries"), "uri", "left")
+                 .withColumn("outcome", F.coalesce(F.col("outcome"), F.lit(GcOutcome.PLANNED.value)))
+                 .select(*GC_ACTIONS.schema.names))
+        ctx.beat.phase("recording outcomes in gc_actions")
+        commit = _write_actions(ctx, final, plan_run_id)
+        counts = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in
+                  final.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()}
+        retries = int(result_rows.agg(F.sum("retries")).first()[0] or 0)
+        values = dict(values, table_versions={GC_ACTIONS.name: commit.version},
+                      deleted=counts.get(GcOutcome.DELETED, (0, 0))[0],
+                      deleted_bytes=counts.get(GcOutcome.DELETED, (0, 0))[1],
+                      already_gone=counts.get(GcOutcome.ALREADY_GONE, (0, 0))[0],
+                      changed_skipped=counts.get(GcOutcome.CHANGED_SKIPPED, (0, 0))[0],
+                      failed=counts.get(GcOutcome.FAILED, (0, 0))[0], retries=retries)
+        return self._result(ctx, GcRunStatus.COMPLETED, plan_run_id=plan_run_id, **values)
+
+    def _runs(self, ctx: RunContext) -> list[dict[str, Any]]:
+        """Each GC run's newest gc_runs row."""
+        from statekeeper.tables.reader import TableReader
+
+        rows = TableReader(ctx.warehouse).read(GC_RUNS.name).to_pylist()
+        newest: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            key = row["run_id"]
+            if key not in newest or row["finished_at"] >= newest[key]["finished_at"]:
+                newest[key] = row
+        return sorted(newest.values(), key=lambda r: r["started_at"])
+
+    def _plan_of(self, ctx: RunContext, run_id: str) -> Any:
+        from statekeeper.tables import delta_log
+
+        return ctx.keep(ctx.engine.read(ctx.spark, ctx.warehouse, GC_ACTIONS.name,
+                                        version=delta_log.latest_version(ctx.warehouse, GC_ACTIONS.name),
+                                        partitions={"run_id": [run_id]}))
+
+    def _snapshots_of(self, ctx: RunContext, row: dict[str, Any]) -> Any:
+        version = dict(row["source_versions"] or []).get("snapshots")
+        return ctx.engine.read(ctx.spark, ctx.warehouse, "snapshots", version=version)
+
+    def _resume_interrupted(self, ctx: RunContext) -> tuple[str, ...]:
+        """Finish every run a kill left `running`: its plan, re-checked (already deleted = done)."""
+        from statekeeper.tables import delta_log
+
+        if delta_log.latest_version(ctx.warehouse, GC_RUNS.name) is None:
+            return ()
+        resumed = []
+        for row in self._runs(ctx):
+            if row["status"] != GcRunStatus.RUNNING or row["run_id"] == ctx.run_id:
+                continue
+            ctx.log.warning("%s: run %s was interrupted while deleting; resuming its plan first", ctx.label,
+                            row["run_id"])
+            self._finish_other(ctx, row)
+            resumed.append(row["run_id"])
+        return tuple(resumed)
+
+    def _finish_other(self, ctx: RunContext, row: dict[str, Any]) -> GcResult:
+        """Execute the plan of the earlier run `row` and record it under that run's id."""
+        plan = self._plan_of(ctx, row["plan_run_id"])
+        values = {k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")}
+        values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
+        other = replace(ctx, run_id=row["plan_run_id"])
+        result = self._delete(other, row["plan_run_id"], plan, self._snapshots_of(ctx, row), values)
+        self._audit(other, replace(result, run_id=row["run_id"]))
+        return result
+
+    def _execute_reviewed(self, ctx: RunContext, resumed: tuple[str, ...]) -> GcResult:
+        """--execute RUN_ID: the persisted plan of an earlier dry run, after the same re-checks."""
+        target = self._options.plan_run_id
+        runs = {r["run_id"]: r for r in self._runs(ctx)}
+        row = runs.get(target)
+        problem = None
+        if row is None:
+            problem = f"no GC run {target} in {ctx.warehouse.uri}/gc_runs: pass the run id of a dry run (mode plan)"
+        elif row["status"] != GcRunStatus.PLANNED:
+            problem = (f"run {target} is {row['status']}, not planned: only a dry-run plan that no fail-closed rule "
+                       "blocked can be executed; run a new plan")
+        elif row["source_versions"] and dict(row["source_versions"]) != self._pinned().versions:
+            # A newer index cut exists: the plan may miss snapshots that appeared since. The re-list
+            # would catch new `_metadata`, but a re-plan is cheap and sees everything.
+            problem = (f"run {target} was planned on index versions {dict(row['source_versions'])}, the newest "
+                       f"succeeded index run is at {self._pinned().versions}: run a new plan and review that")
+        values: dict[str, Any] = {"resumed": resumed, "plan_run_id": target}
+        if problem is not None:
+            return self._result(ctx, GcRunStatus.BLOCKED, blocked=(f"{Rule.PLAN_NOT_EXECUTABLE.value}: {problem}",),
+                                **values)
+        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
+        blockers = self._blockers(ctx, ctx.keep(tables["snapshots"]), tables["references"])
+        if blockers:
+            return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
+        plan = self._plan_of(ctx, target)
+        values.update({k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")})
+        values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
+        other = replace(ctx, run_id=target)
+        result = self._delete(other, target, plan, tables["snapshots"], {k: v for k, v in values.items()
+                                                                          if k != "plan_run_id"})
+        return replace(result, run_id=ctx.run_id, mode=GcMode.EXECUTE)
