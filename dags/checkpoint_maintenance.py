@@ -1,4 +1,4 @@
-"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate.
+"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate -> gc.
 
 Thin by design: each task submits one entry point from spark_jobs/ through
 StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper. Each task's id, entry point
@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, Param
-from statekeeper.jobs.registry import CHAINS, INDEX, VALIDATE
+from statekeeper.jobs.registry import CHAINS, GC, INDEX, VALIDATE
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
@@ -23,6 +23,21 @@ to the **warehouse**.
 | `index` | every object and `_metadata` under the roots (incremental: unchanged `_metadata` are not re-parsed) | `files`, `snapshots`, `references`, `inline_state`, `index_runs` |
 | `chains` | the index tables | `dependencies` (what each snapshot uses, across jobs and savepoints), `pins` (who keeps each directory alive), `chains_runs` |
 | `validate` | the index and chains tables; `stat` of referenced files outside the indexed roots | `validation_results`, `validation_jobs`, `validation_runs`, a Great Expectations report and Data Docs under `<warehouse>/_reports/validation/` |
+| `gc` | the index and chains tables (refused when the newest index run finished before this DAG run started) | `gc_runs`, `gc_actions` (the plan and each file's outcome); in `delete` mode it deletes the planned files |
+
+**Garbage collection** (`gc`, see docs/gc.md) plans by default: a dry run that writes the plan to
+`gc_actions` and deletes nothing. It runs only when `validate` succeeded (the default trigger rule,
+`all_success`): a run whose newest checkpoint does not restore never deletes anything. Scheduled and
+backfill runs take the mode and the grace period from the Variables `statekeeper_gc_mode` (`plan`
+unless set to `delete`) and `statekeeper_gc_older_than` (default `3d`); manual runs take them from
+the form (`gc_mode`, `older_than`; an empty grace period falls back to the Variable, then `3d`).
+The retention policy (`retain_last`, `inactive_after`/`inactive_retain`,
+`expire_savepoints_older_than`) and `max_deletes_per_second` are form parameters; scheduled runs use
+their defaults, which expire nothing by policy. To **execute a reviewed plan**, trigger a manual run
+with `gc_execute_plan` set to the dry run's run id (from `gc_runs`): `gc` then deletes that plan's
+files instead of planning anew, and the mode is ignored. `gc` exits 1, not retried, when a fail-closed rule
+blocked it (nothing deleted; the log says what to do) or some deletes failed (`gc_actions` names
+them; the next run retries them); an internal failure (3) is retried and resumes.
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest
@@ -49,6 +64,35 @@ INDEX_ARGS = [
     # Manual runs triggered without a logical date have no data interval (the names are undefined).
     "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
     "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
+]
+
+# gc: scheduled and backfill runs follow the Variables (a deployment opts in to deleting once, there);
+# only a manual run takes the form's mode, grace period and plan to execute.
+MANUAL = "dag_run.run_type == 'manual'"
+GC_MODE = ("{{ '--execute=' ~ params.gc_execute_plan if " + MANUAL + " and params.gc_execute_plan else '--mode=' ~ "
+           "((params.gc_mode if " + MANUAL + " else var.value.get('statekeeper_gc_mode', '')) or 'plan') | trim }}")
+GC_OLDER_THAN = ("--older-than={{ ((params.older_than if " + MANUAL + " else '') "
+                 "or var.value.get('statekeeper_gc_older_than', '') or '3d') | trim }}")
+
+
+def optional(option: str, param: str) -> str:
+    """`--option=<param>`, with an empty value when the param is unset (None or ''): the entry points
+    take an empty value as "not given", and every argument stays one token."""
+    return f"--{option}={{{{ params.{param} if params.{param} is not none else '' }}}}"
+
+
+GC_ARGS = [
+    *WAREHOUSE_AND_RUN,
+    # gc plans from the newest succeeded index run; this run's own `index` finished after the run
+    # started, so a newest index run that finished before then is stale and gc refuses to delete.
+    "--index-not-before={{ (dag_run.start_date or dag_run.run_after) | ts }}",
+    GC_MODE,
+    GC_OLDER_THAN,
+    optional("retain-last", "retain_last"),
+    optional("inactive-after", "inactive_after"),
+    optional("inactive-retain", "inactive_retain"),
+    optional("expire-savepoints-older-than", "expire_savepoints_older_than"),
+    optional("max-deletes-per-second", "max_deletes_per_second"),
 ]
 
 SUBMIT = {
@@ -108,6 +152,44 @@ with DAG(
             "", type="string", title="Spark master override",
             description="Overrides the connection's master for this run, e.g. local[2] or spark://host:7077.",
         ),
+        "gc_mode": Param(
+            "plan", type="string", enum=["plan", "delete"], title="GC mode",
+            description="plan: a dry run that writes the plan to gc_actions and deletes nothing. delete: plan "
+                        "and delete. Manual runs only; scheduled runs use the Variable statekeeper_gc_mode "
+                        "(default plan).",
+        ),
+        "gc_execute_plan": Param(
+            "", type="string", title="GC: execute a reviewed plan",
+            description="The run id of a reviewed dry run (gc_runs): delete exactly its planned files instead "
+                        "of planning anew; the GC mode is then ignored. Empty: plan (or delete) as usual.",
+        ),
+        "older_than": Param(
+            "", type="string", title="GC grace period",
+            description="Never delete anything newer than this (e.g. 3d, 12h, 90m; under 1h is refused). "
+                        "Empty: the Variable statekeeper_gc_older_than, else 3d.",
+        ),
+        "retain_last": Param(
+            None, type=["null", "integer"], minimum=1, title="GC: retain last N checkpoints",
+            description="Expire all but the newest N retained checkpoints of each job. Empty: expire nothing "
+                        "by count.",
+        ),
+        "inactive_after": Param(
+            "", type="string", title="GC: inactive after",
+            description="A job whose newest checkpoint is older than this (e.g. 30d) is inactive and keeps only "
+                        "its newest 'GC: inactive jobs keep' checkpoints. Empty: no job counts as inactive.",
+        ),
+        "inactive_retain": Param(
+            1, type="integer", minimum=1, title="GC: inactive jobs keep",
+            description="How many newest checkpoints an inactive job keeps (see 'GC: inactive after').",
+        ),
+        "expire_savepoints_older_than": Param(
+            "", type="string", title="GC: expire savepoints older than",
+            description="Expire savepoints older than this (e.g. 90d). Empty: savepoints never expire.",
+        ),
+        "max_deletes_per_second": Param(
+            None, type=["null", "number"], exclusiveMinimum=0, title="GC: max deletes per second",
+            description="Rate limit on deletions against the storage. Empty: unlimited.",
+        ),
     },
 ) as dag:
     index = StatekeeperSparkSubmitOperator(
@@ -137,4 +219,17 @@ with DAG(
                "retries when a newest retained checkpoint is not restorable.",
         **SUBMIT,
     )
-    index >> chains >> validate
+    gc = StatekeeperSparkSubmitOperator(
+        task_id=GC.name,
+        job=GC.entry_point,
+        job_args=GC_ARGS,
+        # Default trigger rule (all_success): when validate fails (a newest checkpoint does not
+        # restore), gc does not run. Exit 1 (blocked, or some deletes failed) is final (GC.retried).
+        doc_md="Expires snapshots by the retention policy and plans the deletion of every file no remaining "
+               "snapshot references and older than the grace period; writes `gc_runs` and `gc_actions`. "
+               "Deletes only in `delete` mode (or when executing a reviewed plan). Runs only after a "
+               "successful `validate`. Exit 1 (blocked by a fail-closed rule, or some deletes failed) is "
+               "not retried.",
+        **SUBMIT,
+    )
+    index >> chains >> validate >> gc

@@ -32,6 +32,9 @@ def test_project_settings_convert_to_airflow_formats(tmp_path):
     assert s3["conn_type"] == "aws" and s3["login"] == "testing"
     assert json.loads(s3["extra"])["endpoint_url"] == "http://127.0.0.1:5000"
     assert settings.variables["statekeeper_warehouse"] == "file:///proj/.statekeeper/warehouse"
+    # scheduled gc runs only plan until a deployment sets statekeeper_gc_mode to delete
+    assert settings.variables["statekeeper_gc_mode"] == "plan"
+    assert settings.variables["statekeeper_gc_older_than"] == "3d"
     assert settings.pools == {"statekeeper_spark": {"slots": 1, "description": "Concurrent Statekeeper spark-submit jobs", "include_deferred": False}}
     files = write_import_files(settings, tmp_path)
     assert json.loads(files["connections"].read_text())["spark_local"]["host"] == "local[2]"

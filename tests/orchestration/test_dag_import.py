@@ -27,7 +27,8 @@ def test_maintenance_dag_shape(dagbag):
     assert dag.max_active_runs == 1
     assert dag.schedule == "0 2 * * *" or str(dag.timetable.summary) == "0 2 * * *"
     assert dag.doc_md and "index" in dag.doc_md
-    jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py"}
+    jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py",
+            "gc": "collect_garbage.py"}
     assert {t.task_id for t in dag.tasks} == set(jobs)
     for task_id, application in jobs.items():
         task = dag.get_task(task_id)
@@ -39,6 +40,11 @@ def test_maintenance_dag_shape(dagbag):
     # chains reads what index wrote; validate reads both
     assert dag.get_task("chains").upstream_task_ids == {"index"}
     assert dag.get_task("validate").upstream_task_ids == {"chains"}
+    # gc plans from the index and chains tables, and only after validation passed: a run whose newest
+    # checkpoint does not restore (validate exits 1) deletes nothing
+    gc = dag.get_task("gc")
+    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == set()
+    assert gc.trigger_rule == "all_success"
     # validate may stat referenced files under the roots; every job writes to the same warehouse
     for task_id in jobs:
         args = dag.get_task(task_id).job_args
@@ -47,6 +53,8 @@ def test_maintenance_dag_shape(dagbag):
     # an unrestorable checkpoint is an answer, not a transient failure; a partial listing may be
     assert dag.get_task("validate").final_exit_codes == (1, 2)
     assert dag.get_task("index").final_exit_codes == (2,)
+    # gc's 1 (blocked by a fail-closed rule, or some deletes failed) is an answer too; 3 resumes
+    assert dag.get_task("gc").final_exit_codes == (1, 2)
 
 
 def test_params_form(dagbag):
@@ -59,6 +67,16 @@ def test_params_form(dagbag):
         assert described[key], key
     assert dag.params["spark_conn_id"] == "spark_local"
     assert dag.params["roots"] == []
+    # gc: a dry run unless asked; unset policy options are null or empty, not a value
+    assert schema["gc_mode"]["enum"] == ["plan", "delete"] and dag.params["gc_mode"] == "plan"
+    for key in ("older_than", "inactive_after", "expire_savepoints_older_than", "gc_execute_plan"):
+        assert schema[key]["type"] == "string" and dag.params[key] == "", key
+    assert schema["retain_last"]["type"] == ["null", "integer"] and dag.params["retain_last"] is None
+    assert schema["max_deletes_per_second"]["type"] == ["null", "number"] and dag.params["max_deletes_per_second"] is None
+    assert schema["inactive_retain"]["type"] == "integer" and dag.params["inactive_retain"] == 1
+    for key in ("gc_mode", "gc_execute_plan", "older_than", "retain_last", "inactive_after", "inactive_retain",
+                "expire_savepoints_older_than", "max_deletes_per_second"):
+        assert described[key], key
 
 
 def test_tasks_follow_the_job_registry(dagbag):

@@ -1,0 +1,174 @@
+"""What the maintenance DAG's `gc` task passes to collect_garbage.py, rendered the way a worker does.
+
+A task runner's RuntimeTaskInstance (the Task SDK's own class, as a worker builds it from the API
+server's TIRunContext) renders the parsed DAG's `gc` task: the real param validation (a manual run's
+conf merged into the form's defaults), the real `dag_run` model, Variables through the real accessor
+(set as AIRFLOW_VAR_* environment variables, Airflow's environment secrets backend) and the DAG's
+Jinja environment. Nothing is mocked; no metadata database is needed.
+
+* a manual run takes the mode, grace period and retention policy from the form;
+* scheduled and backfill runs take the mode and grace period from the Variables statekeeper_gc_mode
+  (default plan) and statekeeper_gc_older_than (default 3d), whatever the form's defaults say;
+* unset optional params render as `--option=` (empty: "not given"), never `--option=None`;
+* --index-not-before is the DAG run's start.
+"""
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+ROOT = Path(__file__).resolve().parents[2]
+STARTED = datetime(2026, 3, 1, 2, 0, 7, tzinfo=timezone.utc)
+GC_VARIABLES = ("statekeeper_gc_mode", "statekeeper_gc_older_than")
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags["checkpoint_maintenance"]
+
+
+@pytest.fixture
+def variables(monkeypatch):
+    """Set Airflow Variables for one test (None: unset); the warehouse Variable scheduled runs need."""
+    monkeypatch.setenv("AIRFLOW_VAR_STATEKEEPER_WAREHOUSE", "file:///var/warehouse")
+    for name in GC_VARIABLES:
+        monkeypatch.delenv(f"AIRFLOW_VAR_{name.upper()}", raising=False)
+
+    def set_(**values: str | None) -> None:
+        for name, value in values.items():
+            if value is None:
+                monkeypatch.delenv(f"AIRFLOW_VAR_{name.upper()}", raising=False)
+            else:
+                monkeypatch.setenv(f"AIRFLOW_VAR_{name.upper()}", value)
+
+    return set_
+
+
+def render_gc_args(dag, run_type: str, conf: dict | None = None) -> list[str]:
+    """The gc task's job_args as a worker renders them for a run of `run_type` with `conf`."""
+    from airflow.sdk.api.datamodels._generated import DagRun, DagRunState, DagRunType, TIRunContext
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    task = dag.get_task("gc")
+    run_type = DagRunType(run_type)
+    manual = run_type == DagRunType.MANUAL
+    run = DagRun(
+        dag_id=dag.dag_id, run_id=f"{run_type.value}__2026-03-01T02:00:00+00:00", run_type=run_type,
+        logical_date=None if manual else datetime(2026, 2, 28, 2, tzinfo=timezone.utc),
+        data_interval_start=None if manual else datetime(2026, 2, 28, 2, tzinfo=timezone.utc),
+        data_interval_end=None if manual else datetime(2026, 3, 1, 2, tzinfo=timezone.utc),
+        run_after=datetime(2026, 3, 1, 2, tzinfo=timezone.utc), start_date=STARTED, end_date=None,
+        state=DagRunState.RUNNING, conf=conf, consumed_asset_events=[], partition_key=None,
+    )
+    # What a worker holds for a task it runs (the bundle is only needed to load the DAG, done above).
+    ti = RuntimeTaskInstance.model_construct(
+        id=uuid.uuid4(), task_id=task.task_id, dag_id=dag.dag_id, run_id=run.run_id, try_number=1,
+        dag_version_id=uuid.uuid4(), map_index=-1, task=task, start_date=STARTED, max_tries=task.retries,
+    )
+    ti._ti_context_from_server = TIRunContext(dag_run=run, max_tries=task.retries)
+    # A worker renders its own freshly parsed DAG once: rendering writes the values into the task and
+    # merging the run's conf sets the values of the DAG's Param objects. Put both back for the next run.
+    templates = {name: copy.copy(getattr(task, name)) for name in task.template_fields}
+    dag_params, task_params = copy.deepcopy(dag.params), copy.deepcopy(task.params)
+    try:
+        ti.render_templates()
+        return list(ti.task.job_args)
+    finally:
+        for name, value in templates.items():
+            setattr(task, name, value)
+        dag.params, task.params = dag_params, task_params
+
+
+def options(args: list[str]) -> dict[str, str]:
+    """`--name=value` arguments as {name: value}; every gc option is one token."""
+    return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+def test_manual_run_takes_the_form(dag, variables):
+    variables(statekeeper_gc_mode="plan", statekeeper_gc_older_than="7d")  # the form wins
+    args = render_gc_args(dag, "manual", {"warehouse": "/wh", "gc_mode": "delete", "older_than": "2h",
+                                          "retain_last": 3})
+    assert args == [
+        "--warehouse", "/wh",
+        "--run-id", "manual__2026-03-01T02:00:00+00:00",
+        "--index-not-before=2026-03-01T02:00:07+00:00",
+        "--mode=delete",
+        "--older-than=2h",
+        "--retain-last=3",
+        "--inactive-after=",
+        "--inactive-retain=1",
+        "--expire-savepoints-older-than=",
+        "--max-deletes-per-second=",
+    ]
+
+
+def test_manual_run_policy_and_defaults(dag, variables):
+    opts = options(render_gc_args(dag, "manual", {
+        "warehouse": "/wh", "inactive_after": "30d", "inactive_retain": 2,
+        "expire_savepoints_older_than": "90d", "max_deletes_per_second": 50,
+    }))
+    assert opts["mode"] == "plan"  # the form's default: a dry run
+    assert opts["older-than"] == "3d"  # empty grace period, Variable unset
+    assert (opts["inactive-after"], opts["inactive-retain"]) == ("30d", "2")
+    assert opts["expire-savepoints-older-than"] == "90d"
+    assert float(opts["max-deletes-per-second"]) == 50
+    assert opts["retain-last"] == ""
+    # an empty grace period in the form falls back to the Variable
+    variables(statekeeper_gc_older_than="12h")
+    assert options(render_gc_args(dag, "manual", {"warehouse": "/wh"}))["older-than"] == "12h"
+
+
+def test_manual_run_executes_a_reviewed_plan(dag, variables):
+    args = render_gc_args(dag, "manual", {"warehouse": "/wh", "gc_mode": "delete",
+                                          "gc_execute_plan": "gc-20260301T020000-ab12"})
+    assert "--execute=gc-20260301T020000-ab12" in args
+    assert not any(a.startswith("--mode") for a in args)  # --execute replaces --mode
+
+
+@pytest.mark.parametrize("run_type", ["scheduled", "backfill"])
+def test_scheduled_run_follows_the_variables(dag, variables, run_type):
+    args = render_gc_args(dag, run_type)
+    assert args == [
+        "--warehouse", "file:///var/warehouse",
+        "--run-id", f"{run_type}__2026-03-01T02:00:00+00:00",
+        "--index-not-before=2026-03-01T02:00:07+00:00",
+        "--mode=plan",
+        "--older-than=3d",
+        "--retain-last=",
+        "--inactive-after=",
+        "--inactive-retain=1",
+        "--expire-savepoints-older-than=",
+        "--max-deletes-per-second=",
+    ]
+    variables(statekeeper_gc_mode="delete", statekeeper_gc_older_than="5d")
+    opts = options(render_gc_args(dag, run_type))
+    assert (opts["mode"], opts["older-than"]) == ("delete", "5d")
+
+
+def test_scheduled_run_ignores_form_values(dag, variables):
+    """A run that is not manual never takes its mode, grace period or plan from conf (a backfill's
+    --dag-run-conf, a TriggerDagRunOperator): deleting is switched on in the Variable only."""
+    conf = {"gc_mode": "delete", "older_than": "1h", "gc_execute_plan": "gc-x"}
+    for run_type in ("scheduled", "backfill", "operator_triggered"):
+        args = render_gc_args(dag, run_type, conf)
+        opts = options(args)
+        assert (opts["mode"], opts["older-than"]) == ("plan", "3d"), (run_type, args)
+        assert "execute" not in opts
+
+
+def test_unset_options_render_empty_not_none(dag, variables):
+    args = render_gc_args(dag, "manual", {"warehouse": "/wh"})
+    assert all("None" not in a and "null" not in a for a in args), args
+    assert all(a.strip() for a in args), args  # no empty tokens: every value is `--option=VALUE`
+    opts = options(args)
+    for name in ("retain-last", "inactive-after", "expire-savepoints-older-than", "max-deletes-per-second"):
+        assert opts[name] == "", (name, args)
