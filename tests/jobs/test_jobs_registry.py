@@ -55,8 +55,8 @@ def test_every_table_has_a_registered_producer():
 def test_lookup_by_name_or_entry_point():
     for spec in JOBS:
         assert job(spec.name) is spec and job(spec.entry_point) is spec
-    with pytest.raises(KeyError, match="index, chains, validate"):
-        job("gc")
+    with pytest.raises(KeyError, match="index, chains, validate, gc"):
+        job("compact")
 
 
 def test_readme_exit_code_table_is_the_registry():
@@ -96,7 +96,9 @@ def test_audit_row_comes_from_the_result(spec):
     now = datetime.now(timezone.utc)
     extra = {"index": lambda: {"roots": ("file:///r",), "engine": "delta-rs", "stats": module.UnitStats()},
              "chains": lambda: {"source_versions": {"snapshots": 1}},
-             "validate": lambda: {"roots": (), "source_versions": {"snapshots": 1}}}[spec.name]()
+             "validate": lambda: {"roots": (), "source_versions": {"snapshots": 1}},
+             "gc": lambda: {"mode": module.GcMode.PLAN, "plan_run_id": "r1", "source_versions": {"snapshots": 1},
+                            "breakdown": (module.Reclaim("file:///r", "j", "orphan", 2, 10),)}}[spec.name]()
     result = result_type(run_id="r1", status="failed", started_at=now, finished_at=now, warehouse="/w",
                          table_versions={"a": 1, "b": None}, error="boom", **extra)
     context = {"statekeeper_version": "0", "airflow_run_id": None, "data_interval_start": None,

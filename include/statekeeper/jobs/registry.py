@@ -46,6 +46,11 @@ class JobSpec:
     exit_codes: Mapping[ExitCode, str]   # what each code this job can exit with means
     retried: frozenset[ExitCode]         # codes a retry can change (the DAG retries these)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> JobSpec:
+        # Immutable, and its mappingproxy cannot be deep-copied: Airflow deep-copies operators
+        # (clearing a task, partial DAG subsets), and an operator holds its job's spec.
+        return self
+
     @property
     def logger(self) -> str:
         return f"statekeeper.{self.name}"
