@@ -1,0 +1,106 @@
+"""Helpers for the GC tests: relocated harness stores, the full pipeline up to GC, listings."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from statekeeper.tables import Warehouse
+from statekeeper.uri import normalize_uri
+from tests.chains.support import relocate_store, store_roots
+from tests.index.support import run_index
+
+SHORT = ["--older-than", "1s", "--allow-short-grace"]
+
+
+def uri(p: Path | str) -> str:
+    return normalize_uri(str(p))
+
+
+def local(u: str) -> Path:
+    return Path(u[len("file://"):])
+
+
+def listing(roots: list[str]) -> dict[str, int]:
+    """Every regular file under the local roots (uri -> size); symlinks are never followed."""
+    out = {}
+    for root in roots:
+        for dirpath, _dirs, names in os.walk(local(root)):
+            for name in names:
+                p = Path(dirpath) / name
+                if p.is_file() and not p.is_symlink():
+                    out[uri(p)] = p.stat().st_size
+    return out
+
+
+@dataclass
+class Pipeline:
+    """One warehouse over some roots: index, chains and GC runs through the entry points."""
+
+    spark: Any
+    warehouse: Warehouse
+    roots: list[str]
+    base: Path
+
+    def index(self) -> Any:
+        result = run_index(self.spark, self.roots, self.warehouse)
+        return result
+
+    def chains(self) -> int:
+        from spark_jobs.compute_chains import main
+
+        return main(["--warehouse", self.warehouse.uri, "--progress-interval", "0"])
+
+    def gc(self, *args: str, name: str = "gc") -> tuple[int, dict]:
+        from spark_jobs.collect_garbage import main
+
+        out = self.base / f"{name}-{len(list(self.base.glob(name + '-*.json')))}.json"
+        code = main(["--warehouse", self.warehouse.uri, "--progress-interval", "0", "--result-json", str(out),
+                     *args])
+        return code, (json.loads(out.read_text()) if out.exists() else {})
+
+    def refresh(self) -> None:
+        """Index and chains, as the DAG runs them before GC."""
+        result = self.index()
+        assert result.status == "succeeded", result.summary()
+        assert self.chains() == 0
+
+
+def pipeline(spark: Any, base: Path, copies: list[str]) -> Pipeline:
+    roots = [r for c in copies for r in store_roots(c)]
+    return Pipeline(spark, Warehouse(str(base / "warehouse")), roots, base)
+
+
+def relocated(fixture: Any, target: Path) -> str:
+    return relocate_store(fixture.root, str(target))
+
+
+def actions(warehouse: Warehouse, run_id: str) -> list[dict]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(warehouse.delta_location("gc_actions")).to_pyarrow_table().to_pylist()
+    return [r for r in rows if r["run_id"] == run_id]
+
+
+def runs(warehouse: Warehouse) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(warehouse.delta_location("gc_runs")).to_pyarrow_table().to_pylist()
+
+
+def retained_cases(fixture: Any, copy: str) -> list[tuple[Path, str, str]]:
+    """(snapshot dir in the copy, scenario, job) of every retained checkpoint and savepoint."""
+    old = uri(fixture.root)
+
+    def moved(p: str) -> Path:
+        return local(copy + uri(p)[len(old):])
+
+    cases = []
+    for job in fixture.manifest["jobs"]:
+        for d in job["retained_checkpoints"]:
+            cases.append((moved(d), fixture.scenario, job["name"]))
+    for sp in fixture.manifest.get("savepoints", []):
+        cases.append((moved(sp["dir"]), fixture.scenario, sp["job"]))
+    return cases

@@ -1,0 +1,176 @@
+"""GC fails closed, and expiry keeps what other jobs use: real Flink stores, real Spark, real Delta.
+
+Each case is a relocated copy of a cached 2.3.0 store (the newest configured version) with its own
+warehouse, damaged or extended in one way, then indexed, chained and garbage-collected with
+`--mode delete` and a 1 s grace period through the entry point:
+
+* a corrupt `_metadata` under a root: blocked (exit 1), the message names the object, nothing deleted;
+* a `_metadata` written after the index that references a planned orphan: that file survives
+  (`changed_skipped`), the other garbage goes;
+* a stored path with `..` segments that resolves inside the root, and one outside every root: the
+  files it names stay, nothing outside the roots is touched;
+* a relative stored path naming no knowable object (`file:../../etc/passwd`): a parse error, blocked;
+* expiry on the chain store (keep the newest checkpoint of each job): A's old checkpoints go, A's
+  `shared/` files that B or C use stay, and `statekeeper explain` says why; B and C restore.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
+from tests.chains.support import oracle_references
+from tests.gc.support import SHORT, actions, listing, local, pipeline, relocated, uri
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+
+
+def craft(source: Path, target: Path, mapping: dict[str, str]) -> None:
+    """Write `source`'s `_metadata`, every absolute path re-prefixed by `mapping`, to `target`."""
+    model = read_metadata(source, uri(source))
+    result = rewrite_prefixes(model, mapping)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(to_bytes(result.model, inline_source=source))
+
+
+@pytest.fixture()
+def store(spark, flink_fixture, tmp_path):
+    fx = flink_fixture(VERSION, "failed_and_orphans")
+    copy = relocated(fx, tmp_path / "store")
+    p = pipeline(spark, tmp_path, [copy])
+    moved = lambda q: local(copy + uri(q)[len(uri(fx.root)):])   # noqa: E731
+    job = fx.job("A")
+    return {"fx": fx, "copy": copy, "p": p, "moved": moved,
+            "retained": [moved(d) for d in job["retained_checkpoints"]],
+            "orphans": sorted(moved(o) for o in fx.manifest["orphan_files"]),
+            "job_dir": moved(job["job_dir"])}
+
+
+def test_corrupt_metadata_blocks_every_deletion(store):
+    p, victim = store["p"], store["retained"][0] / "_metadata"
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])
+    p.refresh()
+    before = listing(p.roots)
+    code, result = p.gc("--mode", "delete", *SHORT)
+    assert code == 1
+    assert result["status"] == "blocked" and result["deleted"] == 0
+    text = " ".join(result["blocked"])
+    assert "snapshot_not_ok" in text and uri(victim) in text
+    assert listing(p.roots) == before
+
+
+def test_metadata_written_after_the_index_keeps_its_files(store):
+    p, orphans = store["p"], store["orphans"]
+    p.refresh()
+    # A checkpoint completes after the index: it references one of the files the plan calls orphans
+    # (as an incremental checkpoint reuses an older SST). Crafted from the newest real `_metadata`,
+    # with one of its shared files swapped for the orphan.
+    newest = store["retained"][-1] / "_metadata"
+    shared = sorted(f for f in oracle_references(VERSION, [newest])[uri(newest)] if "/shared/" in f)
+    victim = orphans[0]
+    chk = store["job_dir"] / "chk-999"
+    craft(newest, chk / "_metadata", {shared[0]: uri(victim)})
+    code, result = p.gc("--mode", "delete", *SHORT)
+    assert code == 0, result
+    assert result["new_snapshots"] == 1
+    assert victim.exists(), "a file referenced by a _metadata written after the index was deleted"
+    assert not any(o.exists() for o in orphans[1:])
+    rows = {r["uri"]: r for r in actions(p.warehouse, result["run_id"])}
+    assert rows[uri(victim)]["outcome"] == "changed_skipped"
+    assert "written after the index" in rows[uri(victim)]["message"]
+
+
+def test_dot_dot_and_outside_paths_delete_nothing_live(store, tmp_path):
+    p = store["p"]
+    newest = store["retained"][-1] / "_metadata"
+    refs = oracle_references(VERSION, [newest])[uri(newest)]
+    # 1. the same files spelled through `x/..`: Flink resolves the dots, so do we; they stay live.
+    checkpoints = uri(store["job_dir"].parent)
+    dotted = store["job_dir"] / "chk-900" / "_metadata"
+    craft(newest, dotted, {checkpoints: checkpoints + "/x/.."})
+    # 2. a copy of the files outside every root, referenced from inside one.
+    outside = tmp_path / "outside"
+    shutil.copytree(store["job_dir"], outside / store["job_dir"].name,
+                    ignore=shutil.ignore_patterns("chk-*", "taskowned"))
+    far = store["job_dir"] / "chk-901" / "_metadata"
+    craft(newest, far, {checkpoints: uri(outside)})
+    outside_before = listing([uri(outside)])
+    p.refresh()
+    code, result = p.gc("--mode", "delete", *SHORT)
+    assert code == 0, result
+    after = listing(p.roots)
+    assert all(f in after for f in refs), "a file referenced through x/.. was deleted"
+    assert uri(dotted) in after and uri(far) in after
+    assert listing([uri(outside)]) == outside_before
+    assert not any(o.exists() for o in store["orphans"])
+
+
+def test_unresolvable_relative_path_blocks(store):
+    p = store["p"]
+    newest = store["retained"][-1] / "_metadata"
+    checkpoints = uri(store["job_dir"].parent)
+    craft(newest, store["job_dir"] / "chk-902" / "_metadata", {checkpoints: "file:../../etc"})
+    p.refresh()
+    before = listing(p.roots)
+    code, result = p.gc("--mode", "delete", *SHORT)
+    assert code == 1 and result["status"] == "blocked"
+    assert "chk-902/_metadata" in " ".join(result["blocked"])
+    assert listing(p.roots) == before
+
+
+def test_expire_keeps_what_other_jobs_use(spark, flink_fixture, tmp_path):
+    fx = flink_fixture(VERSION, "chain_claim")
+    copy = relocated(fx, tmp_path / "store")
+    moved = lambda q: local(copy + uri(q)[len(uri(fx.root)):])   # noqa: E731
+    p = pipeline(spark, tmp_path, [copy])
+    before = listing(p.roots)
+    metadata = sorted(local(u) for u in before if u.endswith("/_metadata"))
+    truth = oracle_references(VERSION, metadata)
+    a = fx.job("A")
+    a_retained = [moved(d) for d in a["retained_checkpoints"]]
+    a_newest = a_retained[-1]
+    p.refresh()
+    code, result = p.gc("--mode", "delete", "--retain-last", "1", *SHORT)
+    assert code == 0, result
+    after = listing(p.roots)
+    kept_meta = {u for u in before if u.endswith("/_metadata")} - {uri(d / "_metadata") for d in a_retained[:-1]}
+    # every older A checkpoint's _metadata and exclusive files are gone
+    for d in a_retained[:-1]:
+        assert not any(u.startswith(uri(d) + "/") for u in after), d
+    # whatever any remaining _metadata references is still there (A's shared files B/C use included)
+    needed = {f for m, files in truth.items() if m in kept_meta for f in files}
+    assert needed <= set(after)
+    a_shared = uri(moved(a["job_dir"])) + "/shared/"
+    used_by_others = {f for m, files in truth.items() if m in kept_meta and "/" + Path(a["job_dir"]).name + "/" not in m
+                      for f in files if f.startswith(a_shared)}
+    assert used_by_others, "the chain store should have B/C referencing A's shared files"
+    # everything deleted is referenced by no remaining _metadata
+    assert not (set(before) - set(after)) & needed
+    assert uri(a_newest / "_metadata") in after
+    # explain (on a fresh index, where A's expired checkpoints are gone) says why A's shared/ stays
+    p.refresh()
+    from statekeeper.cli import main as cli
+
+    report = tmp_path / "explain.json"
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli(["explain", a_shared.rstrip("/"), "--warehouse", p.warehouse.uri, "--json"])
+    text = out.getvalue()
+    report.write_text(text)
+    explained = json.loads(text)
+    assert explained and any(job in text for job in (Path(fx.job("B")["job_dir"]).name, Path(fx.job("C")["job_dir"]).name))
+    # B and C still restore, every retained checkpoint of theirs
+    cases = [(moved(d), "chain_claim", name) for name in ("B", "C") for d in fx.job(name)["retained_checkpoints"]]
+    cases.append((a_newest, "chain_claim", "A"))
+    results = harness.verify_restore_many(VERSION, cases)
+    assert all(r.ok for r in results), [(str(c[0]), r.output[-1500:]) for c, r in zip(cases, results) if not r.ok]
