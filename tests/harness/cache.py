@@ -42,7 +42,7 @@ def prune_stale(max_age_s: float = 86_400) -> list[Path]:
         if classes.name != current_classes and classes.stat().st_mtime < cutoff:
             if _remove_unlocked(classes, classes / "compile.lock"):
                 removed.append(classes)
-    for tmp in sorted((root / "tmp").glob("verify-*")):
+    for tmp in sorted([*(root / "tmp").glob("verify-*"), *(root / "tmp").glob("run-*")]):
         if tmp.stat().st_mtime < cutoff:
             shutil.rmtree(tmp, ignore_errors=True)
             removed.append(tmp)
