@@ -13,6 +13,7 @@ Public API (other parts of the test suite code against exactly this):
     generate_store(version, scenario, dest)   fresh store at `dest` for destructive tests
     run_oracle(version, paths)      Flink's own reading of `_metadata` files as dicts
     verify_restore(version, snapshot_dir, scenario)   restore + state check -> VerifyResult
+    verify_restore_many(version, cases)   the same for many snapshots in one JVM -> [VerifyResult]
 
 Fixtures are cached under `$STATEKEEPER_CACHE/fixtures/<version>/<scenario>-<hash>/` and hold
 ABSOLUTE paths: never move, modify or delete anything in them; copy (or use generate_store).
@@ -30,7 +31,7 @@ from tests.harness import scenarios as _scenarios
 from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
-from tests.harness.verify import VerifyResult, verify_restore
+from tests.harness.verify import VerifyCase, VerifyResult, verify_restore, verify_restore_many
 
 DEFAULT_FLINK_VERSIONS = ("1.20.3", "2.0.2", "2.3.0")
 
@@ -114,7 +115,7 @@ def load_fixture(root: Path) -> Fixture:
 
 
 __all__ = [
-    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyResult", "generate_store",
-    "get_fixture", "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for", "supports",
-    "verify_restore",
+    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "VerifyCase", "VerifyResult",
+    "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for",
+    "supports", "verify_restore", "verify_restore_many",
 ]
