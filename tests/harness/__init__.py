@@ -15,6 +15,7 @@ Public API (other parts of the test suite code against exactly this):
     verify_restore(version, snapshot_dir, scenario)   restore + state check -> VerifyResult
     start_job(version, checkpoint_root)   live job checkpointing in the background -> RunningJob
                                     (.job_dir, .stop() -> RunStats: completed, failed, newest_checkpoint)
+    verify_restore_many(version, cases)   the same for many snapshots in one JVM -> [VerifyResult]
 
 Fixtures are cached under `$STATEKEEPER_CACHE/fixtures/<version>/<scenario>-<hash>/` and hold
 ABSOLUTE paths: never move, modify or delete anything in them; copy (or use generate_store).
@@ -33,7 +34,7 @@ from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metad
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
 from tests.harness.running import RunningJob, RunStats, start_job
-from tests.harness.verify import VerifyResult, verify_restore
+from tests.harness.verify import VerifyCase, VerifyResult, verify_restore, verify_restore_many
 
 DEFAULT_FLINK_VERSIONS = ("1.20.3", "2.0.2", "2.3.0")
 
@@ -117,7 +118,7 @@ def load_fixture(root: Path) -> Fixture:
 
 
 __all__ = [
-    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "RunStats", "RunningJob", "VerifyResult",
-    "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "run_oracle", "scenarios_for",
-    "start_job", "supports", "verify_restore",
+    "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "RunStats", "RunningJob", "VerifyCase",
+    "VerifyResult", "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "run_oracle",
+    "scenarios_for", "start_job", "supports", "verify_restore", "verify_restore_many",
 ]

@@ -145,11 +145,12 @@ def _extract_jars(archive: Path, dest: Path) -> None:
         raise HarnessSetupError(f"{archive.name} contains no flink-dist jar (found {found})")
 
 
-# Entry points that read stores but take no part in writing them: a fix there must not
-# invalidate every cached fixture. VerbatimGenerate writes stores, but only those of plans with a
-# `store_dir`, whose fingerprints cover its source (scenarios.ScenarioPlan.fingerprint). RunJob
-# runs a job for a test's own directory (running.py) and never writes a fixture.
-_NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerbatimGenerate.java", "RunJob.java"})
+# Entry points that read stores but take no part in writing them (VerifyMany: Verify's batch
+# form): a fix there must not invalidate every cached fixture. VerbatimGenerate writes stores, but
+# only those of plans with a `store_dir`, whose fingerprints cover its source
+# (scenarios.ScenarioPlan.fingerprint). RunJob runs a job for a test's own directory (running.py)
+# and never writes a fixture.
+_NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerifyMany.java", "VerbatimGenerate.java", "RunJob.java"})
 
 
 def java_sources_hash(generator_only: bool = False) -> str:

@@ -1,14 +1,16 @@
 """Restore verifier: does Flink restore this snapshot directory with exactly the right state?"""
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness import scenarios
 from tests.harness._fs import cache_root
-from tests.harness.runner import run_java
+from tests.harness.runner import run_java, tail
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,14 @@ class VerifyResult:
     ok: bool
     returncode: int
     output: str
+
+
+@dataclass(frozen=True)
+class VerifyCase:
+    """One snapshot for `verify_restore_many`: restore `scenario`'s `job` (None: its verify_job)."""
+    snapshot_dir: Path
+    scenario: str = "incremental"
+    job: str | None = None
 
 
 def verify_restore(version: str, snapshot_dir: Path, scenario: str = "incremental", timeout: float = 300,
@@ -40,3 +50,86 @@ def verify_restore(version: str, snapshot_dir: Path, scenario: str = "incrementa
         return VerifyResult(ok=run.returncode == 0, returncode=run.returncode, output=run.output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, str, str | None]],
+                        timeout: float | None = None) -> list[VerifyResult]:
+    """`verify_restore` for many snapshots in ONE JVM (`VerifyMany`); results in input order.
+
+    A case is a `VerifyCase` or a tuple `(snapshot_dir, scenario, job)` (job None: the scenario's
+    `verify_job`). Each case runs exactly as `verify_restore` runs it (NO_CLAIM, its own fresh
+    temporary checkpoint directory, one new checkpoint, the same verdict rules), one after another;
+    a failing case does not stop the others. `output` is the case's `[verify] OK: ...` /
+    `[verify] FAIL: ...` line, followed on failure by the tail of the JVM log of that case (or of
+    the whole run if the JVM died before the case's verdict). `returncode` is 0 (OK), 1 (FAIL) or
+    the JVM's exit code for a case without verdict (-9: killed at `timeout`, default 120 s + 180 s
+    per case). Snapshots are never modified; all temporary directories are deleted afterwards.
+    """
+    normalized = [c if isinstance(c, VerifyCase) else VerifyCase(Path(c[0]), c[1], c[2]) for c in cases]
+    if not normalized:
+        return []
+    for case in normalized:   # unknown scenario/job: fail here, before any JVM starts
+        scenarios.PLANS[case.scenario].job(case.job or scenarios.PLANS[case.scenario].verify_job)
+    tmp_parent = cache_root() / "tmp"
+    tmp_parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="verify-", dir=tmp_parent))
+    try:
+        plan_files: dict[tuple[str, str], Path] = {}
+        rows = []
+        for i, case in enumerate(normalized):
+            plan = scenarios.PLANS[case.scenario]
+            job_plan = plan.job(case.job or plan.verify_job)
+            key = (case.scenario, job_plan.name)
+            if key not in plan_files:
+                plan_files[key] = work / f"plan-{len(plan_files)}.properties"
+                plan_files[key].write_text("\n".join(scenarios.job_properties(job_plan)) + "\n")
+            fields = [str(i), str(plan_files[key]), job_plan.name, str(Path(case.snapshot_dir).absolute()),
+                      str(work / f"case-{i}" / "checkpoints")]
+            if any("\t" in f or "\n" in f for f in fields):
+                raise ValueError(f"verify_restore_many: tab or newline in a path of case {i}: {fields}")
+            rows.append("\t".join(fields))
+        cases_file = work / "cases.tsv"
+        results_file = work / "results.jsonl"
+        cases_file.write_text("\n".join(rows) + "\n")
+        run = run_java(version, "VerifyMany", [str(cases_file), str(results_file)],
+                       timeout=timeout if timeout is not None else 120 + 180 * len(normalized))
+        verdicts = {}
+        if results_file.exists():
+            for line in results_file.read_text().splitlines():
+                if line.strip():
+                    r = json.loads(line)
+                    verdicts[r["id"]] = r
+        logs = _case_logs(run.output)
+        results = []
+        for i in range(len(normalized)):
+            r = verdicts.get(str(i))
+            if r is None:
+                results.append(VerifyResult(
+                    ok=False, returncode=run.returncode if run.returncode != 0 else 1,
+                    output=f"[verify] FAIL: no verdict: VerifyMany exited {run.returncode} before case {i} "
+                           f"finished\n{tail(run.output)}"))
+            elif r["ok"]:
+                results.append(VerifyResult(ok=True, returncode=0, output=f"[verify] {r['verdict']}"))
+            else:
+                results.append(VerifyResult(ok=False, returncode=1,
+                                            output=f"[verify] {r['verdict']}\n{tail(logs.get(str(i), ''))}"))
+        return results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+_CASE_MARK = "[verify-many] case "
+
+
+def _case_logs(output: str) -> dict[str, str]:
+    """JVM output split per case: everything after the previous case's verdict line up to and
+    including this case's (`[verify-many] case <id> ...`)."""
+    logs: dict[str, str] = {}
+    chunk: list[str] = []
+    for line in output.splitlines():
+        chunk.append(line)
+        if line.startswith(_CASE_MARK):
+            case_id = line[len(_CASE_MARK):].split(" ", 1)[0]
+            logs[case_id] = "\n".join(chunk)
+            chunk = []
+    return logs
