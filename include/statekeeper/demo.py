@@ -3,7 +3,10 @@
 Local storage, local Spark (`local[2]`), Airflow with SQLite: reuse (or write, with real Flink) a
 sample checkpoint store that holds a cross-job restore chain, savepoints, a failed checkpoint and
 orphan files; run the `checkpoint_maintenance` DAG on it with `dag.test()` (index, reference
-chains, validation); print what it found and where the tables are.
+chains, validation, and a GC plan: a dry run, the cached store is read-only); print what it found and
+where the tables are. Then garbage-collect for real on a copy of the store: a second DAG run with
+`gc_mode=delete` on a relocated copy whose files are dated two days back (so a one-day grace period
+applies), listing what was deleted.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ def sample_store_roots(version: str = DEMO_FLINK_VERSION) -> list[str]:
     return roots
 
 
-def run_dag(roots: list[str], warehouse: str, airflow_home: Path) -> str:
+def run_dag(roots: list[str], warehouse: str, airflow_home: Path, **conf: object) -> str:
     env = local_airflow_env(airflow_home)
     os.environ.update(env)  # Airflow reads its configuration on first import
     prepare(airflow_home, env)
@@ -50,7 +53,7 @@ def run_dag(roots: list[str], warehouse: str, airflow_home: Path) -> str:
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
     dag = bag.dags["checkpoint_maintenance"]
-    run = dag.test(run_conf={"roots": roots, "warehouse": warehouse})
+    run = dag.test(run_conf={"roots": roots, "warehouse": warehouse, **conf})
     if str(run.state) != "success":
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
         raise SystemExit(f"DAG run {run.run_id} ended {run.state} (tasks: {states}); task logs are under "
@@ -116,6 +119,44 @@ def summarize(warehouse: str, run_id: str) -> str:
     return "\n".join(lines)
 
 
+def gc_summary(warehouse: str, run_id: str, label: str) -> str:
+    """The DAG run's GC result: planned or deleted files per job directory and reason."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    gc_runs = DeltaTable(f"{warehouse.rstrip('/')}/gc_runs").to_pyarrow_table()
+    rows = sorted(gc_runs.filter(pc.equal(pc.field("airflow_run_id"), run_id)).to_pylist(),
+                  key=lambda r: r["finished_at"])
+    if not rows:
+        return f"{label}: no gc run recorded"
+    run = rows[-1]
+    lines = [f"{label}: gc run {run['run_id']} ({run['mode']}) {run['status']}: {run['planned']} file(s), "
+             f"{run['planned_bytes']:,} bytes planned; deleted {run['deleted']}, kept after re-check "
+             f"{run['changed_skipped']}, failed {run['failed']}"]
+    lines += [f"  {b['root']}/{b['job_dir']} {b['reason']}: {b['files']} file(s), {b['bytes']:,} bytes"
+              for b in run["breakdown"]]
+    lines += [f"  blocked: {b}" for b in run["blocked"]]
+    return "\n".join(lines)
+
+
+def gc_copy(work: Path, version: str = DEMO_FLINK_VERSION) -> list[str]:
+    """A relocated copy of the failed_and_orphans sample store, every file dated two days back."""
+    import shutil
+
+    sys.path.insert(0, str(PROJECT_ROOT))
+    from tests.chains.support import relocate_store
+    from tests.harness import get_fixture
+
+    target = work / "gc-demo-store"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.rmtree(work / "gc-demo-warehouse", ignore_errors=True)   # idempotent re-runs start clean
+    copy = relocate_store(get_fixture(version, "failed_and_orphans").root, str(target))
+    old = time.time() - 2 * 86400
+    for path in target.rglob("*"):
+        os.utime(path, (old, old), follow_symlinks=False)
+    return [f"{copy}/checkpoints", f"{copy}/savepoints"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m statekeeper.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=str(PROJECT_ROOT / ".statekeeper"),
@@ -124,12 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir).resolve()
     warehouse = (work / "warehouse").as_uri()
     started = time.monotonic()
-    print("1/3 sample checkpoint store (real Flink; cached after the first run)", flush=True)
+    print("1/4 sample checkpoint store (real Flink; cached after the first run)", flush=True)
     roots = sample_store_roots()
-    print("2/3 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
+    print("2/4 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
     run_id = run_dag(roots, warehouse, work / "airflow")
-    print("3/3 summary", flush=True)
+    print("3/4 summary", flush=True)
     print(summarize(warehouse, run_id))
+    print(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
+    print("4/4 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
+          "older_than=1d)", flush=True)
+    copy_warehouse = (work / "gc-demo-warehouse").as_uri()
+    gc_run = run_dag(gc_copy(work), copy_warehouse, work / "airflow", gc_mode="delete", older_than="1d")
+    print(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
     print(f"demo finished in {time.monotonic() - started:.0f}s")
     return 0
 

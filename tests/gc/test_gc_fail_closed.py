@@ -116,7 +116,13 @@ def test_unresolvable_relative_path_blocks(store):
     p = store["p"]
     newest = store["retained"][-1] / "_metadata"
     checkpoints = uri(store["job_dir"].parent)
-    craft(newest, store["job_dir"] / "chk-902" / "_metadata", {checkpoints: "file:../../etc"})
+    # The codec only writes absolute paths: write a marker prefix, then swap it for a relative path
+    # of the same length (Java's modified UTF-8 strings carry their length).
+    target = store["job_dir"] / "chk-902" / "_metadata"
+    craft(newest, target, {checkpoints: "file:///RELATIVEMARK"})
+    data = target.read_bytes()
+    assert b"file:///RELATIVEMARK" in data
+    target.write_bytes(data.replace(b"file:///RELATIVEMARK", b"file:../../etc/aaaaa"))
     p.refresh()
     before = listing(p.roots)
     code, result = p.gc("--mode", "delete", *SHORT)

@@ -62,12 +62,42 @@ def chains_blockers(stale: tuple[str, ...], present: bool) -> list[Blocker]:
     return []
 
 
-def snapshot_blockers(snapshots: Any) -> list[Blocker]:
-    """Every `_metadata` under every root must have parsed: an unparsed one references unknown files."""
+@dataclass
+class _StillThere:
+    """mapInArrow: rows (uri, status, error) -> the rows whose object still exists. A `_metadata`
+    Flink deleted (subsumed) after the listing was `unreadable` to the index; gone, it pins nothing."""
+
+    roots: list[str]
+    storage: Any
+
+    def __call__(self, batches: Any) -> Any:
+        from statekeeper.storage import GuardedFileIO, ObjectNotFoundError, Roots, RoutingFileIO
+
+        fileio = GuardedFileIO(RoutingFileIO(self.storage), Roots(self.roots))
+        for batch in batches:
+            keep = []
+            for i, u in enumerate(batch.column("uri").to_pylist()):
+                try:
+                    fileio.stat(u)
+                except ObjectNotFoundError as exc:
+                    if "does not exist" not in str(exc):   # a symlink or special file: still there
+                        keep.append(i)
+                except Exception:  # noqa: BLE001 - cannot tell: it blocks
+                    keep.append(i)
+                else:
+                    keep.append(i)
+            if keep:
+                yield batch.take(keep)
+
+
+def snapshot_blockers(snapshots: Any, roots: list[str], storage: Any) -> list[Blocker]:
+    """Every `_metadata` under every root must have parsed: an unparsed one references unknown files.
+    One that no longer exists (Flink subsumed it after the listing) does not block."""
     from pyspark.sql import functions as F
 
-    bad = snapshots.where(F.col("status") != "ok")
-    rows = bad.select("uri", "status", "error").orderBy("uri").limit(_EXAMPLES).collect()
+    bad = (snapshots.where(F.col("status") != "ok").select("uri", "status", "error")
+           .mapInArrow(_StillThere(roots, storage), "uri string, status string, error string"))
+    rows = bad.orderBy("uri").limit(_EXAMPLES).collect()
     if not rows:
         return []
     total = bad.count()

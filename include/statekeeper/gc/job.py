@@ -284,7 +284,7 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         cut = self._cut
         out = guards.index_blockers(self._newest_index, cut.run_id, cut.finished_at, self._options.index_not_before)
         out += guards.chains_blockers(self._pinned().stale, "dependencies" in self._pinned().optional)
-        out += guards.snapshot_blockers(snaps)
+        out += guards.snapshot_blockers(snaps, self._roots, ctx.storage)
         out += guards.spelling_blockers(refs, self._roots, self._equal_schemes)
         return out
 
