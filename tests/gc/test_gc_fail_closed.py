@@ -140,26 +140,30 @@ def test_expire_keeps_what_other_jobs_use(spark, flink_fixture, tmp_path):
     metadata = sorted(local(u) for u in before if u.endswith("/_metadata"))
     truth = oracle_references(VERSION, metadata)
     a = fx.job("A")
-    a_retained = [moved(d) for d in a["retained_checkpoints"]]
-    a_newest = a_retained[-1]
+    jobs = {j["name"]: [moved(d) for d in j["retained_checkpoints"]] for j in fx.manifest["jobs"]}
+    expired = {uri(d / "_metadata") for dirs in jobs.values() for d in dirs[:-1]}
+    assert len(jobs["A"]) > 1, "job A should retain several checkpoints"
     p.refresh()
     code, result = p.gc("--mode", "delete", "--retain-last", "1", *SHORT)
     assert code == 0, result
+    assert result["expired_snapshots"] == len(expired)
     after = listing(p.roots)
-    kept_meta = {u for u in before if u.endswith("/_metadata")} - {uri(d / "_metadata") for d in a_retained[:-1]}
-    # every older A checkpoint's _metadata and exclusive files are gone
-    for d in a_retained[:-1]:
+    kept_meta = {u for u in before if u.endswith("/_metadata")} - expired
+    assert kept_meta <= set(after) and not expired & set(after)
+    # every older A checkpoint's directory is gone (its _metadata first, then its exclusive files)
+    for d in jobs["A"][:-1]:
         assert not any(u.startswith(uri(d) + "/") for u in after), d
-    # whatever any remaining _metadata references is still there (A's shared files B/C use included)
+    # whatever a remaining _metadata references is still there; what went, nothing remaining references
     needed = {f for m, files in truth.items() if m in kept_meta for f in files}
     assert needed <= set(after)
     a_shared = uri(moved(a["job_dir"])) + "/shared/"
-    used_by_others = {f for m, files in truth.items() if m in kept_meta and "/" + Path(a["job_dir"]).name + "/" not in m
+    a_name = Path(a["job_dir"]).name
+    used_by_others = {f for m, files in truth.items() if m in kept_meta and f"/{a_name}/" not in m
                       for f in files if f.startswith(a_shared)}
     assert used_by_others, "the chain store should have B/C referencing A's shared files"
-    # everything deleted is referenced by no remaining _metadata
-    assert not (set(before) - set(after)) & needed
-    assert uri(a_newest / "_metadata") in after
+    rows = {r["uri"]: r for r in actions(p.warehouse, result["run_id"])}
+    assert {rows[m]["reason"] for m in expired} == {"expired_snapshot"}
+    assert {rows[m]["delete_order"] for m in expired} == {0}
     # explain (on a fresh index, where A's expired checkpoints are gone) says why A's shared/ stays
     p.refresh()
     from statekeeper.cli import main as cli
@@ -176,7 +180,6 @@ def test_expire_keeps_what_other_jobs_use(spark, flink_fixture, tmp_path):
     explained = json.loads(text)
     assert explained and any(job in text for job in (Path(fx.job("B")["job_dir"]).name, Path(fx.job("C")["job_dir"]).name))
     # B and C still restore, every retained checkpoint of theirs
-    cases = [(moved(d), "chain_claim", name) for name in ("B", "C") for d in fx.job(name)["retained_checkpoints"]]
-    cases.append((a_newest, "chain_claim", "A"))
+    cases = [(dirs[-1], "chain_claim", name) for name, dirs in jobs.items()]
     results = harness.verify_restore_many(VERSION, cases)
     assert all(r.ok for r in results), [(str(c[0]), r.output[-1500:]) for c, r in zip(cases, results) if not r.ok]

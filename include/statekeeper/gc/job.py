@@ -458,4 +458,5 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         other = replace(ctx, run_id=target)
         result = self._delete(other, target, plan, tables["snapshots"], {k: v for k, v in values.items()
                                                                           if k != "plan_run_id"})
+        self._audit(other, result)      # the reviewed plan's own run: completed (else it would look interrupted)
         return replace(result, run_id=ctx.run_id, mode=GcMode.EXECUTE)
