@@ -3,11 +3,12 @@ local[2], stores written by real Flink, on local storage and on the moto S3 endp
 Delta tables' contents and the tasks' XCom results, not just task states.
 
 * local: the chain store (A -> B, B -> C) as Flink wrote it: index, chains (B and C depend on A)
-  and validation (every job's newest checkpoint restorable) all succeed;
+  and validation (every job's newest checkpoint restorable) all succeed, and GC writes its plan
+  (the default: a dry run);
 * S3: a relocated copy of that store (its `_metadata` rewritten to the S3 paths, as a DR copy
   would be), read through an Airflow 'aws' connection;
 * damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the
-  run fails at `validate`, on its first try, without a retry, naming the snapshot.
+  run fails at `validate`, on its first try, without a retry, naming the snapshot; `gc` never runs.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.plugins.airflow import IndexedStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ("index", "chains", "validate")
+TASKS = ("index", "chains", "validate", "gc")
 
 
 @pytest.fixture
@@ -71,6 +72,8 @@ def check_chains_and_validation(store: IndexedStore, warehouse: str, run, storag
     assert results["index"]["status"] == "succeeded"
     assert results["chains"]["status"] == "succeeded"
     assert results["validate"]["status"] == "ok", results["validate"]
+    # GC plans by default (a dry run) and reads this run's index: planned, not blocked
+    assert results["gc"]["status"] == "planned" and results["gc"]["mode"] == "plan", results["gc"]
 
     job_a = fixture.job("A")["job_id"]
     deps = table_rows(warehouse, "dependencies", storage_options)
@@ -144,6 +147,7 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     assert str(run.state) == "failed", states
     assert states["index"][0] == "success" and states["chains"][0] == "success", states
     assert states["validate"] == ("failed", 1), states
+    assert states["gc"][0] == "upstream_failed", states     # never collect garbage after a failed validation
 
     runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == run.run_id]
     assert len(runs) == 1 and runs[0]["status"] == "unrestorable", runs

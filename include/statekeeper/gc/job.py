@@ -20,6 +20,7 @@ replace the run's plan rows in one commit.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -331,10 +332,10 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         opts = self._options
         self._event(ctx, self._result(ctx, GcRunStatus.RUNNING, plan_run_id=plan_run_id, **values))
         ctx.beat.phase("listing the roots again for _metadata written since the index")
-        parsed, new = new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots)
-        parsed = ctx.keep(parsed)
+        parsed, _new = new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots)
+        parsed = ctx.keep(parsed)     # lists and parses once; every count below reads the cache
         errors = parsed.where(F.col("error").isNotNull()).select("metadata_uri", "error").limit(10).collect()
-        new_count = int(new.count())
+        new_count = int(parsed.where(F.col("file_uri").isNotNull()).select("metadata_uri").distinct().count())
         values = dict(values, new_snapshots=new_count)
         if errors:
             blocker = Blocker(Rule.NEW_METADATA_UNREADABLE, (
@@ -350,8 +351,14 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         acc = (ctx.spark.sparkContext.accumulator(0), ctx.spark.sparkContext.accumulator(0),
                ctx.spark.sparkContext.accumulator(0))
         total = values.get("planned", 0)
-        ctx.beat.phase("deleting", lambda: (f"{acc[0].value}/{total} file(s) done, {_size(acc[1].value)}, "
-                                            f"{acc[2].value} retried request(s)"))
+        began = time.monotonic()
+
+        def progress() -> str:
+            done, elapsed = acc[0].value, max(time.monotonic() - began, 1e-6)
+            return (f"{done}/{total} file(s) done, {_size(acc[1].value)}, {done / elapsed:.0f} file(s)/s, "
+                    f"{acc[2].value} retried request(s)")
+
+        ctx.beat.phase("deleting", progress)
         outcomes = []
         for order in (0, 1):   # `_metadata` of expired snapshots before any of their files
             part = todo.where(F.col("delete_order") == order)
