@@ -14,6 +14,7 @@ import pytest
 
 pytest_plugins = [
     "tests.plugins.airflow",
+    "tests.plugins.fault_proxy",
     "tests.plugins.flink",
     "tests.plugins.s3",
     "tests.plugins.spark",
@@ -24,7 +25,8 @@ pytest_plugins = [
 # starts infrastructure belongs here too.
 TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
-    "s3": frozenset({"moto_server", "s3_config", "s3_bucket", "s3_upload_tree"}),   # tests/plugins/s3.py
+    "s3": frozenset({"moto_server", "s3_config", "s3_bucket", "s3_upload_tree",     # tests/plugins/s3.py
+                     "slow_s3"}),                                                 # tests/plugins/fault_proxy.py
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)
     "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow"}),  # tests/plugins/airflow.py

@@ -298,14 +298,22 @@ class S3FileIO(FileIO):
         return self.stat(target)
 
 
-def make_s3_client(config: StorageConfig) -> Any:
+def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
+                   max_pool_connections: int | None = None) -> Any:
+    """A boto3 S3 client for `config`. `max_attempts` overrides config.max_attempts as the total
+    number of attempts per request: 1 turns botocore's own retries off, for callers that retry (and
+    count retries) themselves, e.g. the GC deleter."""
     import boto3
     from botocore.config import Config
 
+    # botocore's "max_attempts" counts retries after the first attempt (max_attempts=1 still retries
+    # once); "total_max_attempts" counts every attempt, which is what the override means.
+    retries: dict[str, Any] = ({"max_attempts": config.max_attempts, "mode": "standard"} if max_attempts is None
+                               else {"total_max_attempts": max_attempts, "mode": "standard"})
     botocore_config = Config(
         region_name=config.region,
-        retries={"max_attempts": config.max_attempts, "mode": "standard"},
-        max_pool_connections=config.max_pool_connections,
+        retries=retries,
+        max_pool_connections=max(max_pool_connections or 0, config.max_pool_connections),
         s3={"addressing_style": "path" if config.use_path_style else "auto"},
     )
     kwargs: dict[str, Any] = {"config": botocore_config, "region_name": config.region}

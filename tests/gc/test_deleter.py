@@ -1,0 +1,320 @@
+"""The GC deleter on real files and a real S3 endpoint (moto on loopback, optionally behind the
+fault-injecting proxy): re-check before delete, the roots guard, delete order, batching, retries."""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from statekeeper.gc.deleter import DeleteResult, Deleter, DeleteSettings, PlannedDelete
+from statekeeper.storage import LocalFileIO, StorageConfig
+from statekeeper.storage.local import file_uri
+from statekeeper.storage.s3 import S3FileIO, make_s3_client
+from statekeeper.tables.vocabulary import GcOutcome
+
+FAST_RETRY = {"backoff_base": 0.005, "backoff_max": 0.05}
+
+
+class Progress:
+    """on_progress sink: sums the increments, as a Spark accumulator would."""
+
+    def __init__(self) -> None:
+        self.files = self.bytes = self.retries = self.calls = 0
+
+    def __call__(self, files: int, size: int, retries: int) -> None:
+        self.files += files
+        self.bytes += size
+        self.retries += retries
+        self.calls += 1
+
+
+def planned(info, order: int = 1) -> PlannedDelete:
+    return PlannedDelete(info.uri, info.size, info.mtime, info.etag, order)
+
+
+def by_uri(results: list[DeleteResult]) -> dict[str, DeleteResult]:
+    return {r.uri: r for r in results}
+
+
+# -- local -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    base = tmp_path / "checkpoints"
+    (base / "job1" / "shared").mkdir(parents=True)
+    (base / "job1" / "taskowned").mkdir()
+    return base
+
+
+def write(path: Path, data: bytes = b"state") -> PlannedDelete:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return planned(LocalFileIO().stat(str(path)))
+
+
+def run_local(root: Path, items: list[PlannedDelete], **settings) -> list[DeleteResult]:
+    results = list(Deleter(StorageConfig(), [str(root)], DeleteSettings(**settings)).run(items))
+    assert len(results) == len(items)
+    return results
+
+
+def test_local_deletes_planned_files_and_the_emptied_chk_dir(root: Path) -> None:
+    chk = root / "job1" / "chk-7"
+    items = [write(chk / "_metadata"), write(chk / "a"), write(root / "job1" / "shared" / "s1")]
+    progress = Progress()
+    results = list(Deleter(StorageConfig(), [str(root)], on_progress=progress).run(items))
+    assert [r.outcome for r in results] == [GcOutcome.DELETED] * 3
+    assert all(r.retries == 0 and r.attempted_at.tzinfo is not None for r in results)
+    assert not chk.exists()
+    # shared/, taskowned/ and the job directory stay, even when empty.
+    assert (root / "job1" / "shared").is_dir() and (root / "job1" / "taskowned").is_dir()
+    assert (progress.files, progress.bytes, progress.retries) == (3, 3 * len(b"state"), 0)
+
+
+def test_local_chk_dir_kept_while_it_holds_unplanned_files(root: Path) -> None:
+    chk = root / "job1" / "chk-8"
+    item = write(chk / "a")
+    write(chk / "b")
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.DELETED
+    assert sorted(p.name for p in chk.iterdir()) == ["b"]
+
+
+def test_local_already_gone(root: Path) -> None:
+    path = root / "job1" / "shared" / "gone"
+    item = write(path)
+    path.unlink()
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.ALREADY_GONE and result.outcome.done
+
+
+def test_local_changed_size_is_skipped(root: Path) -> None:
+    path = root / "job1" / "shared" / "grew"
+    item = write(path, b"1234")
+    path.write_bytes(b"123456789")
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.CHANGED_SKIPPED
+    assert "size 4 -> 9" in result.message and "not deleted" in result.message
+    assert path.read_bytes() == b"123456789"
+
+
+def test_local_replaced_file_with_same_size_and_mtime_is_skipped(root: Path) -> None:
+    # An atomic replace (new inode) with identical size and mtime: only the etag (inode) tells.
+    path = root / "job1" / "shared" / "replaced"
+    item = write(path, b"old!")
+    st = path.stat()
+    tmp = path.with_name("replacement.tmp")
+    tmp.write_bytes(b"new!")
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.CHANGED_SKIPPED and "etag" in result.message
+    assert path.read_bytes() == b"new!"
+
+
+def test_local_symlink_is_never_deleted_nor_followed(root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "precious"
+    target.parent.mkdir()
+    target.write_bytes(b"keep me")
+    link = root / "job1" / "shared" / "link"
+    link.symlink_to(target)
+    [info] = [i for i in LocalFileIO().list(str(root)) if i.uri.endswith("/link")]   # the link's own lstat
+    [result] = run_local(root, [planned(info)])
+    assert result.outcome is GcOutcome.CHANGED_SKIPPED and "symlink" in result.message
+    assert link.is_symlink() and target.read_bytes() == b"keep me"
+
+
+def test_local_path_through_a_symlinked_directory_is_refused(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside-dir"
+    victim = outside / "victim"
+    victim.parent.mkdir()
+    victim.write_bytes(b"x")
+    info = LocalFileIO().stat(str(victim))
+    (root / "job1" / "chk-3").symlink_to(outside, target_is_directory=True)
+    item = PlannedDelete(file_uri(str(root / "job1" / "chk-3" / "victim")), info.size, info.mtime, info.etag)
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.FAILED
+    assert "symlink" in result.message and "not deleted" in result.message and item.uri in result.message
+    assert victim.exists() and (root / "job1" / "chk-3").is_symlink()
+
+
+def test_local_outside_roots_is_refused(root: Path, tmp_path: Path) -> None:
+    other = tmp_path / "not-a-root" / "job1" / "chk-1" / "f"
+    item = write(other)
+    [result] = run_local(root, [item])
+    assert result.outcome is GcOutcome.FAILED
+    assert "outside the configured roots" in result.message and "not deleted" in result.message
+    assert other.exists()
+
+
+def test_local_undecodable_name(root: Path) -> None:
+    raw = os.fsencode(str(root / "job1" / "shared")) + b"/sst-\xff\xfe"
+    with open(raw, "wb") as f:
+        f.write(b"x")
+    [info] = [i for i in LocalFileIO().list(str(root)) if "sst-" in i.uri]
+    assert "\x00ff" in info.uri
+    [result] = run_local(root, [planned(info)])
+    assert result.outcome is GcOutcome.DELETED and not os.path.lexists(raw)
+
+
+def test_local_lower_delete_order_finishes_before_a_higher_one_starts(root: Path) -> None:
+    chk = root / "job1" / "chk-9"
+    first = [write(chk / "_metadata")]
+    later = [write(chk / f"f{i}") for i in range(50)]
+    items = [PlannedDelete(i.uri, i.size, i.mtime, i.etag, 1) for i in later[:25]]
+    items += [PlannedDelete(i.uri, i.size, i.mtime, i.etag, 0) for i in first]
+    items += [PlannedDelete(i.uri, i.size, i.mtime, i.etag, 1) for i in later[25:]]
+    results = Deleter(StorageConfig(), [str(root)], DeleteSettings(local_threads=4)).run(items)
+    head = next(results)
+    # The `_metadata` is gone before any order-1 file has been touched.
+    assert head.uri == first[0].uri and head.outcome is GcOutcome.DELETED
+    assert not (chk / "_metadata").exists() and len(list(chk.iterdir())) == 50
+    rest = list(results)
+    assert len(rest) == 50 and all(r.outcome is GcOutcome.DELETED for r in rest)
+    assert not chk.exists()
+
+
+# -- S3 ----------------------------------------------------------------------------------------------
+
+
+def put_keys(config: StorageConfig, bucket: str, keys: list[str], body: bytes = b"chunk") -> None:
+    client = make_s3_client(config, max_pool_connections=16)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=body), keys))
+
+
+def plan_s3(config: StorageConfig, directory: str, order: int = 1) -> list[PlannedDelete]:
+    return [planned(info, order) for info in S3FileIO(config).list(directory)]
+
+
+def remaining_keys(config: StorageConfig, bucket: str) -> set[str]:
+    return {i.uri for i in S3FileIO(config).list(f"s3://{bucket}")}
+
+
+def test_s3_deletes_thousands_of_keys_in_batches_across_prefixes(s3_config: StorageConfig, s3_bucket: str) -> None:
+    prefixes = ["cp/job1/shared", "cp/job1/chk-3", "cp/job2/shared", "cp/job2/taskowned"]
+    keys = [f"{p}/{uuid.UUID(int=i).hex}" for p in prefixes for i in range(650)]
+    keys += ["cp/job1/shared/sub/nested", "cp/job1/shared-sibling"]   # must be skipped over by listings
+    put_keys(s3_config, s3_bucket, keys)
+    everything = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    keep = {f"s3://{s3_bucket}/{k}" for k in keys[::10]} | {f"s3://{s3_bucket}/cp/job1/shared/sub/nested",
+                                                            f"s3://{s3_bucket}/cp/job1/shared-sibling"}
+    items = [i for i in everything if i.uri not in keep]
+    assert len(items) >= 2300
+    progress = Progress()
+    deleter = Deleter(s3_config, [f"s3://{s3_bucket}/cp"], DeleteSettings(batch_size=400), on_progress=progress)
+    results = list(deleter.run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: len(items)}
+    assert {r.uri for r in results} == {i.uri for i in items}
+    assert remaining_keys(s3_config, s3_bucket) == keep
+    assert (progress.files, progress.bytes, progress.retries) == (len(items), 5 * len(items), 0)
+    assert progress.calls > 1   # incremental, not once at the end
+    # Picklable after use (a Spark task may hold it): the client is rebuilt lazily.
+    clone = pickle.loads(pickle.dumps(deleter))
+    assert clone._client is None and list(clone.run([])) == []
+
+
+def test_s3_recheck_changed_gone_and_outside(s3_config: StorageConfig, s3_bucket: str) -> None:
+    base = "cp/job1/shared"
+    put_keys(s3_config, s3_bucket, [f"{base}/k{i:04d}" for i in range(20)] + ["other/x"], body=b"AAAA")
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/{base}")
+    outside = plan_s3(s3_config, f"s3://{s3_bucket}/other")
+    client = make_s3_client(s3_config)
+    client.put_object(Bucket=s3_bucket, Key=f"{base}/k0003", Body=b"BBBB")      # same size, new etag
+    client.put_object(Bucket=s3_bucket, Key=f"{base}/k0004", Body=b"BBBBBB")    # new size
+    client.delete_object(Bucket=s3_bucket, Key=f"{base}/k0005")
+    results = by_uri(list(Deleter(s3_config, [f"s3://{s3_bucket}/cp"]).run(items + outside)))
+    uri = f"s3://{s3_bucket}/{base}/k000"
+    assert results[uri + "3"].outcome is GcOutcome.CHANGED_SKIPPED and "etag" in results[uri + "3"].message
+    assert results[uri + "4"].outcome is GcOutcome.CHANGED_SKIPPED and "size 4 -> 6" in results[uri + "4"].message
+    assert results[uri + "5"].outcome is GcOutcome.ALREADY_GONE
+    [refused] = [results[i.uri] for i in outside]
+    assert refused.outcome is GcOutcome.FAILED and "outside the configured roots" in refused.message
+    assert Counter(r.outcome for r in results.values())[GcOutcome.DELETED] == 17
+    assert remaining_keys(s3_config, s3_bucket) == {uri + "3", uri + "4", f"s3://{s3_bucket}/other/x"}
+
+
+def test_s3_sparse_candidates_fall_back_to_head(s3_config: StorageConfig, s3_bucket: str, slow_s3) -> None:
+    # 3 candidates among 1,200 keys: the first page (from just before k00010) scans 1,000 keys to
+    # resolve one of them; the two beyond it are re-checked by HEAD instead of another page.
+    keys = [f"cp/job1/shared/k{i:05d}" for i in range(1200)]
+    put_keys(s3_config, s3_bucket, keys)
+    wanted = {f"s3://{s3_bucket}/{keys[i]}" for i in (10, 1100, 1150)}
+    items = [i for i in plan_s3(s3_config, f"s3://{s3_bucket}/cp") if i.uri in wanted]
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"]).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 3}
+    assert slow_s3.forwarded["list"] == 1 and slow_s3.forwarded["head"] == 2 and slow_s3.forwarded["delete"] == 1
+    assert len(remaining_keys(s3_config, s3_bucket)) == 1197
+
+
+def test_s3_rate_limit_counts_and_outcomes(s3_config: StorageConfig, s3_bucket: str, slow_s3) -> None:
+    put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i:04d}" for i in range(300)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    settings = DeleteSettings(max_deletes_per_second=500, batch_size=50, requests_in_flight=2)
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 300}
+    # Batches are not merged or split by the limiter: 6 requests of 50 keys each.
+    assert slow_s3.forwarded["delete"] == 6
+    assert remaining_keys(s3_config, s3_bucket) == set()
+
+    # A limit below the batch size shrinks batches to one second's worth: 100 keys at 40/s in 3 requests.
+    put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i:04d}" for i in range(100)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    settings = DeleteSettings(max_deletes_per_second=40, requests_in_flight=4)
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 100}
+    assert slow_s3.forwarded["delete"] == 6 + 3
+
+
+def test_s3_throttled_deletes_complete_and_count_retries(s3_config: StorageConfig, s3_bucket: str, slow_s3,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    prefixes = ["cp/job1/shared", "cp/job1/chk-5", "cp/job2/shared"]
+    put_keys(s3_config, s3_bucket, [f"{p}/k{i:05d}" for p in prefixes for i in range(1000)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    assert len(items) == 3000
+    slow_s3.set_faults(every=3)   # every 3rd DeleteObjects answers 503 SlowDown
+    progress = Progress()
+    settings = DeleteSettings(batch_size=100, requests_in_flight=4, **FAST_RETRY)
+    with caplog.at_level(logging.WARNING, logger="statekeeper.gc.deleter"):
+        results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 3000}
+    assert slow_s3.injected > 0
+    assert progress.retries == slow_s3.injected          # one retry per injected request-level 503
+    assert sum(r.retries for r in results) == 100 * slow_s3.injected   # each retried batch: 100 keys
+    assert remaining_keys(s3_config, s3_bucket) == set()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert 1 <= len(warnings) <= slow_s3.injected
+
+    # Random 30% of listings, HEADs and deletes, seeded: still all deleted, every retry counted.
+    put_keys(s3_config, s3_bucket, [f"cp/job3/chk-{n}/k{i:03d}" for n in range(20) for i in range(30)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    before = slow_s3.injected
+    slow_s3.set_faults(share=0.3, seed=11, kinds={"delete", "list", "head"})
+    progress = Progress()
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 600}
+    assert slow_s3.injected > before and progress.retries == slow_s3.injected - before
+
+
+def test_s3_retries_exhausted_fail_with_the_code(s3_config: StorageConfig, s3_bucket: str, slow_s3,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i}" for i in range(10)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    slow_s3.set_faults(share=1.0)
+    progress = Progress()
+    settings = DeleteSettings(max_attempts=3, requests_in_flight=1, **FAST_RETRY)
+    with caplog.at_level(logging.WARNING, logger="statekeeper.gc.deleter"):
+        results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress).run(items))
+    assert {r.outcome for r in results} == {GcOutcome.FAILED}
+    assert all("SlowDown" in r.message and "after 3 attempt(s)" in r.message and r.retries == 2 for r in results)
+    assert slow_s3.injected == 3 and progress.retries == 2
+    # One warning for the episode, not one per key or per retry.
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    assert len(remaining_keys(s3_config, s3_bucket)) == 10
