@@ -344,8 +344,13 @@ class Deleter:
         touched_dirs: set[tuple[str, str]] = set()
         with ThreadPoolExecutor(max_workers=self.settings.local_threads,
                                 thread_name_prefix="statekeeper-gc-unlink") as pool:
-            for start in range(0, len(items), _LOCAL_CHUNK):
-                chunk = items[start:start + _LOCAL_CHUNK]
+            # Rate-limited: chunks of a quarter second's worth, so deletes trickle instead of bursting.
+            rate = self.settings.max_deletes_per_second
+            step = _LOCAL_CHUNK if rate is None else max(1, min(_LOCAL_CHUNK, int(rate / 4)))
+            for start in range(0, len(items), step):
+                chunk = items[start:start + step]
+                if self._limiter is not None:   # --max-deletes-per-second holds for NFS too
+                    self._limiter.acquire(len(chunk))
                 results = list(pool.map(lambda pair: self._delete_local_safely(pair[0], pair[1], checked), chunk))
                 for (item, root), result in zip(chunk, results, strict=True):
                     if result.outcome.done:
