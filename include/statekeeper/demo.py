@@ -130,9 +130,14 @@ def gc_summary(warehouse: str, run_id: str, label: str) -> str:
     if not rows:
         return f"{label}: no gc run recorded"
     run = rows[-1]
-    lines = [f"{label}: gc run {run['run_id']} ({run['mode']}) {run['status']}: {run['planned']} file(s), "
-             f"{run['planned_bytes']:,} bytes planned; deleted {run['deleted']}, kept after re-check "
-             f"{run['changed_skipped']}, failed {run['failed']}"]
+    head = (f"{label}: gc run {run['run_id']} ({run['mode']}) {run['status']}: {run['planned']} file(s), "
+            f"{run['planned_bytes']:,} bytes planned")
+    if run["mode"] == "plan":
+        head += ("; nothing deleted (a dry run; files younger than the grace period, 3 days by default, are never "
+                 "planned)")
+    else:
+        head += f"; deleted {run['deleted']}, kept after re-check {run['changed_skipped']}, failed {run['failed']}"
+    lines = [head]
     lines += [f"  {b['root']}/{b['job_dir']} {b['reason']}: {b['files']} file(s), {b['bytes']:,} bytes"
               for b in run["breakdown"]]
     lines += [f"  blocked: {b}" for b in run["blocked"]]
