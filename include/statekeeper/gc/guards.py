@@ -71,7 +71,7 @@ class _StillThere:
     storage: Any
 
     def __call__(self, batches: Any) -> Any:
-        from statekeeper.storage import GuardedFileIO, ObjectNotFoundError, Roots, RoutingFileIO
+        from statekeeper.storage import GuardedFileIO, NotRegularFileError, ObjectNotFoundError, Roots, RoutingFileIO
 
         fileio = GuardedFileIO(RoutingFileIO(self.storage), Roots(self.roots))
         for batch in batches:
@@ -79,9 +79,10 @@ class _StillThere:
             for i, u in enumerate(batch.column("uri").to_pylist()):
                 try:
                     fileio.stat(u)
-                except ObjectNotFoundError as exc:
-                    if "does not exist" not in str(exc):   # a symlink or special file: still there
-                        keep.append(i)
+                except NotRegularFileError:       # a symlink or special file: still there
+                    keep.append(i)
+                except ObjectNotFoundError:       # gone: pins nothing
+                    pass
                 except Exception:  # noqa: BLE001 - cannot tell: it blocks
                     keep.append(i)
                 else:

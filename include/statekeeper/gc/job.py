@@ -205,11 +205,12 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         self._cut = cut.latest_cut(ctx.warehouse)
         from statekeeper.tables.reader import TableReader
 
-        newest = TableReader(ctx.warehouse).newest("index_runs", columns=["run_id", "status", "roots"])
-        self._newest_index = newest
-        run_roots = TableReader(ctx.warehouse).read(
-            "index_runs", filters=None, columns=["run_id", "roots"]).to_pylist()
-        self._roots = sorted(next((list(r["roots"]) for r in run_roots if r["run_id"] == self._cut.run_id), []))
+        # One read serves the newest run (fail-closed rule), the cut's roots and the grace window's history.
+        self._index_runs = sorted(TableReader(ctx.warehouse).read(
+            "index_runs", columns=["run_id", "status", "finished_at", "roots", "table_versions"]).to_pylist(),
+            key=lambda r: r["finished_at"])
+        self._newest_index = self._index_runs[-1] if self._index_runs else None
+        self._roots = sorted(next((list(r["roots"]) for r in self._index_runs if r["run_id"] == self._cut.run_id), []))
         ctx.log.info("%s: warehouse %s, roots %s, index run %s versions %s, options %s", ctx.label, ctx.warehouse.uri,
                      self._roots, self._cut.run_id, self._inputs.versions, self._options.to_json())
 
@@ -291,11 +292,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
 
     def _history(self, ctx: RunContext, grace_cutoff: datetime) -> Any:
         """`references` of every other succeeded index run that finished inside the grace window."""
-        from statekeeper.tables.reader import TableReader
-
         current = self._pinned().versions["references"]
-        rows = TableReader(ctx.warehouse).read("index_runs", columns=["status", "finished_at", "table_versions"])
-        versions = sorted({dict(r["table_versions"] or []).get("references") for r in rows.to_pylist()
+        versions = sorted({dict(r["table_versions"] or []).get("references") for r in self._index_runs
                            if r["status"] == IndexRunStatus.SUCCEEDED and r["finished_at"] >= grace_cutoff} - {None, current})
         if not versions:
             return None
@@ -332,8 +330,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         opts = self._options
         self._event(ctx, self._result(ctx, GcRunStatus.RUNNING, plan_run_id=plan_run_id, **values))
         ctx.beat.phase("listing the roots again for _metadata written since the index")
-        parsed, _new = new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots)
-        parsed = ctx.keep(parsed)     # lists and parses once; every count below reads the cache
+        # lists and parses once; every count below reads the cache
+        parsed = ctx.keep(new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots))
         errors = parsed.where(F.col("error").isNotNull()).select("metadata_uri", "error").limit(10).collect()
         new_count = int(parsed.where(F.col("file_uri").isNotNull()).select("metadata_uri").distinct().count())
         values = dict(values, new_snapshots=new_count)
@@ -421,18 +419,19 @@ class CollectGarbage(StatekeeperJob[GcResult]):
                 continue
             ctx.log.warning("%s: run %s was interrupted while deleting; resuming its plan first", ctx.label,
                             row["run_id"])
-            self._finish_other(ctx, row)
+            self._execute_run(ctx, row, self._snapshots_of(ctx, row))
             resumed.append(row["run_id"])
         return tuple(resumed)
 
-    def _finish_other(self, ctx: RunContext, row: dict[str, Any]) -> GcResult:
-        """Execute the plan of the earlier run `row` and record it under that run's id."""
-        plan = self._plan_of(ctx, row["plan_run_id"])
+    def _execute_run(self, ctx: RunContext, row: dict[str, Any], indexed_snapshots: Any) -> GcResult:
+        """Execute the persisted plan of the earlier run `row` (an interrupted one, or a reviewed dry
+        run) and record it under that run's id, completed (else it would look interrupted)."""
+        run_id = row["plan_run_id"]
         values = {k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")}
         values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
-        other = replace(ctx, run_id=row["plan_run_id"])
-        result = self._delete(other, row["plan_run_id"], plan, self._snapshots_of(ctx, row), values)
-        self._audit(other, replace(result, run_id=row["run_id"]))
+        other = replace(ctx, run_id=run_id)
+        result = self._delete(other, run_id, self._plan_of(ctx, run_id), indexed_snapshots, values)
+        self._audit(other, result)
         return result
 
     def _execute_reviewed(self, ctx: RunContext, resumed: tuple[str, ...]) -> GcResult:
@@ -459,11 +458,5 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         blockers = self._blockers(ctx, ctx.keep(tables["snapshots"]), tables["references"])
         if blockers:
             return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
-        plan = self._plan_of(ctx, target)
-        values.update({k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")})
-        values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
-        other = replace(ctx, run_id=target)
-        result = self._delete(other, target, plan, tables["snapshots"], {k: v for k, v in values.items()
-                                                                          if k != "plan_run_id"})
-        self._audit(other, result)      # the reviewed plan's own run: completed (else it would look interrupted)
-        return replace(result, run_id=ctx.run_id, mode=GcMode.EXECUTE)
+        result = self._execute_run(ctx, row, tables["snapshots"])
+        return replace(result, run_id=ctx.run_id, mode=GcMode.EXECUTE, resumed=resumed)

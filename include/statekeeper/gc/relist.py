@@ -122,10 +122,10 @@ class ParseMetadata:
                 yield pa.RecordBatch.from_arrays([pa.array(list(c), pa.string()) for c in cols], schema=PARSED_SCHEMA)
 
 
-def new_references(spark, roots: list[str], storage: StorageConfig, indexed_snapshots) -> tuple[object, object]:
-    """(references, errors): DataFrames of `file_uri` referenced by `_metadata` the index did not
-    parse in their current version, and of (metadata_uri, error) for those that cannot be parsed.
-    `indexed_snapshots` has (uri, metadata_etag) of the plan's cut."""
+def new_references(spark, roots: list[str], storage: StorageConfig, indexed_snapshots):
+    """PARSED_SCHEMA rows for every `_metadata` the index did not parse in its current version: one
+    per file it references (and one naming itself), or one with `error`, or, when it vanished, one
+    with neither. `indexed_snapshots` has (uri, metadata_etag) of the plan's cut."""
     from pyspark.sql import functions as F
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
@@ -134,5 +134,4 @@ def new_references(spark, roots: list[str], storage: StorageConfig, indexed_snap
     found = dirs.mapInArrow(FindMetadata(roots, storage), FOUND_SPARK_SCHEMA)
     known = indexed_snapshots.select(F.col("uri"), F.col("metadata_etag").alias("etag"))
     new = found.join(known, ["uri", "etag"], "left_anti").select("uri").distinct()
-    parsed = new.repartition(parallelism).mapInArrow(ParseMetadata(roots, storage), PARSED_SPARK_SCHEMA)
-    return parsed, new
+    return new.repartition(parallelism).mapInArrow(ParseMetadata(roots, storage), PARSED_SPARK_SCHEMA)

@@ -6,6 +6,7 @@ from statekeeper.storage.base import FileIO
 from statekeeper.storage.config import StorageConfig
 from statekeeper.storage.errors import (
     EmptyRootError,
+    NotRegularFileError,
     ObjectChangedError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -31,6 +32,7 @@ def file_io(config: StorageConfig | None = None) -> RoutingFileIO:
 
 __all__ = [
     "DeleteFailure", "DeleteReport", "EmptyRootError", "FileIO", "FileInfo", "GuardedFileIO", "LocalFileIO",
+    "NotRegularFileError",
     "ObjectChangedError", "ObjectExistsError", "ObjectNotFoundError", "ObjectType", "OutsideRootError", "Root",
     "RootConfigError", "RootNotFoundError", "Roots", "RoutingFileIO", "StorageConfig",
     "StorageConfigError", "StorageError", "SymlinkRefusedError", "UnreadableObjectError", "UnsupportedSchemeError",

@@ -20,6 +20,12 @@ class ObjectNotFoundError(StorageError):
     """The object does not exist (or vanished while we looked at it)."""
 
 
+class NotRegularFileError(ObjectNotFoundError):
+    """The path names a symlink, FIFO, directory or other non-regular object: not a file Statekeeper
+    will open, but something is there (a subclass so that callers asking "is the file there?" keep
+    their answer, while callers that must not mistake it for absence can tell)."""
+
+
 class UnreadableObjectError(StorageError):
     """The object exists but cannot be read (permissions, I/O error, throttling that outlived retries)."""
 

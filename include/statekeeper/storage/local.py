@@ -28,6 +28,7 @@ from statekeeper.storage.base import FileIO
 from statekeeper.storage.errors import (
     ObjectChangedError,
     ObjectExistsError,
+    NotRegularFileError,
     ObjectNotFoundError,
     RootNotFoundError,
     StorageError,
@@ -184,7 +185,7 @@ class LocalFileIO(FileIO):
         except OSError as exc:
             raise UnreadableObjectError(f"cannot stat {file_uri(path)}: {exc.strerror or exc}") from exc
         if not stat_mod.S_ISREG(st.st_mode):
-            raise ObjectNotFoundError(_not_regular(path, object_type_of(st.st_mode)))
+            raise NotRegularFileError(_not_regular(path, object_type_of(st.st_mode)))
         return _info(path, st)
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
