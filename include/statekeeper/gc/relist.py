@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from statekeeper.storage import GuardedFileIO, ObjectNotFoundError, Roots, RoutingFileIO, StorageConfig, StorageError
+from statekeeper.storage import (
+    GuardedFileIO,
+    NotRegularFileError,
+    ObjectNotFoundError,
+    Roots,
+    RoutingFileIO,
+    StorageConfig,
+    StorageError,
+    SymlinkRefusedError,
+)
 from statekeeper.uri import join_uri
 
 _CHK = re.compile(r"^chk-\d+$")
@@ -42,6 +51,8 @@ def _metadata_at(fileio: GuardedFileIO, directory: str) -> tuple[str, str] | Non
     uri = join_uri(directory, "_metadata")
     try:
         info = fileio.stat(uri)
+    except (NotRegularFileError, SymlinkRefusedError):
+        return uri, ""      # something is there that is not a file we may read: parsing it fails closed
     except ObjectNotFoundError:
         return None
     return info.uri, info.etag or ""
@@ -109,6 +120,9 @@ class ParseMetadata:
                     info = fileio.stat(uri)
                     with fileio.open_input(uri, info=info) as stream:
                         refs = extract_references(read_metadata(stream, uri), uri)
+                except NotRegularFileError as exc:   # a symlink or special file: not "gone"
+                    rows.append((uri, None, f"{type(exc).__name__}: {exc}"[:2000]))
+                    continue
                 except ObjectNotFoundError:
                     rows.append((uri, None, None))     # subsumed by Flink meanwhile: pins nothing now
                     continue
