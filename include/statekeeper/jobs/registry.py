@@ -151,7 +151,29 @@ GC = JobSpec(
     retried=frozenset({ExitCode.INTERNAL}),
 )
 
-JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC)
+DR = JobSpec(
+    name="dr_copy",
+    label="dr copy",
+    entry_point="copy_to_dr",
+    builder="statekeeper.replicate.job:CopyToDr",
+    audit_table="dr_runs",
+    run_id_prefix="dr",
+    summary="copy each job's latest restorable checkpoint (and savepoints) to disaster-recovery roots, "
+            "_metadata rewritten, verified there",
+    exit_codes=_codes(
+        ok="every selected snapshot copied and verified (or, with --mode verify, every copy re-verified)",
+        attention="some snapshot could not be copied or failed verification (no _metadata written for it; "
+                  "dr_copies names the snapshot and the object), or a job had no restorable checkpoint left; the "
+                  "next run copies only what is missing",
+        usage=_USAGE + "; a target outside the allowlist or inside a source root; a --snapshot that is not "
+                       "indexed, does not parse or does not restore",
+        internal="internal failure; files copied so far stay (the next run skips them) and no _metadata is "
+                 "written before its files are verified",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+
+JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC, DR)
 
 
 def job(name: str) -> JobSpec:

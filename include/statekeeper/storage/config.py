@@ -68,6 +68,10 @@ def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = Non
     return number
 
 
+# Variables of the second store (copy_to_dr's targets): the usual names with this in front.
+DR_PREFIX = "STATEKEEPER_DR_"
+
+
 @dataclass(frozen=True)
 class StorageConfig:
     """Connection settings for `s3://` (local files need none).
@@ -110,13 +114,17 @@ class StorageConfig:
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> StorageConfig:
-        """Read STATEKEEPER_S3_* and the standard AWS_* variables."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, prefix: str = "") -> StorageConfig:
+        """Read STATEKEEPER_S3_* and the standard AWS_* variables.
+
+        With a `prefix` (e.g. DR_PREFIX) every name is read with it in front (STATEKEEPER_DR_S3_ENDPOINT,
+        STATEKEEPER_DR_AWS_ACCESS_KEY_ID, ...): a second store with its own endpoint and credentials in
+        the same process, such as the disaster-recovery region."""
         env = os.environ if environ is None else environ
 
         def first(*names: str) -> str | None:
             for name in names:
-                value = env.get(name)
+                value = env.get(prefix + name)
                 if value:
                     return value
             return None
@@ -135,6 +143,15 @@ class StorageConfig:
             "list_page_size": first("STATEKEEPER_S3_LIST_PAGE_SIZE"),
         }
         return cls.from_mapping({k: v for k, v in values.items() if v is not None})
+
+    @classmethod
+    def target_from_env(cls, environ: Mapping[str, str] | None = None) -> StorageConfig | None:
+        """The disaster-recovery store's settings (DR_PREFIX variables), or None when none is set:
+        the targets are then reached with the source's settings."""
+        env = os.environ if environ is None else environ
+        if not any(k.startswith(DR_PREFIX) and v for k, v in env.items()):
+            return None
+        return cls.from_env(env, prefix=DR_PREFIX)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> StorageConfig:
