@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-fallbacks", type=int, default=2, metavar="N",
                    help="older restorable checkpoints of a job to try when its copy fails because a running job "
                         "subsumed the checkpoint mid-copy (default 2)")
+    p.add_argument("--max-copies-per-second", type=float, default=None, metavar="R",
+                   help="limit for the whole run, shared by its tasks (default: unlimited); keeps a DR copy from "
+                        "crowding out the jobs that write checkpoints")
     return p
 
 
@@ -75,7 +78,7 @@ def options_from(args: argparse.Namespace):
                      snapshots=tuple(parse_snapshot(s) for group in args.snapshot for s in group.split(",") if s.strip()),
                      job_filter=args.job_filter or None, include_external=args.include_external,
                      verify=VerifyMode(args.verify), copies_in_flight=args.copies_in_flight,
-                     max_fallbacks=args.max_fallbacks)
+                     max_fallbacks=args.max_fallbacks, max_copies_per_second=args.max_copies_per_second)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,6 +111,7 @@ class DrOptions:
     verify: VerifyMode = VerifyMode.SIZE
     copies_in_flight: int = 16               # concurrent copies per Spark task
     max_fallbacks: int = 2                   # older restorable checkpoints tried when a copy fails (subsumption)
+    max_copies_per_second: float | None = None   # for the whole run, shared by its tasks (None: unlimited)
 
     def check(self) -> None:
         if not self.targets.pairs and self.targets.base is None:
@@ -120,6 +121,8 @@ class DrOptions:
                                  "statekeeper_dr_allowed_targets); a DR copy writes only below an allowed prefix")
         if self.copies_in_flight < 1:
             raise DrOptionsError(f"--copies-in-flight must be >= 1, got {self.copies_in_flight}")
+        if self.max_copies_per_second is not None and self.max_copies_per_second <= 0:
+            raise DrOptionsError(f"--max-copies-per-second must be > 0, got {self.max_copies_per_second}")
         if self.max_fallbacks < 0:
             raise DrOptionsError(f"--max-fallbacks must be >= 0, got {self.max_fallbacks}")
         for target in [d for _, d in self.targets.pairs] + ([self.targets.base] if self.targets.base else []):
@@ -156,6 +159,7 @@ class DrOptions:
             "savepoints": self.savepoints.value, "snapshots": list(self.snapshots), "job_filter": self.job_filter,
             "include_external": self.include_external, "verify": self.verify.value,
             "copies_in_flight": self.copies_in_flight, "max_fallbacks": self.max_fallbacks,
+            "max_copies_per_second": self.max_copies_per_second,
         }, sort_keys=True)
 
 

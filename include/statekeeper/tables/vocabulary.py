@@ -262,3 +262,28 @@ class GcOutcome(StrEnum):
     @property
     def done(self) -> bool:
         return self in (GcOutcome.DELETED, GcOutcome.ALREADY_GONE)
+
+
+class DrRunStatus(StrEnum):
+    """dr_runs.status."""
+
+    SUCCEEDED = "succeeded"    # every selected snapshot verified at the target
+    ATTENTION = "attention"    # some snapshot failed (its row in dr_copies says why); the others are verified
+    FAILED = "failed"          # the run itself failed
+
+
+class DrCopyStatus(StrEnum):
+    """dr_copies.status."""
+
+    VERIFIED = "verified"      # every object present at the target as copied; the rewritten `_metadata` written last
+    FAILED = "failed"          # no target `_metadata` written (or, re-verifying, an object is missing or wrong)
+
+
+class DrSelectedBy(StrEnum):
+    """dr_copies.selected_by: why a run copied this snapshot."""
+
+    LATEST_RESTORABLE = "latest_restorable"   # the job's latest restorable checkpoint (validation_jobs)
+    FALLBACK = "fallback"                     # an older restorable checkpoint, after the newer one failed to copy
+    SAVEPOINT = "savepoint"                   # by --savepoints
+    EXPLICIT = "explicit"                     # --snapshot
+    REVERIFY = "reverify"                     # --mode verify: an earlier copy checked again

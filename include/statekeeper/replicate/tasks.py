@@ -1,0 +1,213 @@
+"""The Spark tasks of a DR copy (mapInArrow callables): copy objects, verify them, write `_metadata` last.
+
+Each task builds its own storage clients from the pickled settings; nothing but one partition's rows
+is ever in a task, and nothing of a closure reaches the driver.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from statekeeper.storage import StorageConfig
+
+COPY_OUT = pa.schema([
+    pa.field("source_uri", pa.string()), pa.field("target_uri", pa.string()), pa.field("outcome", pa.string()),
+    pa.field("size", pa.int64()), pa.field("checksum", pa.string()), pa.field("method", pa.string()),
+    pa.field("message", pa.string()), pa.field("retries", pa.int64()),
+])
+COPY_OUT_SPARK = ("source_uri string, target_uri string, outcome string, size long, checksum string, method string, "
+                  "message string, retries long")
+
+VERIFY_OUT = pa.schema([
+    pa.field("target_uri", pa.string()), pa.field("verified", pa.bool_()), pa.field("found_size", pa.int64()),
+    pa.field("verify_message", pa.string()),
+])
+VERIFY_OUT_SPARK = "target_uri string, verified boolean, found_size long, verify_message string"
+
+META_OUT = pa.schema([
+    pa.field("snapshot_uri", pa.string()), pa.field("target_metadata_uri", pa.string()), pa.field("ok", pa.bool_()),
+    pa.field("problem", pa.string()), pa.field("source_problem", pa.bool_()),
+    pa.field("metadata_sha256", pa.string()), pa.field("metadata_bytes", pa.int64()),
+])
+META_OUT_SPARK = ("snapshot_uri string, target_metadata_uri string, ok boolean, problem string, source_problem boolean, "
+                  "metadata_sha256 string, metadata_bytes long")
+
+_BATCH = 10_000
+
+
+def _batches(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        out.append(row)
+        if len(out) >= _BATCH:
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            out = []
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+@dataclass
+class CopyTask:
+    """rows (source_uri, target_uri, expected_size) -> COPY_OUT."""
+
+    source: StorageConfig
+    target: StorageConfig | None
+    source_roots: list[str]
+    target_roots: list[str]
+    in_flight: int
+    checksum: bool
+    per_second: float | None = None   # this task's share of --max-copies-per-second
+    files: Any = None     # Accumulator: objects done
+    bytes: Any = None     # Accumulator: bytes copied
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.storage.transfer import Transfer, TransferItem, TransferOutcome, TransferSettings
+
+        def items() -> Iterator[TransferItem]:
+            # Transfer.run pulls items only as workers free up, so pacing the items paces the copies.
+            began, n = time.monotonic(), 0
+            for batch in batches:
+                for row in batch.to_pylist():
+                    if self.per_second:
+                        wait = began + n / self.per_second - time.monotonic()
+                        if wait > 0:
+                            time.sleep(wait)
+                    n += 1
+                    yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"])
+
+        transfer = Transfer(self.source, self.target, self.target_roots,
+                            TransferSettings(in_flight=self.in_flight, checksum=self.checksum),
+                            source_roots=self.source_roots)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for r in transfer.run(items()):
+                if self.files is not None:
+                    self.files.add(1)
+                if self.bytes is not None and r.outcome is TransferOutcome.COPIED:
+                    self.bytes.add(r.size)
+                yield {"source_uri": r.source, "target_uri": r.target, "outcome": r.outcome.value, "size": r.size,
+                       "checksum": r.checksum, "method": r.method, "message": r.message, "retries": r.retries}
+
+        yield from _batches(rows(), COPY_OUT)
+
+
+@dataclass
+class VerifyTask:
+    """rows (target_uri, size, checksum) -> VERIFY_OUT: each object present at the target as copied."""
+
+    target: StorageConfig
+    checksum: bool
+    in_flight: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.storage.transfer import VerifyItem, verify_objects
+
+        def items() -> Iterator[VerifyItem]:
+            for batch in batches:
+                for row in batch.to_pylist():
+                    yield VerifyItem(row["target_uri"], row["size"], row["checksum"])
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for r in verify_objects(items(), self.target, checksum=self.checksum, in_flight=self.in_flight):
+                yield {"target_uri": r.target, "verified": r.ok, "found_size": r.size, "verify_message": r.message}
+
+        yield from _batches(rows(), VERIFY_OUT)
+
+
+@dataclass
+class MetadataTask:
+    """One row per snapshot whose every object is verified at the target -> META_OUT.
+
+    Reads the source `_metadata` (refusing one that changed since it was indexed), rewrites it, checks
+    that everything the rewritten file names was verified, creates tag-17 directories on local targets,
+    and writes it: atomically (local: temp name + rename; S3: one PUT), last, then reads it back."""
+
+    source: StorageConfig
+    target: StorageConfig
+    target_roots: list[str]
+    mapping: dict[str, str]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
+
+        source_io = RoutingFileIO(self.source)
+        target_io = GuardedFileIO(RoutingFileIO(self.target), Roots(self.target_roots))
+        for batch in batches:
+            out = [self._one(source_io, target_io, row) for row in batch.to_pylist()]
+            yield pa.RecordBatch.from_pylist(out, schema=META_OUT)
+
+    def _one(self, source_io: Any, target_io: Any, row: dict[str, Any]) -> dict[str, Any]:
+        from statekeeper.format import MetadataFormatError
+        from statekeeper.replicate.relocate import RelocateError, relocate
+        from statekeeper.storage import ObjectNotFoundError, StorageError
+
+        src, dst = row["snapshot_uri"], row["target_metadata_uri"]
+        base = {"snapshot_uri": src, "target_metadata_uri": dst, "ok": False, "source_problem": False,
+                "metadata_sha256": None, "metadata_bytes": None}
+        try:
+            info = source_io.stat(src)
+        except ObjectNotFoundError:
+            return {**base, "source_problem": True,
+                    "problem": f"{src} vanished during the copy (a running job subsumed the checkpoint?)"}
+        if row["metadata_etag"] and info.etag != row["metadata_etag"]:
+            return {**base, "source_problem": True,
+                    "problem": f"{src} changed since it was indexed (etag {row['metadata_etag']} -> {info.etag}): "
+                               "re-index, then copy"}
+        mapping = dict(self.mapping)
+        mapping.update({p["source_uri"]: p["target_uri"] for p in row["external"] or []})
+        try:
+            with source_io.open_input(src, info=info) as stream:
+                relocated = relocate(stream, src, dst, mapping)
+        except ObjectNotFoundError as exc:
+            return {**base, "source_problem": True, "problem": f"{src} vanished while read: {exc}"}
+        except (MetadataFormatError, RelocateError) as exc:
+            return {**base, "problem": f"{type(exc).__name__}: {exc}"}
+        try:
+            verified = set(row["verified_targets"] or [])
+            unverified = sorted(set(relocated.files) - verified)
+            if unverified:
+                return {**base, "problem": f"the rewritten {dst} names {len(unverified)} object(s) the index's "
+                                           f"references did not list, e.g. {unverified[:3]}: re-index, then copy"}
+            self._managed_dirs(relocated.managed_dirs)
+            current = self._existing_sha256(target_io, dst)
+            if current != relocated.sha256:
+                target_io.write(dst, relocated.body)
+                if self._existing_sha256(target_io, dst) != relocated.sha256:
+                    return {**base, "problem": f"{dst} does not read back as written (another writer?)"}
+            return {**base, "ok": True, "problem": None, "metadata_sha256": relocated.sha256,
+                    "metadata_bytes": relocated.size}
+        except StorageError as exc:
+            return {**base, "problem": f"cannot write {dst}: {type(exc).__name__}: {exc}"}
+        finally:
+            relocated.close()
+
+    @staticmethod
+    def _existing_sha256(target_io: Any, uri: str) -> str | None:
+        from statekeeper.storage import ObjectNotFoundError
+
+        try:
+            stream = target_io.open_input(uri)
+        except ObjectNotFoundError:
+            return None
+        digest = hashlib.sha256()
+        with stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def _managed_dirs(self, dirs: set[str]) -> None:
+        # Object stores have no directories; a local restore expects the managed directories to exist.
+        import os
+
+        from statekeeper.storage import local_path
+
+        for d in dirs:
+            if d.startswith("file://"):
+                if not any(d == r or d.startswith(r.rstrip("/") + "/") for r in self.target_roots):
+                    raise RuntimeError(f"managed directory {d} is outside the targets")  # relocate refuses first
+                os.makedirs(local_path(d), exist_ok=True)

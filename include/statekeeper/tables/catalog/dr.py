@@ -1,0 +1,103 @@
+"""Tables written by the disaster-recovery copy (`statekeeper.replicate`). docs/dr-copy.md documents every column.
+
+`dr_copies` holds one row per snapshot a run tried to copy (or re-verified): `verified` rows name a
+target `_metadata` that restores with every object it names present at the target; `failed` rows say
+which object or rule stopped it, and no target `_metadata` was written for them. `dr_files` is the
+copy plan with outcomes, one row per (copy, referenced object), partitioned by run: what each copy
+consists of at the target, what `--mode verify` re-checks later. `dr_runs` is the audit row per run.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.spec import column as _f
+
+DR_COPIES = TableSpec(
+    "dr_copies",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("source_metadata_uri", pa.string(), False),
+        _f("target_metadata_uri", pa.string()),
+        _f("source_root", pa.string(), False),
+        _f("target_root", pa.string(), False),
+        _f("job_dir", pa.string(), False),
+        _f("job_id", pa.string()),
+        _f("checkpoint_id", pa.int64()),
+        _f("snapshot_type", pa.string()),
+        _f("selected_by", pa.string(), False),
+        _f("files", pa.int64(), False),
+        _f("bytes", pa.int64(), False),
+        _f("files_copied", pa.int64(), False),
+        _f("bytes_copied", pa.int64(), False),
+        _f("files_skipped", pa.int64(), False),
+        _f("bytes_skipped", pa.int64(), False),
+        _f("verification", pa.string(), False),
+        _f("metadata_sha256", pa.string()),
+        _f("metadata_bytes", pa.int64()),
+        _f("problem", pa.string()),
+        _f("error", pa.string()),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+    ]),
+    (),
+    "One row per snapshot a DR run copied (or re-verified): verified with its target `_metadata`, or failed "
+    "with the object and the reason.",
+    producer="dr_copy",
+)
+
+DR_FILES = TableSpec(
+    "dr_files",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("source_metadata_uri", pa.string(), False),
+        _f("target_metadata_uri", pa.string(), False),
+        _f("source_uri", pa.string(), False),
+        _f("target_uri", pa.string(), False),
+        _f("size", pa.int64()),
+        _f("checksum", pa.string()),
+        _f("outcome", pa.string(), False),
+        _f("method", pa.string()),
+        _f("verified", pa.bool_()),
+        _f("message", pa.string()),
+    ]),
+    ("run_id",),
+    "The copy plan with outcomes: one row per referenced object of each copy, source and target.",
+    producer="dr_copy",
+)
+
+DR_RUNS = TableSpec(
+    "dr_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("mode", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("warehouse", pa.string(), False),
+        _f("roots", pa.list_(pa.string()), False),
+        _f("targets", pa.map_(pa.string(), pa.string())),
+        _f("options", pa.string(), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("source_versions", pa.map_(pa.string(), pa.int64())),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("snapshots", pa.int64(), False),
+        _f("verified", pa.int64(), False),
+        _f("failed", pa.int64(), False),
+        _f("fallbacks", pa.int64(), False),
+        _f("files_copied", pa.int64(), False),
+        _f("bytes_copied", pa.int64(), False),
+        _f("files_skipped", pa.int64(), False),
+        _f("bytes_skipped", pa.int64(), False),
+        _f("problems", pa.list_(pa.string()), False),
+        _f("airflow_run_id", pa.string()),
+        _f("error", pa.string()),
+    ]),
+    (),
+    "Audit row per DR copy run: counts, targets, and the snapshots that could not be copied.",
+    producer="dr_copy",
+)
+
+DR_TABLES = (DR_COPIES, DR_FILES)

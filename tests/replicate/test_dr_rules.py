@@ -1,0 +1,223 @@
+"""DR copy rules on a real Flink store (the newest harness version): incremental re-runs, atomicity,
+SIGKILL and re-run, verification failures, a source that vanishes mid-copy, and bad input.
+
+Each test relocates the cached `incremental` store (one RocksDB job, incremental checkpoints sharing
+SSTs) into its own directory, indexes and validates it, and copies it to a second local root.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.format import extract_references, open_metadata
+from tests.replicate.support import copies, dr_pipeline, listing, local, relocated, table, uri
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _store(spark, flink_fixture, base: Path, scenario: str = "incremental"):
+    fx = flink_fixture(VERSION, scenario)
+    src = relocated(fx, base / "src")
+    p = dr_pipeline(spark, base, [f"{src}/checkpoints", f"{src}/savepoints"])
+    target = uri(base / "dr")
+    args = ["--target", target, "--allowed-targets", target]
+    return fx, src, p, target, args
+
+
+def _checkpoints(src: str) -> list[Path]:
+    return sorted(local(src).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
+
+
+def _named_files(metadata: Path) -> set[str]:
+    refs = extract_references(open_metadata(metadata), uri(metadata))
+    return set(refs.physical_files())
+
+
+def _complete(target: str) -> list[str]:
+    """Every `_metadata` under the target whose named objects are not all present (should be none)."""
+    bad = []
+    for meta in local(target).rglob("_metadata"):
+        try:
+            named = _named_files(meta)
+        except Exception as exc:  # noqa: BLE001 - a half-written _metadata would be a failure too
+            bad.append(f"{meta}: {exc}")
+            continue
+        bad += [f"{meta} names missing {u}" for u in named if not local(u).is_file()]
+    return bad
+
+
+def test_incremental_rerun_copies_only_new_files(spark, flink_fixture, tmp_path):
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path)
+    chks = _checkpoints(src)
+    newest = chks[-1]
+    hidden = tmp_path / "hidden" / newest.name
+    hidden.parent.mkdir()
+    shutil.move(str(newest), hidden)            # as if the job had not taken its newest checkpoint yet
+    p.prepare()
+    code, first = p.dr(*args, "--savepoints", "none")
+    assert code == 0, first
+    assert first["verified"] == 1 and first["files_skipped"] == 0 and first["files_copied"] > 0
+
+    shutil.move(str(hidden), newest)            # the job took a new checkpoint
+    p.prepare()
+    code, second = p.dr(*args, "--savepoints", "none")
+    assert code == 0, second
+    old_files = _named_files(chks[-2] / "_metadata")
+    new_files = _named_files(newest / "_metadata")
+    assert second["files_copied"] == len(new_files - old_files) > 0
+    assert second["files_skipped"] == len(new_files & old_files) > 0
+    row, = copies(p.warehouse, second["run_id"])
+    assert (row["files_copied"], row["files_skipped"]) == (second["files_copied"], second["files_skipped"])
+    assert row["checkpoint_id"] == int(newest.name[4:]) and row["status"] == "verified"
+
+    code, third = p.dr(*args, "--savepoints", "none")           # nothing new: nothing copied
+    assert code == 0 and third["files_copied"] == 0 and third["files_skipped"] == len(new_files)
+
+
+def test_metadata_only_ever_visible_complete_and_sigkill_then_rerun(spark, flink_fixture, tmp_path):
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path, "chain_claim")
+    p.prepare()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", p.warehouse.uri, *args,
+         "--max-copies-per-second", "15", "--master", "local[2]", "--progress-interval", "2"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    seen_partial = False
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            present = listing([target]) if local(target).exists() else {}
+            assert not _complete(target)
+            if len(present) >= 30:
+                seen_partial = True
+                break
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert seen_partial, "the copy never got going"
+    assert not list(local(target).rglob("_metadata")), "a _metadata was written before every file was copied"
+
+    # a re-run completes; meanwhile a poller checks that every visible _metadata is complete
+    problems: list[str] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            problems.extend(_complete(target))
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        code, result = p.dr(*args)
+    finally:
+        stop.set()
+        poller.join()
+    assert not problems, problems[:5]
+    assert code == 0, result
+    assert result["files_skipped"] >= 30 and result["failed"] == 0
+    rows = copies(p.warehouse, result["run_id"])
+    cases = []
+    for job in fx.manifest["jobs"]:
+        newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
+        moved = target + "/checkpoints" + (src + "/checkpoints" + uri(newest)[len(uri(fx.root) + "/checkpoints"):])[
+            len(src + "/checkpoints"):]
+        assert any(r["target_metadata_uri"] == moved + "/_metadata" and r["status"] == "verified" for r in rows), moved
+        cases.append((local(moved), "chain_claim", job["name"]))
+    (tmp_path / "src").rename(tmp_path / "src-moved-away")
+    results = harness.verify_restore_many(VERSION, cases)
+    failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
+    assert not failed, failed
+
+
+def test_verification_catches_truncated_and_missing_objects(spark, flink_fixture, tmp_path):
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path)
+    p.prepare()
+    code, result = p.dr(*args, "--savepoints", "none")
+    assert code == 0, result
+    row, = copies(p.warehouse, result["run_id"])
+    named = sorted(_named_files(local(row["target_metadata_uri"])))
+    truncated, missing = local(named[0]), local(named[1])
+    truncated.write_bytes(truncated.read_bytes()[:-1])
+    missing.unlink()
+    code, check = p.dr(*args, "--mode", "verify")
+    assert code == 1, check
+    assert check["failed"] == 1 and check["status"] == "attention"
+    bad, = [r for r in copies(p.warehouse, check["run_id"])]
+    assert bad["status"] == "failed" and bad["selected_by"] == "reverify"
+    assert uri(truncated) in bad["problem"] or uri(missing) in bad["problem"], bad["problem"]
+    assert any(uri(truncated) in x or uri(missing) in x for x in check["problems"])
+
+    # checksum mode catches a same-size corruption that size mode cannot see
+    code, _ = p.dr(*args, "--savepoints", "none")                          # repairs both
+    assert code == 0 and not _complete(target)
+    code, _ = p.dr(*args, "--savepoints", "none", "--verify", "checksum")  # records SHA-256 of every object
+    assert code == 0
+    victim = local(named[2])
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    code, sized = p.dr(*args, "--mode", "verify")
+    assert code == 0, sized
+    code, summed = p.dr(*args, "--mode", "verify", "--verify", "checksum")
+    assert code == 1 and uri(victim) in " ".join(summed["problems"]), summed
+
+
+def test_source_vanishing_mid_copy_leaves_no_target_metadata_and_falls_back(spark, flink_fixture, tmp_path):
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path)
+    p.prepare()
+    chks = _checkpoints(src)
+    newest, older = chks[-1], chks[-2]
+    only_newest = sorted(_named_files(newest / "_metadata") - _named_files(older / "_metadata"))
+    assert only_newest
+    local(only_newest[0]).unlink()              # Flink subsumed the checkpoint: its files go
+    code, result = p.dr(*args, "--savepoints", "none")
+    assert code == 0, result                    # the job still got a verified copy: the older checkpoint
+    rows = sorted(copies(p.warehouse, result["run_id"]), key=lambda r: r["checkpoint_id"])
+    assert [(r["checkpoint_id"], r["status"], r["selected_by"]) for r in rows] == [
+        (int(older.name[4:]), "verified", "fallback"), (int(newest.name[4:]), "failed", "latest_restorable")]
+    assert only_newest[0] in rows[1]["problem"] and rows[1]["target_metadata_uri"] is None
+    moved_newest = target + "/checkpoints" + uri(newest)[len(src + "/checkpoints"):]
+    assert not local(moved_newest + "/_metadata").exists()
+    assert local(rows[0]["target_metadata_uri"]).is_file()
+    assert result["fallbacks"] == 1 and result["verified"] == 1
+
+    # with no fallback allowed, the job is reported and the run exits 1
+    code, result = p.dr(*args, "--savepoints", "none", "--max-fallbacks", "0", name="nofallback")
+    assert code == 1 and result["failed"] == 1 and result["status"] == "attention"
+
+
+def test_bad_input_is_refused_and_nothing_is_written(spark, flink_fixture, tmp_path):
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path)
+    chks = _checkpoints(src)
+    corrupt = chks[0] / "_metadata"
+    corrupt.write_bytes(corrupt.read_bytes()[:100])
+    p.prepare()
+    code, result = p.dr(*args, "--snapshot", uri(chks[0]))
+    assert code == 2 and "parse_error" in result["error"], result
+    assert not local(target).exists()
+
+    outside = uri(tmp_path / "elsewhere")
+    code, result = p.dr("--target", outside, "--allowed-targets", target)
+    assert code == 2 and not local(outside).exists()
+    inside = src + "/checkpoints/dr"
+    code, result = p.dr("--target", f"{src}/checkpoints={inside}", "--target", f"{src}/savepoints={target}/sp",
+                        "--allowed-targets", src)
+    assert code == 2 and not local(inside).exists()
+    rows = table(p.warehouse, "dr_runs") if (local(p.warehouse.uri) / "dr_runs").exists() else []
+    assert rows == []
