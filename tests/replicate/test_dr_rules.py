@@ -59,8 +59,11 @@ def _complete(target: str) -> list[str]:
 
 
 def test_incremental_rerun_copies_only_new_files(spark, flink_fixture, tmp_path):
-    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path)
-    chks = _checkpoints(src)
+    # chain_claim's job A runs RocksDB without compaction: consecutive checkpoints share SSTs.
+    fx, src, p, target, args = _store(spark, flink_fixture, tmp_path, "chain_claim")
+    job_dir = Path(fx.job("A")["job_dir"]).name
+    args = [*args, "--job-filter", job_dir]
+    chks = sorted(local(src).glob(f"checkpoints/{job_dir}/chk-*"), key=lambda d: int(d.name[4:]))
     newest = chks[-1]
     hidden = tmp_path / "hidden" / newest.name
     hidden.parent.mkdir()

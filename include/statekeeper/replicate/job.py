@@ -56,6 +56,7 @@ class DrResult(JobResult):
     files_skipped: int = 0      # distinct objects the target already had
     bytes_skipped: int = 0
     problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()     # attempts that failed at the source but whose job got an older copy
 
     def summary(self) -> str:
         verb = "re-verified" if self.mode is DrMode.VERIFY else "copied and verified"
@@ -65,6 +66,8 @@ class DrResult(JobResult):
                  f"at the target ({_size(self.bytes_skipped)}); {self.fallbacks} fallback(s) to older checkpoints"]
         for src, dst in sorted(self.targets.items()):
             lines.append(f"  {src} -> {dst}")
+        for n in self.notes[:20]:
+            lines.append(f"  fell back: {n}")
         for p in self.problems[:20]:
             lines.append(f"  PROBLEM: {p}")
         if len(self.problems) > 20:
@@ -180,7 +183,8 @@ class CopyToDr(StatekeeperJob[DrResult]):
             problems += self._jobs_without_restorable(jobs)
         groups = int(candidates.select("group_key").distinct().count())
         totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
-        verified_groups = 0
+        verified: set[str] = set()
+        attempts: dict[str, list[str]] = {}
         fallbacks = 0
         chosen = candidates.where(F.col("rank") == 0)
         versions: dict[str, int] = {}
@@ -193,19 +197,22 @@ class CopyToDr(StatekeeperJob[DrResult]):
             versions.update(outcome["versions"])
             for k in totals:
                 totals[k] += outcome[k]
-            verified_groups += outcome["verified"]
-            self._progress_values = dict(totals, snapshots=groups, verified=verified_groups, fallbacks=fallbacks,
+            verified |= set(outcome["verified_groups"])
+            for group, text in outcome["problems"]:
+                attempts.setdefault(group, []).append(text)
+            self._progress_values = dict(totals, snapshots=groups, verified=len(verified), fallbacks=fallbacks,
                                          table_versions=versions)
             retry = outcome["retry_groups"]
-            problems += outcome["problems"]
             if not retry:
                 break
             chosen = candidates.where((F.col("rank") == round_no + 1) & F.col("group_key").isin(retry))
-        failed = groups - verified_groups
+        problems += [t for g, texts in sorted(attempts.items()) if g not in verified for t in texts]
+        notes = [t for g, texts in sorted(attempts.items()) if g in verified for t in texts]
+        failed = groups - len(verified)
         status = DrRunStatus.SUCCEEDED if failed == 0 and not problems else DrRunStatus.ATTENTION
-        return self._result(ctx, status, snapshots=groups, verified=verified_groups, failed=failed,
-                            fallbacks=fallbacks, problems=tuple(problems[:_PROBLEMS_SHOWN]), table_versions=versions,
-                            **totals)
+        return self._result(ctx, status, snapshots=groups, verified=len(verified), failed=failed,
+                            fallbacks=fallbacks, problems=tuple(problems[:_PROBLEMS_SHOWN]),
+                            notes=tuple(notes[:_PROBLEMS_SHOWN]), table_versions=versions, **totals)
 
     def _check_explicit(self, ctx: RunContext) -> None:
         """--snapshot: each must be indexed, parsed and restorable (a handful of rows on the driver).
@@ -364,18 +371,20 @@ class CopyToDr(StatekeeperJob[DrResult]):
                                          mode="append", metadata=ctx.commit_metadata())
         counts = copied.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()
         by = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in counts}
-        verified_now = int(rows.where(F.col("status") == DrCopyStatus.VERIFIED.value).count())
+        # Per copy group, a few rows on the driver: one per job directory, savepoint or --snapshot.
+        verified_now = [r["group_key"] for r in
+                        rows.where(F.col("status") == DrCopyStatus.VERIFIED.value).select("group_key").collect()]
         failed = rows.where(F.col("status") == DrCopyStatus.FAILED.value)
         retry = [r["group_key"] for r in failed.where(F.col("retry")).select("group_key").distinct().collect()]
-        problems = [f"{r['source_metadata_uri']}: {r['problem']}" for r in
-                    failed.select("source_metadata_uri", "problem").orderBy("source_metadata_uri")
+        problems = [(r["group_key"], f"{r['source_metadata_uri']}: {r['problem']}") for r in
+                    failed.select("group_key", "source_metadata_uri", "problem").orderBy("source_metadata_uri")
                     .limit(_PROBLEMS_SHOWN).collect()]
         return {"versions": {DR_FILES.name: meta_commit.version, DR_COPIES.name: copies_commit.version},
                 "files_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[0],
                 "bytes_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[1],
                 "files_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[0],
                 "bytes_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[1],
-                "verified": verified_now, "retry_groups": retry, "problems": problems}
+                "verified_groups": verified_now, "retry_groups": retry, "problems": problems}
 
     # -- re-verify -----------------------------------------------------------------------------
 

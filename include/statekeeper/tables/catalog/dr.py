@@ -92,6 +92,7 @@ DR_RUNS = TableSpec(
         _f("files_skipped", pa.int64(), False),
         _f("bytes_skipped", pa.int64(), False),
         _f("problems", pa.list_(pa.string()), False),
+        _f("notes", pa.list_(pa.string()), False),
         _f("airflow_run_id", pa.string()),
         _f("error", pa.string()),
     ]),
