@@ -1,0 +1,834 @@
+"""Copy objects from one store to another: the disaster-recovery copy's data mover.
+
+    Transfer(source_config, target_config, target_roots, settings, source_roots).run(items) -> TransferResult each
+    verify_objects(items, target_config, checksum=...) -> VerifyResult each
+
+Runs inside Spark tasks (one Transfer per task, many items each), so: no Spark or Airflow imports, a
+Transfer pickles (clients are created on first use), and `run` holds a bounded window of items.
+
+Per item: stat the source (gone: SOURCE_MISSING; not the size the index recorded: SOURCE_CHANGED), stat
+the target (same size, and where comparable the same ETag or SHA-256: SKIPPED), then copy one of three
+ways:
+
+* server_side: both on S3 of one store and identity (same endpoint, region and access key). CopyObject,
+  or above `server_side_max` UploadPartCopy parts, every request pinned to the stat'ed source ETag with
+  CopySourceIfMatch, so a source rewritten meanwhile fails the copy (SOURCE_CHANGED) instead of copying a
+  different version. No byte passes through this process, except with `checksum`: SHA-256 needs the
+  bytes, so the source is then read once in full (a download per object: server-side copies lose most of
+  their advantage; checksum mode costs one full read of everything copied, whichever way).
+* local: file to file. A kernel copy (copy_file_range, else sendfile) into a temp file beside the target,
+  fsync (settings.durable), rename; with `checksum` a read/hash/write loop instead.
+* stream: everything else. The source is read once, pinned to its stat'ed version (a change mid-read
+  is ObjectChangedError -> SOURCE_CHANGED), hashed and counted on the way, into a single PUT up to
+  `part_size` or a multipart upload of `part_size` parts (aborted on any failure), or a local temp file.
+
+The written size must equal the stat'ed source size: a local temp file of the wrong size is never
+renamed into place, a multipart upload is aborted and a single PUT is never sent.
+
+Memory: a stream to S3 buffers one part (or the whole object up to part_size) per transfer in flight:
+up to in_flight x part_size (16 x 64 MiB = 1 GiB at the defaults). Lower in_flight or part_size on
+small executors; 5 MiB is S3's minimum part size.
+
+Skips in size mode trust the size where no content fingerprint is comparable (local files, different
+stores, multipart ETags): Flink never rewrites a checkpoint file under the same name, and checksum mode
+(or verify_objects with checksums) is there for when that is not good enough.
+
+Safety: a target must lie below one of `target_roots` (GuardedFileIO: also no symlink on the way below
+the root) and never at or below a `source_roots` entry, lexically or after resolving local symlinks.
+Violations are FAILED results, never attempted; roots that overlap are refused when the Transfer is made.
+
+Local targets are fsynced before the rename but their directory is not (as LocalFileIO.write): after a
+power loss a renamed file may be missing, which verification after the copy does not detect.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, BinaryIO, TypeVar
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
+
+from statekeeper.errors import ConfigurationError, StatekeeperError
+from statekeeper.storage.config import StorageConfig
+from statekeeper.storage.errors import (
+    NotRegularFileError,
+    ObjectChangedError,
+    ObjectNotFoundError,
+    OutsideRootError,
+    RootConfigError,
+    StorageError,
+)
+from statekeeper.storage.local import file_uri, local_path
+from statekeeper.storage.model import FileInfo
+from statekeeper.storage.roots import GuardedFileIO, Roots, resolved_uri
+from statekeeper.storage.router import RoutingFileIO, scheme_of
+from statekeeper.uri import is_under, normalize_uri
+
+log = logging.getLogger("statekeeper.storage.transfer")
+
+_MIN_PART = 5 * 1024 * 1024          # S3's minimum size of every part but the last
+_MAX_PART = 5 * 1024 ** 3            # S3's maximum part size (UploadPart and UploadPartCopy)
+_MAX_PARTS = 10_000                  # S3's maximum number of parts per upload
+_CHUNK = 4 * 1024 * 1024             # read size when streaming and hashing (= StorageConfig's read-ahead)
+_KERNEL_CHUNK = 256 * 1024 * 1024    # bytes per copy_file_range/sendfile call
+_POOL_SLACK = 4                      # connections beyond in_flight: verification and stat calls overlap
+
+# S3 error codes that mean "try again later"; any 5xx, 408 and 429 count too.
+_RETRIABLE_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
+    "RequestThrottled", "TooManyRequestsException", "InternalError", "ServiceUnavailable", "RequestTimeout",
+    "RequestTimeTooSkewed", "NoSuchUpload",
+})
+# Local errors that a retry cannot fix.
+_PERMANENT_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
+    errno.ENAMETOOLONG, errno.ELOOP, errno.EFBIG,
+})
+# copy_file_range cannot serve this pair of files (old kernel, cross-device, file system without it).
+_NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM})
+
+
+class TransferOutcome(StrEnum):
+    COPIED = "copied"                  # bytes written to the target in this call
+    SKIPPED = "skipped"                # the target already had the object (same size; same ETag/checksum where comparable)
+    SOURCE_MISSING = "source_missing"  # the source object is gone (e.g. a running Flink job subsumed the checkpoint)
+    SOURCE_CHANGED = "source_changed"  # the source differs from the expected (indexed) size, or changed while copied
+    FAILED = "failed"                  # any other error (the message says which and what to do)
+
+
+class CopyMethod(StrEnum):
+    SERVER_SIDE = "server_side"
+    STREAM = "stream"
+    LOCAL = "local"
+    NONE = ""                          # nothing copied in this call
+
+
+@dataclass(frozen=True, slots=True)
+class TransferItem:
+    source: str                        # canonical URI
+    target: str                        # canonical URI
+    expected_size: int | None = None   # the size the index recorded; a different current source size -> SOURCE_CHANGED
+
+
+@dataclass(frozen=True, slots=True)
+class TransferResult:
+    source: str
+    target: str
+    outcome: TransferOutcome
+    size: int                          # bytes of the object (source size), 0 when unknown
+    checksum: str | None               # hex SHA-256 of the bytes, when settings.checksum (None otherwise)
+    method: str                        # "server_side" | "stream" | "local" | "" (not copied)
+    message: str | None
+    retries: int
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    in_flight: int = 16                      # concurrent transfers per Transfer (threads)
+    checksum: bool = False                   # SHA-256 while copying; a skip candidate's source and target are compared
+    durable: bool = True                     # fsync local targets before the rename
+    part_size: int = 64 * 1024 * 1024        # multipart part size for streamed uploads and multipart copies
+    server_side_max: int = 5 * 1024 ** 3     # above this, a server-side copy uses UploadPartCopy parts
+    max_attempts: int = 4                    # attempts per item on transient errors
+    backoff_base: float = 0.5                # seconds; exponential with full jitter between attempts
+    backoff_max: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.in_flight < 1 or self.max_attempts < 1:
+            raise ValueError(f"TransferSettings: in_flight and max_attempts must be >= 1, got {self.in_flight} "
+                             f"and {self.max_attempts}")
+        if not _MIN_PART <= self.part_size <= _MAX_PART:
+            raise ValueError(f"TransferSettings.part_size must be in [5 MiB, 5 GiB] (S3's part limits), "
+                             f"got {self.part_size}")
+        if not 0 <= self.server_side_max <= _MAX_PART:
+            raise ValueError(f"TransferSettings.server_side_max must be in [0, 5 GiB] (CopyObject's limit), "
+                             f"got {self.server_side_max}")
+        if self.backoff_base < 0 or self.backoff_max < 0:
+            raise ValueError("TransferSettings: backoff_base and backoff_max must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyItem:
+    target: str
+    size: int                          # expected exact size
+    checksum: str | None = None        # expected SHA-256 (checked when verify_objects(checksum=True))
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    target: str
+    ok: bool
+    size: int | None                   # found size (None if missing)
+    message: str | None
+
+
+# -- internal outcomes of one attempt ----------------------------------------------------------------
+
+class _SourceGone(Exception):
+    """The source vanished (stat, read or server-side copy): SOURCE_MISSING."""
+
+
+class _SourceChanged(Exception):
+    """The source is no longer the stat'ed version: SOURCE_CHANGED."""
+
+
+class _Refused(Exception):
+    """The item must not be attempted (a target outside the target roots or inside a source root)."""
+
+
+class _SizeMismatch(Exception):
+    """Bytes written differ from the stat'ed source size."""
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What an attempt learnt before it failed, for the result of a failed item."""
+
+    size: int = 0
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+def _same_store(a: StorageConfig, b: StorageConfig) -> bool:
+    """One S3 store reached with one identity: only then can a CopyObject read the source and ETags
+    be compared (another store or account may encrypt differently, and its ETags are not MD5s)."""
+    def endpoint(c: StorageConfig) -> str | None:
+        return c.endpoint.rstrip("/").lower() if c.endpoint else None
+
+    return endpoint(a) == endpoint(b) and a.region == b.region and a.access_key_id == b.access_key_id
+
+
+def _below(uri: str, root: str) -> bool:
+    """`uri` is `root` or below it; both canonical (the per-item path: no re-normalizing)."""
+    return uri == root or uri.startswith(root + "/")
+
+
+def _plain_md5(etag: str | None) -> bool:
+    # Multipart ETags are "<md5 of part md5s>-<parts>": they depend on the part size, not only the bytes.
+    return bool(etag) and "-" not in etag  # type: ignore[operator]
+
+
+def _part_size_for(size: int, part_size: int) -> int:
+    """`part_size`, raised where needed so that `size` fits in S3's 10,000 parts (1 MiB steps)."""
+    needed = -(-size // _MAX_PARTS)
+    mib = 1024 * 1024
+    return min(_MAX_PART, max(part_size, -(-needed // mib) * mib))
+
+
+def _s3_parts(uri: str) -> tuple[str, str]:
+    bucket, _, key = normalize_uri(uri)[len("s3://"):].partition("/")
+    return bucket, key
+
+
+def _client_error(exc: ClientError) -> tuple[str, int | None]:
+    return (exc.response.get("Error", {}).get("Code", "") or "",
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        # `raise ... from None` hides the context on purpose (e.g. the FileNotFoundError behind a
+        # not-found error): it must not decide whether to retry.
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Whether trying again may help: throttling, 5xx, connection trouble, I/O hiccups (NFS). Access
+    denied, a missing bucket, a full disk or bad parameters stay as they are, so they fail at once."""
+    for link in _chain(exc):
+        if isinstance(link, ClientError):
+            code, status = _client_error(link)
+            return (code in _RETRIABLE_CODES or status in (408, 429)
+                    or (status is not None and status >= 500))
+        if isinstance(link, (NoCredentialsError, PartialCredentialsError, ParamValidationError)):
+            return False
+        if isinstance(link, BotoCoreError):
+            return True   # connection refused/reset, timeouts, truncated bodies
+        if isinstance(link, OSError) and link.errno is not None:
+            return link.errno not in _PERMANENT_ERRNOS
+    return isinstance(exc, StorageError) and not isinstance(exc, ConfigurationError)
+
+
+class _SourceReader:
+    """The source stream, read once: bytes are counted and hashed on the way, reading past or
+    stopping short of the stat'ed size raises _SizeMismatch, and the source's own trouble (gone,
+    rewritten) becomes the item's outcome instead of a failure of the copy."""
+
+    def __init__(self, stream: BinaryIO, uri: str, size: int, hasher: Any | None) -> None:
+        self._stream = stream
+        self._uri = uri
+        self._size = size
+        self._hasher = hasher
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data = self._stream.read(size)
+        except ObjectChangedError as exc:
+            raise _SourceChanged(f"{self._uri} changed while being copied: {exc}") from exc
+        except NotRegularFileError:
+            raise
+        except ObjectNotFoundError as exc:
+            raise _SourceGone(f"{self._uri} vanished while being copied: {exc}") from exc
+        self.count += len(data)
+        if self.count > self._size or (not data and size != 0 and self.count != self._size):
+            raise _SizeMismatch(
+                f"read {'more than ' if self.count > self._size else ''}{self.count} bytes from {self._uri}, "
+                f"which was {self._size} bytes when stat'ed: it changed while being copied; nothing was made "
+                "visible at the target; re-run the copy")
+        if self._hasher is not None and data:
+            self._hasher.update(data)
+        return data
+
+    def read_exact(self, size: int) -> bytes:
+        parts: list[bytes] = []
+        got = 0
+        while got < size:
+            data = self.read(min(size - got, _MAX_PART))
+            parts.append(data)
+            got += len(data)   # a short read raised _SizeMismatch at EOF already
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def finish(self) -> None:
+        """Confirm the end of the source (one more byte would be a mismatch)."""
+        self.read(1)
+
+    @property
+    def checksum(self) -> str | None:
+        return self._hasher.hexdigest() if self._hasher is not None else None
+
+
+def _write_local(path: str, size: int, fill: Callable[[int], None], *, durable: bool) -> None:
+    """Create `path` atomically: `fill(fd)` writes a temp file beside it, which is checked for the
+    expected size, fsynced, and renamed over the target; on any failure it is removed, so a reader
+    sees the old file or the whole new one, never a partial or wrong-sized one."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+    try:
+        try:
+            fill(fd)
+            written = os.fstat(fd).st_size
+            if written != size:
+                raise _SizeMismatch(f"wrote {written} bytes for {file_uri(path)}, but the source was {size} bytes "
+                                    "when stat'ed: it changed while being copied; the target was not replaced; "
+                                    "re-run the copy")
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class _NoKernelCopy(Exception):
+    """This kernel copy cannot serve this pair of files; nothing was copied."""
+
+
+def _kernel_copy(src_fd: int, dst_fd: int, size: int) -> None:
+    """Copy from the source's position to its end inside the kernel: copy_file_range (server-side on
+    NFS 4.2, reflinks where the file system has them), else sendfile, else a read/write loop."""
+    for copier in (os.copy_file_range, _sendfile):
+        try:
+            _kernel_loop(copier, src_fd, dst_fd, size)
+            return
+        except _NoKernelCopy:
+            continue
+    while data := os.read(src_fd, _CHUNK):
+        _write_all(dst_fd, data)
+
+
+def _sendfile(src_fd: int, dst_fd: int, count: int) -> int:
+    return os.sendfile(dst_fd, src_fd, None, count)
+
+
+def _kernel_loop(copier: Callable[[int, int, int], int], src_fd: int, dst_fd: int, size: int) -> None:
+    copied = 0
+    try:
+        while n := copier(src_fd, dst_fd, _KERNEL_CHUNK):
+            copied += n
+    except OSError as exc:
+        if copied or exc.errno not in _NO_KERNEL_COPY:
+            raise
+        raise _NoKernelCopy() from exc
+    if copied == 0 and size > 0:
+        # Some file systems (procfs-like, some FUSE) report 0 copied for files that have bytes.
+        raise _NoKernelCopy()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _sha256_of(fio: Any, info: FileInfo) -> str:
+    """SHA-256 of one version of an object (pinned to `info`), read in chunks."""
+    hasher = hashlib.sha256()
+    with fio.open_input(info.uri, info=info) as stream:
+        while data := stream.read(_CHUNK):
+            hasher.update(data)
+    return hasher.hexdigest()
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _bounded(fn: Callable[[T], R], items: Iterable[T], in_flight: int, name: str) -> Iterator[R]:
+    """fn(item) for every item on `in_flight` threads, results as they finish. At most 2 x in_flight
+    items are taken from `items` ahead of the results, so a long generator is never materialized.
+    Closing the iterator early cancels what has not started and waits for what has."""
+    pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=name)
+    pending: set[Future[R]] = set()
+    try:
+        for item in items:
+            pending.add(pool.submit(fn, item))
+            if len(pending) >= 2 * in_flight:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _backoff(attempt: int, base: float, cap: float) -> float:
+    # Full jitter: tasks that failed together spread out instead of retrying in lockstep.
+    return random.uniform(0, min(cap, base * (2 ** attempt)))
+
+
+# -- the copier ---------------------------------------------------------------------------------------
+
+class Transfer:
+    """Copies items from the `source` store to the `target` store (None: the source's settings),
+    writing only below `target_roots` and never below `source_roots`."""
+
+    def __init__(self, source: StorageConfig, target: StorageConfig | None, target_roots: list[str],
+                 settings: TransferSettings = TransferSettings(), source_roots: list[str] | None = None) -> None:
+        self.source = source
+        self.target = target if target is not None else source
+        self.settings = settings
+        self.target_roots = Roots(target_roots)
+        self.source_roots = Roots(source_roots) if source_roots else None
+        self._same_store = _same_store(self.source, self.target)
+        self._resolved_source_roots = [resolved_uri(r.uri) for r in self.source_roots or ()]
+        self._check_roots_apart()
+        self._lock = threading.Lock()
+        self._ios: tuple[RoutingFileIO, RoutingFileIO, GuardedFileIO] | None = None
+
+    # Clients and pools do not pickle; a Spark task rebuilds them from the settings on first use.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target, "target_roots": self.target_roots.uris,
+                "settings": self.settings, "source_roots": self.source_roots.uris if self.source_roots else None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return (f"Transfer(source={self.source!r}, target={self.target!r}, target_roots={self.target_roots.uris!r}, "
+                f"source_roots={self.source_roots.uris if self.source_roots else None!r}, settings={self.settings!r})")
+
+    def _check_roots_apart(self) -> None:
+        for target_root in self.target_roots:
+            target_resolved = resolved_uri(target_root.uri)
+            for source_root, source_resolved in zip(self.source_roots or (), self._resolved_source_roots, strict=True):
+                if (is_under(target_root.uri, source_root.uri) or is_under(source_root.uri, target_root.uri)
+                        or is_under(target_resolved, source_resolved) or is_under(source_resolved, target_resolved)):
+                    raise RootConfigError(
+                        f"target root {target_root.uri} overlaps source root {source_root.uri} (resolved: "
+                        f"{target_resolved} and {source_resolved}): a copy must never write into, around or onto "
+                        "its source; choose a target root outside every source root")
+
+    def _fileios(self) -> tuple[RoutingFileIO, RoutingFileIO, GuardedFileIO]:
+        """(source FileIO, target FileIO unguarded for raw S3 clients, target FileIO guarded), made
+        once per process; the connection pools fit `in_flight` threads."""
+        if self._ios is None:
+            with self._lock:
+                if self._ios is None:
+                    def sized(config: StorageConfig) -> StorageConfig:
+                        pool = max(config.max_pool_connections, self.settings.in_flight + _POOL_SLACK)
+                        return config.with_overrides(max_pool_connections=pool)
+
+                    source_io = RoutingFileIO(sized(self.source))
+                    # One store and identity: one client pool serves both sides.
+                    target_io = source_io if self.target == self.source else RoutingFileIO(sized(self.target))
+                    for router in (source_io, target_io):
+                        # RoutingFileIO makes backends on first use without a lock; threads racing there
+                        # would each build an S3 client. Made here, under ours, they are made once.
+                        router.backend("file:///")
+                        router.backend("s3://bucket/key")
+                    self._ios = (source_io, target_io, GuardedFileIO(target_io, self.target_roots))
+        return self._ios
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def run(self, items: Iterable[TransferItem]) -> Iterator[TransferResult]:
+        """Copy every item, `settings.in_flight` at a time; results in completion order. Per-item
+        problems are results (FAILED and friends); only programming errors raise."""
+        return _bounded(self.copy_one, items, self.settings.in_flight, "statekeeper-transfer")
+
+    def copy_one(self, item: TransferItem) -> TransferResult:
+        try:
+            source, target = self._check_item(item)
+        except _Refused as exc:
+            return self._result(item, TransferOutcome.FAILED, message=str(exc))
+        seen = _Seen()
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(item, source, target, seen, attempt)
+            except (_SourceGone, _SourceChanged, _SizeMismatch, StatekeeperError, ClientError, BotoCoreError,
+                    OSError) as exc:
+                outcome, message, transient = self._judge(exc, source, target)
+            if not transient or attempt + 1 >= self.settings.max_attempts:
+                if transient:
+                    message += (f" (gave up after {attempt + 1} attempt{'s' if attempt else ''}; re-run the copy: "
+                                "objects already at the target are skipped)")
+                return self._result(item, outcome, size=seen.size, message=message, retries=attempt)
+            delay = _backoff(attempt, self.settings.backoff_base, self.settings.backoff_max)
+            log.warning("copying %s to %s failed (%s); attempt %d of %d in %.2fs", source, target, message,
+                        attempt + 2, self.settings.max_attempts, delay)
+            time.sleep(delay)
+            attempt += 1
+
+    # -- one item -------------------------------------------------------------------------------
+
+    def _check_item(self, item: TransferItem) -> tuple[str, str]:
+        try:
+            source, target = normalize_uri(item.source), normalize_uri(item.target)
+        except ValueError as exc:
+            raise _Refused(f"cannot copy {item.source!r} to {item.target!r}: {exc}") from None
+        local = scheme_of(source) == "file" and scheme_of(target) == "file"
+        if source == target and (local or self._same_store):
+            raise _Refused(f"source and target are the same object ({source}); nothing to copy")
+        root = self._source_root_containing(target)
+        if root is not None:
+            raise _Refused(f"target {target} lies at or below the source root {root} (copying {source}): a copy never "
+                           "writes into its source; map this root to a target outside every source root")
+        if not any(_below(target, root) for root in self.target_roots.uris):
+            raise _Refused(f"target {target} (copying {source}) lies outside the target roots "
+                           f"{self.target_roots.uris}: writes go only below a target root; fix the target mapping "
+                           "or add the root")
+        return source, target
+
+    def _source_root_containing(self, target: str) -> str | None:
+        if self.source_roots is None:
+            return None
+        for root in self.source_roots.uris:
+            if _below(target, root):
+                return root
+        if target.startswith("file://"):
+            # A directory on the way that is a symlink into a source root puts the target inside it,
+            # whatever it is called (also one swapped in after the Transfer was made).
+            resolved = resolved_uri(target)
+            for root, root_resolved in zip(self.source_roots.uris, self._resolved_source_roots, strict=True):
+                if _below(resolved, root_resolved):
+                    return f"{root} (resolved: {root_resolved})"
+        return None
+
+    def _attempt(self, item: TransferItem, source: str, target: str, seen: _Seen, attempt: int) -> TransferResult:
+        src = self._stat_source(source)
+        seen.size = src.size
+        if item.expected_size is not None and src.size != item.expected_size:
+            return self._result(
+                item, TransferOutcome.SOURCE_CHANGED, size=src.size, retries=attempt,
+                message=f"{source} is {src.size} bytes now, but the index recorded {item.expected_size}: it was "
+                        "rewritten after it was indexed; re-index before copying it")
+        dst = self._stat_target(target)
+        known_checksum = None
+        if dst is not None and dst.size == src.size:
+            same, known_checksum = self._same_content(src, dst)
+            if same:
+                return self._result(item, TransferOutcome.SKIPPED, size=src.size, checksum=known_checksum,
+                                    retries=attempt)
+        method = self._method(source, target)
+        if method is CopyMethod.SERVER_SIDE:
+            checksum = self._copy_server_side(src, target, known_checksum)
+        elif method is CopyMethod.LOCAL:
+            checksum = self._copy_to_local(src, target, kernel=not self.settings.checksum)
+        elif target.startswith("file://"):
+            checksum = self._copy_to_local(src, target, kernel=False)
+        else:
+            checksum = self._stream_to_s3(src, target)
+        return self._result(item, TransferOutcome.COPIED, size=src.size, checksum=checksum, method=method,
+                            retries=attempt)
+
+    def _method(self, source: str, target: str) -> CopyMethod:
+        schemes = (scheme_of(source), scheme_of(target))
+        if schemes == ("s3", "s3") and self._same_store:
+            return CopyMethod.SERVER_SIDE
+        if schemes == ("file", "file"):
+            return CopyMethod.LOCAL
+        return CopyMethod.STREAM
+
+    def _stat_source(self, source: str) -> FileInfo:
+        try:
+            return self._fileios()[0].stat(source)
+        except NotRegularFileError:
+            raise   # a symlink or special file where a file is expected: FAILED, not "gone"
+        except ObjectNotFoundError as exc:
+            raise _SourceGone(f"{source} does not exist (a running job may have subsumed its checkpoint); "
+                              "nothing was copied") from exc
+
+    def _stat_target(self, target: str) -> FileInfo | None:
+        # Through the guard: a target outside the roots or behind a symlink below a root fails here,
+        # before anything is written.
+        try:
+            return self._fileios()[2].stat(target)
+        except NotRegularFileError:
+            raise
+        except ObjectNotFoundError:
+            return None
+
+    def _same_content(self, src: FileInfo, dst: FileInfo) -> tuple[bool, str | None]:
+        """Whether a same-size target already holds the source's bytes: (same, source SHA-256 if computed)."""
+        comparable = (self._same_store and src.uri.startswith("s3://") and dst.uri.startswith("s3://")
+                      and _plain_md5(src.etag) and _plain_md5(dst.etag))
+        if comparable and src.etag != dst.etag:
+            return False, None
+        if not self.settings.checksum:
+            return True, None
+        source_sum = self._hash_source(src)
+        return _sha256_of(self._fileios()[2], dst) == source_sum, source_sum
+
+    def _open_source(self, src: FileInfo, hashed: bool) -> tuple[BinaryIO, _SourceReader]:
+        try:
+            stream = self._fileios()[0].open_input(src.uri, info=src)
+        except ObjectChangedError as exc:
+            raise _SourceChanged(f"{src.uri} changed since it was stat'ed: {exc}") from exc
+        except NotRegularFileError:
+            raise
+        except ObjectNotFoundError as exc:
+            raise _SourceGone(f"{src.uri} vanished before it was read (a running job may have subsumed its "
+                              f"checkpoint): {exc}; nothing was copied") from exc
+        return stream, _SourceReader(stream, src.uri, src.size, hashlib.sha256() if hashed else None)
+
+    def _hash_source(self, src: FileInfo) -> str:
+        stream, reader = self._open_source(src, hashed=True)
+        with stream:
+            while reader.read(_CHUNK):
+                pass
+        return reader.checksum  # type: ignore[return-value]
+
+    # -- the three ways ---------------------------------------------------------------------------
+
+    def _copy_to_local(self, src: FileInfo, target: str, *, kernel: bool) -> str | None:
+        stream, reader = self._open_source(src, hashed=self.settings.checksum)
+        path = local_path(target)
+
+        def fill(fd: int) -> None:
+            if kernel:
+                _kernel_copy(stream.fileno(), fd, src.size)   # the stream is unread: its fd is at offset 0
+                return
+            with open(fd, "wb", buffering=_CHUNK, closefd=False) as out:   # a buffered write never comes short
+                while data := reader.read(_CHUNK):
+                    out.write(data)
+
+        with stream:
+            try:
+                _write_local(path, src.size, fill, durable=self.settings.durable)
+            except OSError as exc:
+                raise StorageError(f"cannot copy {src.uri} to {target}: {exc.strerror or exc}") from exc
+        return reader.checksum
+
+    def _stream_to_s3(self, src: FileInfo, target: str) -> str | None:
+        client = self._s3_client(target)
+        bucket, key = _s3_parts(target)
+        part = _part_size_for(src.size, self.settings.part_size)
+        stream, reader = self._open_source(src, hashed=self.settings.checksum)
+        with stream:
+            if src.size <= part:
+                body = reader.read_exact(src.size)
+                reader.finish()   # before the PUT: a grown source must not be written at all
+                client.put_object(Bucket=bucket, Key=key, Body=body)
+            else:
+                self._upload_parts(client, bucket, key, reader, src.size, part)
+        return reader.checksum
+
+    @staticmethod
+    def _upload_parts(client: Any, bucket: str, key: str, reader: _SourceReader, size: int, part: int) -> None:
+        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            for number, start in enumerate(range(0, size, part), start=1):
+                body = reader.read_exact(min(part, size - start))
+                etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                                          Body=body)["ETag"]
+                parts.append({"ETag": etag, "PartNumber": number})
+            reader.finish()
+            client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                             MultipartUpload={"Parts": parts})
+        except BaseException:
+            _abort(client, bucket, key, upload_id)
+            raise
+
+    def _copy_server_side(self, src: FileInfo, target: str, known_checksum: str | None) -> str | None:
+        # Hash first: a source that vanishes meanwhile costs nothing at the target, and the copy below
+        # is pinned to the same ETag, so the checksum is of the bytes copied.
+        checksum = known_checksum
+        if self.settings.checksum and checksum is None:
+            checksum = self._hash_source(src)
+        client = self._s3_client(target)
+        src_bucket, src_key = _s3_parts(src.uri)
+        bucket, key = _s3_parts(target)
+        copy_source = {"Bucket": src_bucket, "Key": src_key}
+        if_match = {"CopySourceIfMatch": f'"{src.etag}"'} if src.etag else {}
+        try:
+            if src.size <= self.settings.server_side_max:
+                client.copy_object(CopySource=copy_source, Bucket=bucket, Key=key, **if_match)
+            else:
+                self._copy_parts(client, copy_source, bucket, key, src.size, if_match)
+        except ClientError as exc:
+            code, status = _client_error(exc)
+            if code == "PreconditionFailed" or status == 412:
+                raise _SourceChanged(f"{src.uri} changed since it was stat'ed (ETag {src.etag} no longer current); "
+                                     "the copy was refused by the store") from exc
+            if code in ("NoSuchKey", "NotFound") or (status == 404 and code not in ("NoSuchBucket", "NoSuchUpload")):
+                raise _SourceGone(f"{src.uri} does not exist any more (a running job may have subsumed its "
+                                  "checkpoint); nothing was copied") from exc
+            raise
+        written = self._fileios()[2].stat(target).size
+        if written != src.size:
+            raise _SizeMismatch(f"the server-side copy of {src.uri} ({src.size} bytes) left {written} bytes at "
+                                f"{target}; re-run the copy (a target of another size is overwritten)")
+        return checksum
+
+    def _copy_parts(self, client: Any, copy_source: dict[str, str], bucket: str, key: str, size: int,
+                    if_match: dict[str, str]) -> None:
+        part = _part_size_for(size, self.settings.part_size)
+        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            for number, start in enumerate(range(0, size, part), start=1):
+                end = min(size, start + part) - 1
+                response = client.upload_part_copy(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                                                   CopySource=copy_source, CopySourceRange=f"bytes={start}-{end}",
+                                                   **if_match)
+                parts.append({"ETag": response["CopyPartResult"]["ETag"], "PartNumber": number})
+            client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                             MultipartUpload={"Parts": parts})
+        except BaseException:
+            _abort(client, bucket, key, upload_id)
+            raise
+
+    def _s3_client(self, target: str) -> Any:
+        return self._fileios()[1].backend(target).client  # type: ignore[attr-defined]
+
+    # -- results --------------------------------------------------------------------------------
+
+    def _judge(self, exc: BaseException, source: str, target: str) -> tuple[TransferOutcome, str, bool]:
+        """(outcome, message, worth retrying) of an attempt that raised."""
+        if isinstance(exc, _SourceGone):
+            return TransferOutcome.SOURCE_MISSING, str(exc), False
+        if isinstance(exc, _SourceChanged):
+            return TransferOutcome.SOURCE_CHANGED, str(exc), False
+        if isinstance(exc, _SizeMismatch):
+            return TransferOutcome.FAILED, str(exc), False
+        if isinstance(exc, (ConfigurationError, OutsideRootError, NotRegularFileError)):
+            return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", False
+        if isinstance(exc, ClientError):
+            code, status = _client_error(exc)
+            hint = _client_error_hint(code, status)
+            return (TransferOutcome.FAILED, f"cannot copy {source} to {target}: {code or status}: {exc}{hint}",
+                    _is_transient(exc))
+        return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", _is_transient(exc)
+
+    @staticmethod
+    def _result(item: TransferItem, outcome: TransferOutcome, *, size: int = 0, checksum: str | None = None,
+                method: CopyMethod = CopyMethod.NONE, message: str | None = None, retries: int = 0) -> TransferResult:
+        return TransferResult(item.source, item.target, outcome, size, checksum, method.value, message, retries)
+
+
+def _abort(client: Any, bucket: str, key: str, upload_id: str) -> None:
+    try:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+    except (ClientError, BotoCoreError) as exc:
+        # The original error matters more; a lifecycle rule for incomplete uploads reaps the parts.
+        log.warning("could not abort multipart upload %s of s3://%s/%s (%s); its parts stay billed until an "
+                    "AbortIncompleteMultipartUpload lifecycle rule removes them", upload_id, bucket, key, exc)
+
+
+def _client_error_hint(code: str, status: int | None) -> str:
+    if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
+        return ("; check that the credentials in use may read the source and write the target (a server-side "
+                "copy needs both with one identity)")
+    if code == "NoSuchBucket":
+        return "; the source or target bucket does not exist: check the target mapping and the endpoint"
+    return ""
+
+
+# -- verification -------------------------------------------------------------------------------------
+
+def verify_objects(items: Iterable[VerifyItem], target: StorageConfig, *, checksum: bool,
+                   in_flight: int = 16, max_attempts: int = 4) -> Iterator[VerifyResult]:
+    """Check that every item exists at the target with its exact size and, with `checksum` and an
+    expected checksum, SHA-256 (which reads the whole object). Concurrent, bounded like Transfer.run;
+    results in completion order. Transient storage errors are retried; what stays unreadable is a
+    failed result saying so, never an exception."""
+    if in_flight < 1 or max_attempts < 1:
+        raise ValueError(f"verify_objects: in_flight and max_attempts must be >= 1, got {in_flight} and {max_attempts}")
+    pool = max(target.max_pool_connections, in_flight + _POOL_SLACK)
+    fio = RoutingFileIO(target.with_overrides(max_pool_connections=pool))
+
+    def one(item: VerifyItem) -> VerifyResult:
+        for attempt in range(max_attempts):
+            try:
+                return _verify_one(fio, item, checksum)
+            except (StatekeeperError, ClientError, BotoCoreError, OSError) as exc:
+                if not _is_transient(exc) or attempt + 1 >= max_attempts:
+                    return VerifyResult(item.target, False, None,
+                                        f"could not verify {item.target}: {exc}; re-run the verification")
+                time.sleep(_backoff(attempt, 0.5, 20.0))
+        raise AssertionError("unreachable")
+
+    return _bounded(one, items, in_flight, "statekeeper-verify")
+
+
+def _verify_one(fio: RoutingFileIO, item: VerifyItem, checksum: bool) -> VerifyResult:
+    try:
+        info = fio.stat(item.target)
+    except NotRegularFileError as exc:
+        return VerifyResult(item.target, False, None, f"not a regular file at the target: {exc}")
+    except ObjectNotFoundError:
+        return VerifyResult(item.target, False, None, "missing at the target")
+    if info.size != item.size:
+        return VerifyResult(item.target, False, info.size, f"size {info.size} at the target, expected {item.size}")
+    if checksum and item.checksum:
+        try:
+            found = _sha256_of(fio, info)
+        except ObjectNotFoundError:
+            return VerifyResult(item.target, False, None, "missing at the target (vanished while being read)")
+        if found != item.checksum.lower():
+            return VerifyResult(item.target, False, info.size,
+                                f"checksum mismatch at the target: SHA-256 {found}, expected {item.checksum}; "
+                                "the target bytes differ from the source's: copy it again")
+    return VerifyResult(item.target, True, info.size, None)

@@ -1,0 +1,429 @@
+"""Transfer and verify_objects against local temp directories and the session's moto S3 server.
+
+Server-side copies are recognised by `method`: the same StorageConfig is one store and identity; the
+same moto server under another endpoint spelling (localhost for 127.0.0.1) is, as far as the copier
+can tell, another store, so it must stream.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import random
+import threading
+
+import pytest
+
+from statekeeper.storage import RootConfigError, RoutingFileIO, StorageConfig
+from statekeeper.storage.s3 import make_s3_client
+from statekeeper.storage.transfer import (
+    Transfer,
+    TransferItem,
+    TransferOutcome,
+    TransferSettings,
+    VerifyItem,
+    verify_objects,
+)
+from statekeeper.storage.transfer import _SizeMismatch, _SourceReader  # the size guard, tested directly
+
+from tests.plugins.s3 import make_bucket
+
+MiB = 1024 * 1024
+LOCAL = StorageConfig()
+
+
+def _payload(n: int, seed: int = 0) -> bytes:
+    # Seeded, so a failure reproduces; random, so no two parts or files look alike.
+    return random.Random(seed).randbytes(n)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _other_endpoint(config: StorageConfig) -> StorageConfig:
+    return dataclasses.replace(config, endpoint=config.endpoint.replace("127.0.0.1", "localhost"))
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """(source root, target root) as canonical file:// URIs, both existing."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    return f"file://{src}", f"file://{dst}"
+
+
+def _put(fio: RoutingFileIO, uri: str, data: bytes) -> None:
+    fio.write(uri, data)
+
+
+def _local_transfer(dirs, **settings) -> Transfer:
+    src, dst = dirs
+    return Transfer(LOCAL, None, [dst], TransferSettings(**settings), source_roots=[src])
+
+
+def _one(transfer: Transfer, source: str, target: str, expected_size: int | None = None):
+    results = list(transfer.run([TransferItem(source, target, expected_size)]))
+    assert len(results) == 1
+    return results[0]
+
+
+# -- the copy paths -------------------------------------------------------------------------------------
+
+def test_local_to_local(dirs):
+    src, dst = dirs
+    fio = RoutingFileIO()
+    data = _payload(300_000, 1)
+    _put(fio, f"{src}/job/chk-1/a", data)
+    result = _one(_local_transfer(dirs), f"{src}/job/chk-1/a", f"{dst}/job/chk-1/a", len(data))
+    assert (result.outcome, result.method, result.size, result.checksum, result.message, result.retries) == (
+        TransferOutcome.COPIED, "local", len(data), None, None, 0)
+    assert fio.read_bytes(f"{dst}/job/chk-1/a") == data
+    # Nothing but the target in the target directory: the temp file was renamed, not left behind.
+    assert os.listdir(f"{dst[7:]}/job/chk-1") == ["a"]
+
+
+def test_local_to_local_empty_file(dirs):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/empty", b"")
+    result = _one(_local_transfer(dirs, checksum=True), f"{src}/empty", f"{dst}/empty")
+    assert (result.outcome, result.size, result.checksum) == (TransferOutcome.COPIED, 0, _sha(b""))
+    assert os.path.getsize(f"{dst[7:]}/empty") == 0
+
+
+def test_local_to_s3(dirs, s3_config, s3_bucket):
+    src, _ = dirs
+    data = _payload(200_000, 2)
+    _put(RoutingFileIO(), f"{src}/f", data)
+    transfer = Transfer(LOCAL, s3_config, [f"s3://{s3_bucket}/dr"], source_roots=[src])
+    result = _one(transfer, f"{src}/f", f"s3://{s3_bucket}/dr/f", len(data))
+    assert (result.outcome, result.method, result.size) == (TransferOutcome.COPIED, "stream", len(data))
+    assert RoutingFileIO(s3_config).read_bytes(f"s3://{s3_bucket}/dr/f") == data
+
+
+def test_s3_to_local(dirs, s3_config, s3_bucket):
+    _, dst = dirs
+    data = _payload(150_000, 3)
+    _put(RoutingFileIO(s3_config), f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, LOCAL, [dst], TransferSettings(checksum=True),
+                        source_roots=[f"s3://{s3_bucket}/cp"])
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"{dst}/cp/f", len(data))
+    assert (result.outcome, result.method, result.checksum) == (TransferOutcome.COPIED, "stream", _sha(data))
+    assert RoutingFileIO().read_bytes(f"{dst}/cp/f") == data
+
+
+def test_s3_to_s3_same_store_copies_server_side(s3_config, s3_bucket):
+    fio = RoutingFileIO(s3_config)
+    data = _payload(100_000, 4)
+    _put(fio, f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"], source_roots=[f"s3://{s3_bucket}/cp"])
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f", len(data))
+    assert (result.outcome, result.method, result.size) == (TransferOutcome.COPIED, "server_side", len(data))
+    assert fio.read_bytes(f"s3://{s3_bucket}/dr/f") == data
+
+
+def test_s3_to_s3_other_endpoint_streams(s3_config, s3_bucket):
+    other = _other_endpoint(s3_config)
+    target_bucket = make_bucket(other)
+    data = _payload(100_000, 5)
+    _put(RoutingFileIO(s3_config), f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, other, [f"s3://{target_bucket}/dr"], TransferSettings(checksum=True),
+                        source_roots=[f"s3://{s3_bucket}/cp"])
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"s3://{target_bucket}/dr/f", len(data))
+    assert (result.outcome, result.method, result.checksum) == (TransferOutcome.COPIED, "stream", _sha(data))
+    assert RoutingFileIO(other).read_bytes(f"s3://{target_bucket}/dr/f") == data
+
+
+def test_stream_to_s3_uses_multipart_above_part_size(dirs, s3_config, s3_bucket):
+    src, _ = dirs
+    data = _payload(12 * MiB + 12345, 6)
+    _put(RoutingFileIO(), f"{src}/big", data)
+    transfer = Transfer(LOCAL, s3_config, [f"s3://{s3_bucket}/dr"], TransferSettings(part_size=5 * MiB, checksum=True))
+    result = _one(transfer, f"{src}/big", f"s3://{s3_bucket}/dr/big", len(data))
+    assert (result.outcome, result.method, result.checksum) == (TransferOutcome.COPIED, "stream", _sha(data))
+    info = RoutingFileIO(s3_config).stat(f"s3://{s3_bucket}/dr/big")
+    assert info.etag.endswith("-3")   # three parts: 5 + 5 + 2 MiB
+    assert RoutingFileIO(s3_config).read_bytes(f"s3://{s3_bucket}/dr/big") == data
+
+
+def test_server_side_multipart_copy_above_server_side_max(s3_config, s3_bucket):
+    fio = RoutingFileIO(s3_config)
+    data = _payload(12 * MiB + 1, 7)
+    _put(fio, f"s3://{s3_bucket}/cp/big", data)
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"],
+                        TransferSettings(part_size=5 * MiB, server_side_max=5 * MiB))
+    result = _one(transfer, f"s3://{s3_bucket}/cp/big", f"s3://{s3_bucket}/dr/big", len(data))
+    assert (result.outcome, result.method, result.size) == (TransferOutcome.COPIED, "server_side", len(data))
+    assert fio.stat(f"s3://{s3_bucket}/dr/big").etag.endswith("-3")   # UploadPartCopy, three parts
+    assert fio.read_bytes(f"s3://{s3_bucket}/dr/big") == data
+    client = make_s3_client(s3_config)
+    assert not client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads")   # completed, none left open
+
+
+# -- skips and re-copies --------------------------------------------------------------------------------
+
+def test_second_run_skips_and_rewrites_nothing(dirs):
+    src, dst = dirs
+    fio = RoutingFileIO()
+    items = [TransferItem(f"{src}/d/f{i}", f"{dst}/d/f{i}", 1000 + i) for i in range(5)]
+    for i, item in enumerate(items):
+        _put(fio, item.source, _payload(1000 + i, i))
+    transfer = _local_transfer(dirs)
+    assert {r.outcome for r in transfer.run(items)} == {TransferOutcome.COPIED}
+    before = {item.target: os.stat(item.target[7:]) for item in items}
+    second = list(transfer.run(items))
+    assert {(r.outcome, r.method) for r in second} == {(TransferOutcome.SKIPPED, "")}
+    for item in items:
+        after = os.stat(item.target[7:])
+        assert (after.st_ino, after.st_mtime_ns) == (before[item.target].st_ino, before[item.target].st_mtime_ns)
+
+
+def test_second_server_side_run_skips_on_equal_etags(s3_config, s3_bucket):
+    fio = RoutingFileIO(s3_config)
+    _put(fio, f"s3://{s3_bucket}/cp/f", _payload(5000, 8))
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"])
+    item = TransferItem(f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f")
+    assert transfer.copy_one(item).outcome is TransferOutcome.COPIED
+    before = fio.stat(item.target)
+    assert transfer.copy_one(item).outcome is TransferOutcome.SKIPPED
+    assert fio.stat(item.target) == before
+
+
+def test_target_of_another_size_is_overwritten(dirs):
+    src, dst = dirs
+    fio = RoutingFileIO()
+    data = _payload(4000, 9)
+    _put(fio, f"{src}/f", data)
+    _put(fio, f"{dst}/f", data[:100])   # an earlier, interrupted copy by another tool
+    result = _one(_local_transfer(dirs), f"{src}/f", f"{dst}/f", len(data))
+    assert result.outcome is TransferOutcome.COPIED
+    assert fio.read_bytes(f"{dst}/f") == data
+
+
+def test_checksum_mode_recopies_a_same_size_corrupted_target_size_mode_skips_it(dirs):
+    src, dst = dirs
+    fio = RoutingFileIO()
+    data = _payload(64 * 1024, 10)
+    corrupt = bytes([data[0] ^ 0xFF]) + data[1:]
+    _put(fio, f"{src}/f", data)
+    _put(fio, f"{dst}/f", corrupt)
+
+    size_mode = _one(_local_transfer(dirs), f"{src}/f", f"{dst}/f")
+    assert (size_mode.outcome, size_mode.checksum) == (TransferOutcome.SKIPPED, None)
+    assert fio.read_bytes(f"{dst}/f") == corrupt   # size is all it compares where no fingerprint is comparable
+
+    checksum_mode = _one(_local_transfer(dirs, checksum=True), f"{src}/f", f"{dst}/f")
+    assert (checksum_mode.outcome, checksum_mode.method, checksum_mode.checksum) == (
+        TransferOutcome.COPIED, "local", _sha(data))
+    assert fio.read_bytes(f"{dst}/f") == data
+
+    again = _one(_local_transfer(dirs, checksum=True), f"{src}/f", f"{dst}/f")
+    assert (again.outcome, again.checksum) == (TransferOutcome.SKIPPED, _sha(data))
+
+
+def test_same_store_etags_catch_a_same_size_corrupted_target_in_size_mode(s3_config, s3_bucket):
+    fio = RoutingFileIO(s3_config)
+    data = _payload(10_000, 11)
+    _put(fio, f"s3://{s3_bucket}/cp/f", data)
+    _put(fio, f"s3://{s3_bucket}/dr/f", data[::-1])   # same size, other bytes, plain MD5 ETag
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"])
+    result = transfer.copy_one(TransferItem(f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f"))
+    assert (result.outcome, result.method) == (TransferOutcome.COPIED, "server_side")
+    assert fio.read_bytes(f"s3://{s3_bucket}/dr/f") == data
+
+
+def test_checksum_mode_server_side_reports_the_real_sha256(s3_config, s3_bucket):
+    fio = RoutingFileIO(s3_config)
+    data = _payload(70_000, 12)
+    _put(fio, f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"], TransferSettings(checksum=True))
+    item = TransferItem(f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f", len(data))
+    first, second = transfer.copy_one(item), transfer.copy_one(item)
+    assert (first.outcome, first.method, first.checksum) == (TransferOutcome.COPIED, "server_side", _sha(data))
+    assert (second.outcome, second.checksum) == (TransferOutcome.SKIPPED, _sha(data))
+
+
+# -- the source moved on --------------------------------------------------------------------------------
+
+def test_missing_source_is_source_missing(dirs, s3_config, s3_bucket):
+    src, dst = dirs
+    local = _one(_local_transfer(dirs), f"{src}/gone", f"{dst}/gone", 10)
+    assert (local.outcome, local.size, local.method, local.retries) == (TransferOutcome.SOURCE_MISSING, 0, "", 0)
+    assert "does not exist" in local.message
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"])
+    remote = _one(transfer, f"s3://{s3_bucket}/cp/gone", f"s3://{s3_bucket}/dr/gone")
+    assert remote.outcome is TransferOutcome.SOURCE_MISSING
+    assert not os.path.exists(f"{dst[7:]}/gone")
+
+
+def test_size_other_than_indexed_is_source_changed_and_writes_nothing(dirs):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"x" * 120)
+    result = _one(_local_transfer(dirs), f"{src}/f", f"{dst}/f", expected_size=100)
+    assert (result.outcome, result.size) == (TransferOutcome.SOURCE_CHANGED, 120)
+    assert "120" in result.message and "100" in result.message
+    assert not os.path.exists(f"{dst[7:]}/f")
+
+
+# -- where writes may go --------------------------------------------------------------------------------
+
+def test_target_below_a_source_root_is_refused(dirs):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"data")
+    result = _one(_local_transfer(dirs), f"{src}/f", f"{src}/copy/f")
+    assert (result.outcome, result.retries) == (TransferOutcome.FAILED, 0)
+    assert f"below the source root {src}" in result.message and f"{src}/copy/f" in result.message
+    assert not os.path.exists(f"{src[7:]}/copy")
+
+
+def test_s3_target_below_a_source_root_is_refused(s3_config, s3_bucket):
+    _put(RoutingFileIO(s3_config), f"s3://{s3_bucket}/cp/f", b"data")
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"], source_roots=[f"s3://{s3_bucket}/cp"])
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/cp/f.copy")
+    assert result.outcome is TransferOutcome.FAILED
+    assert f"below the source root s3://{s3_bucket}/cp" in result.message
+    assert not RoutingFileIO(s3_config).exists(f"s3://{s3_bucket}/cp/f.copy")
+
+
+def test_target_symlinked_into_a_source_root_is_refused(dirs, tmp_path):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"data")
+    os.symlink(src[7:], f"{dst[7:]}/sneaky")
+    result = _one(_local_transfer(dirs), f"{src}/f", f"{dst}/sneaky/f")
+    assert result.outcome is TransferOutcome.FAILED
+    assert "source root" in result.message
+    assert sorted(os.listdir(src[7:])) == ["f"]
+
+
+def test_target_outside_the_target_roots_is_refused(dirs, tmp_path):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"data")
+    outside = f"file://{tmp_path}/elsewhere/f"
+    result = _one(_local_transfer(dirs), f"{src}/f", outside)
+    assert result.outcome is TransferOutcome.FAILED
+    assert "outside the target roots" in result.message and dst in result.message
+    assert not os.path.exists(f"{tmp_path}/elsewhere")
+
+
+def test_target_root_overlapping_a_source_root_is_refused_up_front(dirs):
+    src, _ = dirs
+    with pytest.raises(RootConfigError, match="overlaps source root"):
+        Transfer(LOCAL, None, [f"{src}/dr"], source_roots=[src])
+
+
+# -- failures -------------------------------------------------------------------------------------------
+
+def test_permanent_error_fails_without_retrying(dirs, s3_config):
+    src, _ = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"data")
+    transfer = Transfer(LOCAL, s3_config, ["s3://no-such-bucket-statekeeper/dr"],
+                        TransferSettings(backoff_base=0.01))
+    result = _one(transfer, f"{src}/f", "s3://no-such-bucket-statekeeper/dr/f")
+    assert (result.outcome, result.retries, result.size) == (TransferOutcome.FAILED, 0, 4)
+    assert "NoSuchBucket" in result.message
+
+
+def test_transient_errors_are_retried_then_failed(dirs, slow_s3, s3_bucket):
+    _, dst = dirs
+    source_config = slow_s3.config.with_overrides(max_attempts=1)
+    _put(RoutingFileIO(source_config), f"s3://{s3_bucket}/cp/f", b"payload")
+    slow_s3.set_faults(share=1.0, kinds={"get"})   # every GET throttled: the bytes never come
+    transfer = Transfer(source_config, LOCAL, [dst], TransferSettings(max_attempts=3, backoff_base=0.01))
+    item = TransferItem(f"s3://{s3_bucket}/cp/f", f"{dst}/f", 7)
+    failed = transfer.copy_one(item)
+    assert (failed.outcome, failed.retries, failed.size) == (TransferOutcome.FAILED, 2, 7)
+    assert "SlowDown" in failed.message and "3 attempts" in failed.message
+    assert not os.path.exists(f"{dst[7:]}/f") and os.listdir(dst[7:]) == []   # no temp file left either
+    slow_s3.set_faults()
+    assert transfer.copy_one(item).outcome is TransferOutcome.COPIED
+
+
+# -- verification ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_verify_objects(backend, request, tmp_path):
+    if backend == "local":
+        config, base = LOCAL, f"file://{tmp_path}/dr"
+    else:
+        config = request.getfixturevalue("s3_config")
+        base = f"s3://{request.getfixturevalue('s3_bucket')}/dr"
+    fio = RoutingFileIO(config)
+    good, short, corrupt = _payload(5000, 1), _payload(120, 2), _payload(300, 3)
+    _put(fio, f"{base}/good", good)
+    _put(fio, f"{base}/short", short[:100])
+    _put(fio, f"{base}/corrupt", corrupt[::-1])
+    items = [VerifyItem(f"{base}/good", len(good), _sha(good)), VerifyItem(f"{base}/short", 120, _sha(short)),
+             VerifyItem(f"{base}/corrupt", len(corrupt), _sha(corrupt)), VerifyItem(f"{base}/missing", 10)]
+
+    by_target = {r.target: r for r in verify_objects(items, config, checksum=True, in_flight=3)}
+    assert (by_target[f"{base}/good"].ok, by_target[f"{base}/good"].size) == (True, 5000)
+    assert by_target[f"{base}/short"].message == "size 100 at the target, expected 120"
+    assert not by_target[f"{base}/corrupt"].ok and "checksum mismatch" in by_target[f"{base}/corrupt"].message
+    assert (by_target[f"{base}/missing"].ok, by_target[f"{base}/missing"].size,
+            by_target[f"{base}/missing"].message) == (False, None, "missing at the target")
+
+    size_only = {r.target: r.ok for r in verify_objects(items, config, checksum=False)}
+    assert size_only == {f"{base}/good": True, f"{base}/short": False, f"{base}/corrupt": True,
+                         f"{base}/missing": False}
+
+
+# -- many items, pickling -------------------------------------------------------------------------------
+
+def test_run_is_bounded_and_copies_every_item(dirs):
+    src, dst = dirs
+    fio = RoutingFileIO()
+    count, in_flight = 500, 8
+    for i in range(count):
+        _put(fio, f"{src}/j/f{i:03d}", _payload(100 + i, i))
+    taken = 0
+    lock = threading.Lock()
+
+    def items():
+        nonlocal taken
+        for i in range(count):
+            with lock:
+                taken += 1
+            yield TransferItem(f"{src}/j/f{i:03d}", f"{dst}/j/f{i:03d}", 100 + i)
+
+    transfer = _local_transfer(dirs, in_flight=in_flight, durable=False)
+    results = []
+    for result in transfer.run(items()):
+        results.append(result)
+        assert taken - len(results) < 2 * in_flight   # the generator is consumed a window at a time
+    assert len(results) == count
+    assert {r.outcome for r in results} == {TransferOutcome.COPIED}
+    for i in range(count):
+        assert fio.read_bytes(f"{dst}/j/f{i:03d}") == _payload(100 + i, i)
+
+
+def test_transfer_pickles_before_and_after_use(dirs, s3_config, s3_bucket):
+    src, _ = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"pickled")
+    transfer = Transfer(LOCAL, s3_config, [f"s3://{s3_bucket}/dr"], TransferSettings(in_flight=2),
+                        source_roots=[src])
+    clone = pickle.loads(pickle.dumps(transfer))
+    assert clone.copy_one(TransferItem(f"{src}/f", f"s3://{s3_bucket}/dr/f")).outcome is TransferOutcome.COPIED
+    assert transfer.copy_one(TransferItem(f"{src}/f", f"s3://{s3_bucket}/dr/f")).outcome is TransferOutcome.SKIPPED
+    again = pickle.loads(pickle.dumps(transfer))   # with live clients inside: they are left behind
+    assert (again.settings, again.target_roots.uris) == (transfer.settings, transfer.target_roots.uris)
+    assert again.copy_one(TransferItem(f"{src}/f", f"s3://{s3_bucket}/dr/f")).outcome is TransferOutcome.SKIPPED
+
+
+@pytest.mark.parametrize("actual, stat_size", [(b"x" * 10, 8), (b"x" * 6, 8)])
+def test_source_read_other_than_its_stat_size_fails_the_copy(actual, stat_size):
+    # A file that grows or shrinks while it is read (no store pins local versions mid-read): the
+    # reader refuses to hand on a complete-looking copy, so nothing is written or renamed.
+    reader = _SourceReader(io.BytesIO(actual), "file:///src/f", stat_size, hashlib.sha256())
+    with pytest.raises(_SizeMismatch, match="changed while being copied"):
+        reader.read_exact(stat_size)   # as the S3 upload reads: the stat'ed size, then a check for more
+        reader.finish()
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="part_size"):
+        TransferSettings(part_size=1024)
+    with pytest.raises(ValueError, match="in_flight"):
+        TransferSettings(in_flight=0)
