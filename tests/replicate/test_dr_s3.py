@@ -1,0 +1,109 @@
+"""DR copies between two S3 endpoints (two moto servers: another endpoint, other data), and back.
+
+A relocated copy of the newest version's chain store (CLAIM, with a LEGACY branch) lives on the
+session's moto server. The DR copy goes to a bucket on a SECOND moto server, reached with its own
+StorageConfig (as the DR region's Airflow connection would be): bytes stream get -> put, nothing is
+server-side. It is verified there; then the DR bucket is indexed and validated as a source of its
+own and copied down to local disk with the same job, and those copies restore in real Flink.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.chains.job import ComputeChains
+from statekeeper.replicate.job import CopyToDr
+from statekeeper.replicate.options import DrOptions, SavepointPolicy, TargetSpec, VerifyMode
+from statekeeper.storage import RoutingFileIO
+from statekeeper.tables import Warehouse
+from statekeeper.uri import normalize_uri
+from statekeeper.validate.job import ValidateCheckpoints
+from tests.chains.support import relocate_store, store_roots
+from tests.index.support import run_index
+from tests.plugins.s3 import MotoServer, make_bucket
+from tests.replicate.support import table
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+
+
+@pytest.fixture(scope="module")
+def dr_server(tmp_path_factory):
+    server = MotoServer(tmp_path_factory.mktemp("moto-dr") / "moto_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _index_and_validate(spark, roots, warehouse, storage):
+    index = run_index(spark, roots, warehouse, storage=storage, allow_empty_root=True)
+    assert index.status == "succeeded", index.summary()
+    ComputeChains(spark).warehouse(warehouse).storage(storage).progress_interval(0).execute()
+    result = (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage).roots(*roots).quality_suite(False)
+              .progress_interval(0).execute())
+    assert result.status == "ok", result.summary()
+
+
+def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_config, dr_server, tmp_path):
+    fx = flink_fixture(VERSION, "chain_claim")
+    src_bucket = make_bucket(s3_config, "src")
+    source = relocate_store(fx.root, f"s3://{src_bucket}/flink", RoutingFileIO(s3_config))
+    roots = store_roots(source)
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    _index_and_validate(spark, roots, warehouse, s3_config)
+
+    dr_config = dr_server.config()
+    dr_bucket = make_bucket(dr_config, "dr")
+    target = f"s3://{dr_bucket}/flink"
+    result = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)
+              .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(f"s3://{dr_bucket}",),
+                                   savepoints=SavepointPolicy.ALL, verify=VerifyMode.CHECKSUM))
+              .target_storage(dr_config).execute())
+    assert result.status == "succeeded" and result.failed == 0 and result.verified > 0, result.summary()
+    files = [r for r in table(warehouse, "dr_files") if r["run_id"] == result.run_id]
+    assert files and {r["method"] for r in files} == {"stream"}          # another endpoint: never server-side
+    assert all(r["verified"] and r["checksum"] for r in files)
+    # the DR server has every object and every copy's _metadata
+    at_target = {i.uri for i in RoutingFileIO(dr_config).list(target)}
+    assert {r["target_uri"] for r in files} <= at_target
+    assert {r["target_metadata_uri"] for r in table(warehouse, "dr_copies") if r["run_id"] == result.run_id} <= at_target
+
+    # a second run on the DR side has nothing new to copy
+    again = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)
+             .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(f"s3://{dr_bucket}",),
+                                  savepoints=SavepointPolicy.ALL))
+             .target_storage(dr_config).execute())
+    assert again.files_copied == 0 and again.files_skipped == result.files_copied + result.files_skipped
+
+    # download: the DR bucket is now a source (indexed, validated) copied to local disk by the same job
+    dr_roots = [f"{target}/checkpoints", f"{target}/savepoints"]
+    dr_warehouse = Warehouse(str(tmp_path / "dr-warehouse"))
+    _index_and_validate(spark, dr_roots, dr_warehouse, dr_config)
+    local_target = normalize_uri(str(tmp_path / "restored"))
+    back = (CopyToDr(spark).warehouse(dr_warehouse).storage(dr_config).progress_interval(0)
+            .configure(DrOptions(targets=TargetSpec.parse([local_target]), allowed_targets=(local_target,),
+                                 savepoints=SavepointPolicy.ALL))
+            .target_storage(None).execute())
+    assert back.status == "succeeded" and back.verified == result.verified, back.summary()
+
+    cases = []
+    for job in fx.manifest["jobs"]:
+        newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
+        rel = normalize_uri(newest)[len(normalize_uri(str(fx.root))) + 1:]
+        cases.append((tmp_path / "restored" / rel, "chain_claim", job["name"]))
+    for sp in fx.manifest.get("savepoints", []):
+        rel = normalize_uri(sp["dir"])[len(normalize_uri(str(fx.root))) + 1:]
+        cases.append((tmp_path / "restored" / rel, "chain_claim", sp["job"]))
+    for path, _, _ in cases:
+        assert (Path(path) / "_metadata").is_file(), path
+    readings = harness.run_oracle(VERSION, [Path(p) / "_metadata" for p, _, _ in cases])
+    for reading in readings:
+        assert "error" not in reading, reading
+        assert all(normalize_uri(f["path"]).startswith(local_target + "/") for f in reading["referenced_files"])
+    results = harness.verify_restore_many(VERSION, cases)
+    failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
+    assert not failed, failed
