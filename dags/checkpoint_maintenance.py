@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, Param
 from statekeeper.jobs.registry import CHAINS, GC, INDEX, VALIDATE
+from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
@@ -43,6 +44,10 @@ them; the next run retries them); an internal failure (3) is retried and resumes
 would not restore; its log names the job, the snapshot, the failing checks and the latest
 checkpoint that does restore. Configuration errors also fail without retries; internal failures
 and a partial index (some job directories could not be listed) are retried with back-off. Each task's XCom holds its job's result (counts, status, table versions).
+
+**Asset.** A successful `validate` publishes the asset `statekeeper_validation_jobs` (the
+`validation_jobs` table), which schedules the `checkpoint_dr_copy` DAG. A failed `validate` publishes
+nothing, so no DR copy follows a run whose newest checkpoint does not restore.
 
 **Manual runs** take the form's parameters; empty values fall back to the Airflow Variables
 `statekeeper_roots` and `statekeeper_warehouse` (what scheduled runs use). **Backfills**
@@ -214,9 +219,12 @@ with DAG(
         task_id=VALIDATE.name,
         job=VALIDATE.entry_point,
         job_args=[*WAREHOUSE_AND_RUN, "--roots", ROOTS],
+        # Airflow records an event for the asset only when the task succeeds.
+        outlets=[VALIDATION_JOBS],
         doc_md="Checks every snapshot (parses; referenced files exist and are long enough; relative handles "
                "resolve; cross-directory dependencies) and each job's newest retained checkpoint. Fails without "
-               "retries when a newest retained checkpoint is not restorable.",
+               "retries when a newest retained checkpoint is not restorable. On success it publishes the asset "
+               "`statekeeper_validation_jobs`, which schedules the DR copy DAG.",
         **SUBMIT,
     )
     gc = StatekeeperSparkSubmitOperator(

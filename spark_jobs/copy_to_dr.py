@@ -30,6 +30,15 @@ except ImportError as _exc:  # spark-submit with a Python that lacks the library
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
 
 
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def parser() -> argparse.ArgumentParser:
     p = ep.job_parser(
         DR,
@@ -49,12 +58,15 @@ def parser() -> argparse.ArgumentParser:
                    help="savepoints to copy besides each job's latest restorable checkpoint (default newest: the "
                         "newest restorable savepoint per job)")
     p.add_argument("--snapshot", action="append", default=[], metavar="URI",
-                   help="copy only this snapshot (its directory or _metadata; repeatable): an ad-hoc copy")
+                   help="copy only this snapshot (its directory or _metadata; repeatable or comma-separated): an "
+                        "ad-hoc copy. An empty value (--snapshot=, what the DAG passes when none is given) is "
+                        "ignored: without a non-empty one, the usual selection")
     p.add_argument("--job-filter", default="", metavar="GLOB",
                    help="only job (and savepoint) directories whose name matches this glob")
-    p.add_argument("--include-external", action="store_true",
+    p.add_argument("--include-external", nargs="?", const=True, default=False, type=_flag, metavar="BOOL",
                    help="also copy referenced files outside the indexed roots (below <target>/_external/); without "
-                        "it a snapshot that references one is refused")
+                        "it a snapshot that references one is refused (also --include-external=true|false, which "
+                        "the DAG's form uses)")
     p.add_argument("--verify", choices=["size", "checksum"], default="size",
                    help="size (default): every referenced object exists at the target with the source's size; "
                         "checksum: also compare SHA-256 computed while copying with the target's bytes")

@@ -5,7 +5,10 @@ What it adds over the provider's operator, and why:
 * resolves the storage connection at run time into environment variables for spark-submit, so
   credentials never appear on a command line, in rendered templates or in the DAG file; on YARN and
   Kubernetes, where the provider would turn env_vars into `--conf` arguments, they travel in a
-  private properties file instead (see submit_env);
+  private properties file instead (see submit_env). A second connection, `target_storage_conn_id`
+  (the disaster-recovery store copy_to_dr writes to), travels the same way under STATEKEEPER_DR_
+  names (STATEKEEPER_DR_AWS_ACCESS_KEY_ID, STATEKEEPER_DR_S3_ENDPOINT, ...: what
+  StorageConfig.target_from_env reads);
 * keeps a local-master driver on loopback (RPC, block manager and UI) and turns off the Spark UI's
   kill links;
 * runs the venv's own spark-submit and Python so driver and executors import the same library,
@@ -60,6 +63,15 @@ LOG4J = SPARK_JOBS / "log4j2.properties"
 SPARK_SUBMIT_TAIL = "\nLast spark-submit output:"
 SPARK_SUBMIT_CODE = re.compile(r"Error code is: (-?\d+)")
 
+# The prefix of the target store's variables: statekeeper.storage.config.DR_PREFIX, spelled as its
+# prefixed_env_name spells them (STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT, AWS_REGION ->
+# STATEKEEPER_DR_AWS_REGION). Not imported: DAG parsing imports this module, which stays on the
+# registry alone; tests/orchestration/test_operator_credentials.py checks that StorageConfig reads
+# back exactly what this module writes.
+DR_ENV_PREFIX = "STATEKEEPER_DR_"
+# Variables whose values are secrets (masked in task logs), without any prefix.
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
 
 # A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
 # on loopback (the UI follows SPARK_LOCAL_IP, see LOCAL_DRIVER_ENV).
@@ -89,13 +101,16 @@ class Submission:
 
 
 def storage_env_from_connection(conn_type: str, login: str | None, password: str | None,
-                                extra: dict[str, Any]) -> dict[str, str]:
-    """Map an Airflow connection onto the environment variables statekeeper.storage reads."""
+                                extra: dict[str, Any], *, prefix: str = "") -> dict[str, str]:
+    """Map an Airflow connection onto the environment variables statekeeper.storage reads; with a
+    `prefix` (DR_ENV_PREFIX), the target store's names (AWS_REGION -> STATEKEEPER_DR_AWS_REGION,
+    STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT)."""
     if conn_type not in ("aws", "s3"):
+        param = "target_storage_conn_id" if prefix else "storage_conn_id"
         raise StatekeeperConfigError(
-            f"storage connection has type {conn_type!r}; Statekeeper reads S3 storage from an 'aws' "
-            "connection (login = access key id, password = secret key, extra: endpoint_url, region_name, "
-            "addressing_style). Leave storage_conn_id empty for local or NFS paths."
+            f"{'target ' if prefix else ''}storage connection has type {conn_type!r}; Statekeeper reads S3 "
+            "storage from an 'aws' connection (login = access key id, password = secret key, extra: "
+            f"endpoint_url, region_name, addressing_style). Leave {param} empty for local or NFS paths."
         )
     env: dict[str, str] = {}
     if login:
@@ -115,7 +130,13 @@ def storage_env_from_connection(conn_type: str, login: str | None, password: str
         if style not in ("path", "virtual"):
             raise StatekeeperConfigError(f"addressing_style must be 'path' or 'virtual', got {style!r}")
         env["STATEKEEPER_S3_PATH_STYLE"] = "true" if style == "path" else "false"
-    return env
+    return {_prefixed(k, prefix): v for k, v in env.items()}
+
+
+def _prefixed(name: str, prefix: str) -> str:
+    if prefix and prefix.startswith("STATEKEEPER_") and name.startswith("STATEKEEPER_"):
+        name = name[len("STATEKEEPER_"):]
+    return prefix + name
 
 
 def _library_zip(dest_dir: str) -> str:
@@ -136,17 +157,22 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     :param job_args: templated list of arguments for the entry point.
     :param spark_conn_id: templated; the Spark connection (its host is the master).
     :param storage_conn_id: templated; an 'aws' connection for s3:// roots/warehouse, '' for local paths.
+    :param target_storage_conn_id: templated; an 'aws' connection for a second store the job writes to
+        (copy_to_dr's disaster-recovery targets), passed as STATEKEEPER_DR_* variables exactly the way
+        storage_conn_id's are passed; '' for none (the job then reaches the targets with the storage
+        connection's settings).
     :param spark_master: templated; overrides the Spark connection's master when non-empty.
     :param final_exit_codes: the job's exit codes that fail the task for good (no retry); default: the
         registry's `JobSpec.final_exit_codes` for the job.
     """
 
     template_fields: Sequence[str] = (
-        *SparkSubmitOperator.template_fields, "spark_conn_id", "storage_conn_id", "spark_master", "job_args",
+        *SparkSubmitOperator.template_fields, "spark_conn_id", "storage_conn_id", "target_storage_conn_id",
+        "spark_master", "job_args",
     )
 
     def __init__(self, *, job: str, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
-                 storage_conn_id: str = "", spark_master: str = "",
+                 storage_conn_id: str = "", target_storage_conn_id: str = "", spark_master: str = "",
                  final_exit_codes: Sequence[int] | None = None, **kwargs: Any) -> None:
         try:
             spec = registry.job(job)
@@ -181,6 +207,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         self.spark_conn_id = spark_conn_id
         self.job_args = list(job_args or [])
         self.storage_conn_id = storage_conn_id
+        self.target_storage_conn_id = target_storage_conn_id
         self.spark_master = spark_master
         self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
 
@@ -253,14 +280,9 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
             self.conf = {**LOCAL_DRIVER_CONF, **(self.conf or {})}
-        storage_env: dict[str, str] = {}
-        if self.storage_conn_id:
-            conn = BaseHook.get_connection(self.storage_conn_id)
-            extra = conn.extra_dejson if conn.extra else {}
-            storage_env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra)
-            for key in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-                if key in storage_env:
-                    mask_secret(storage_env[key])
+        # The source store's variables and the target store's (prefixed): both take every path below.
+        storage_env = {**_connection_env(self.storage_conn_id),
+                       **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
         on_argv = cluster_kind(conn_master) is not None or cluster_kind(master) is not None
         if not on_argv:
             env.update(storage_env)  # local/standalone masters: the hook puts env_vars in Popen's env
@@ -285,6 +307,20 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         finally:
             self.properties_file = user_properties
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
+    """The storage variables of connection `conn_id` ({} for ''), names prefixed by `prefix`; its
+    secrets are masked in the task log from here on."""
+    if not conn_id:
+        return {}
+    conn = BaseHook.get_connection(conn_id)
+    extra = conn.extra_dejson if conn.extra else {}
+    env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra, prefix=prefix)
+    for key in SECRET_ENV:
+        if prefix + key in env:
+            mask_secret(env[prefix + key])
+    return env
 
 
 def spark_submit_exit_code(exc: BaseException) -> int | None:

@@ -35,6 +35,13 @@ def test_project_settings_convert_to_airflow_formats(tmp_path):
     # scheduled gc runs only plan until a deployment sets statekeeper_gc_mode to delete
     assert settings.variables["statekeeper_gc_mode"] == "plan"
     assert settings.variables["statekeeper_gc_older_than"] == "3d"
+    # the DR copy DAG: targets mirrored below one base, the allowlist that base, its own warehouse beside it
+    assert settings.variables["statekeeper_dr_targets"] == "file:///proj/.statekeeper/dr-store"
+    assert settings.variables["statekeeper_dr_allowed_targets"] == "file:///proj/.statekeeper/dr-store"
+    assert settings.variables["statekeeper_dr_warehouse"] == "file:///proj/.statekeeper/dr-warehouse"
+    assert (settings.variables["statekeeper_dr_keep"], settings.variables["statekeeper_dr_gc_mode"],
+            settings.variables["statekeeper_dr_gc_older_than"]) == ("3", "plan", "3d")
+    assert settings.variables["statekeeper_dr_storage_conn_id"] == ""
     assert settings.pools == {"statekeeper_spark": {"slots": 1, "description": "Concurrent Statekeeper spark-submit jobs", "include_deferred": False}}
     files = write_import_files(settings, tmp_path)
     assert json.loads(files["connections"].read_text())["spark_local"]["host"] == "local[2]"
@@ -67,3 +74,6 @@ def test_import_into_real_airflow(airflow_db):
     var = subprocess.run([AIRFLOW_BIN, "variables", "get", "statekeeper_warehouse"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert var.endswith("/.statekeeper/warehouse") and var.startswith("file://")
+    dr_conn = subprocess.run([AIRFLOW_BIN, "variables", "get", "statekeeper_dr_storage_conn_id"],
+                             capture_output=True, text=True)
+    assert dr_conn.returncode == 0 and dr_conn.stdout.strip() == "", dr_conn.stderr  # empty, but set

@@ -14,12 +14,12 @@ Jinja environment. Nothing is mocked; no metadata database is needed.
 """
 from __future__ import annotations
 
-import copy
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+
+from tests.orchestration.support import render_task
 
 pytestmark = pytest.mark.airflow
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,37 +55,7 @@ def variables(monkeypatch):
 
 def render_gc_args(dag, run_type: str, conf: dict | None = None) -> list[str]:
     """The gc task's job_args as a worker renders them for a run of `run_type` with `conf`."""
-    from airflow.sdk.api.datamodels._generated import DagRun, DagRunState, DagRunType, TIRunContext
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-    task = dag.get_task("gc")
-    run_type = DagRunType(run_type)
-    manual = run_type == DagRunType.MANUAL
-    run = DagRun(
-        dag_id=dag.dag_id, run_id=f"{run_type.value}__2026-03-01T02:00:00+00:00", run_type=run_type,
-        logical_date=None if manual else datetime(2026, 2, 28, 2, tzinfo=timezone.utc),
-        data_interval_start=None if manual else datetime(2026, 2, 28, 2, tzinfo=timezone.utc),
-        data_interval_end=None if manual else datetime(2026, 3, 1, 2, tzinfo=timezone.utc),
-        run_after=datetime(2026, 3, 1, 2, tzinfo=timezone.utc), start_date=STARTED, end_date=None,
-        state=DagRunState.RUNNING, conf=conf, consumed_asset_events=[], partition_key=None,
-    )
-    # What a worker holds for a task it runs (the bundle is only needed to load the DAG, done above).
-    ti = RuntimeTaskInstance.model_construct(
-        id=uuid.uuid4(), task_id=task.task_id, dag_id=dag.dag_id, run_id=run.run_id, try_number=1,
-        dag_version_id=uuid.uuid4(), map_index=-1, task=task, start_date=STARTED, max_tries=task.retries,
-    )
-    ti._ti_context_from_server = TIRunContext(dag_run=run, max_tries=task.retries)
-    # A worker renders its own freshly parsed DAG once: rendering writes the values into the task and
-    # merging the run's conf sets the values of the DAG's Param objects. Put both back for the next run.
-    templates = {name: copy.copy(getattr(task, name)) for name in task.template_fields}
-    dag_params, task_params = copy.deepcopy(dag.params), copy.deepcopy(task.params)
-    try:
-        ti.render_templates()
-        return list(ti.task.job_args)
-    finally:
-        for name, value in templates.items():
-            setattr(task, name, value)
-        dag.params, task.params = dag_params, task_params
+    return list(render_task(dag, "gc", run_type, conf, started=STARTED)["job_args"])
 
 
 def options(args: list[str]) -> dict[str, str]:

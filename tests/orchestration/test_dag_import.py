@@ -1,4 +1,5 @@
-"""The maintenance DAG imports cleanly and declares what the UI form and the scheduler need."""
+"""The project's DAGs import cleanly and declare what the UI form and the scheduler need (the DR copy
+DAG's own checks are in test_dag_dr_copy.py)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -19,7 +20,7 @@ def dagbag():
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert "checkpoint_maintenance" in dagbag.dags
+    assert set(dagbag.dags) == {"checkpoint_maintenance", "checkpoint_dr_copy"}
 
 
 def test_maintenance_dag_shape(dagbag):
@@ -79,24 +80,34 @@ def test_params_form(dagbag):
         assert described[key], key
 
 
+# The DR copy DAG runs the index, chains and gc jobs again, on the DR store, under task ids of its own.
+TARGET_TASKS = {"target_index": "index", "target_chains": "chains", "target_gc": "gc"}
+
+
 def test_tasks_follow_the_job_registry(dagbag):
-    """Task ids, entry points and exit-code handling are the registry's, and every registered job runs."""
+    """Task ids, entry points and exit-code handling are the registry's, and every registered job runs
+    in one of the DAGs under its own name."""
     from statekeeper.jobs import registry
     from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
-    dag = dagbag.dags["checkpoint_maintenance"]
-    # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class.
-    submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
-    assert submits, [type(t) for t in dag.tasks]
     entry_points = {spec.entry_point for spec in registry.JOBS}
-    for task in submits:
-        assert task.job in entry_points, (task.task_id, task.job)
-        spec = registry.job(task.job)
-        assert task.task_id == spec.name
-        assert task.spec == spec
-        assert task.final_exit_codes == spec.final_exit_codes
-        assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
+    named: dict[str, str] = {}
+    for dag in dagbag.dags.values():
+        # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class.
+        submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
+        assert submits == list(dag.tasks), (dag.dag_id, [type(t) for t in dag.tasks])
+        for task in submits:
+            assert task.job in entry_points, (task.task_id, task.job)
+            spec = registry.job(task.job)
+            assert task.task_id in (spec.name, f"target_{spec.name}"), (dag.dag_id, task.task_id)
+            assert TARGET_TASKS.get(task.task_id, task.task_id) == spec.name
+            assert task.spec == spec
+            assert task.final_exit_codes == spec.final_exit_codes
+            assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
+            if task.task_id == spec.name:
+                assert task.task_id not in named, f"{task.task_id} runs in {named.get(task.task_id)} and {dag.dag_id}"
+                named[task.task_id] = dag.dag_id
     for spec in registry.JOBS:
-        assert dag.has_task(spec.name), spec.name
-        assert dag.get_task(spec.name) in submits
+        assert spec.name in named, f"no DAG runs {spec.name}"
         assert (ROOT / "spark_jobs" / f"{spec.entry_point}.py").is_file(), spec.entry_point
+    assert named[registry.DR.name] == "checkpoint_dr_copy"

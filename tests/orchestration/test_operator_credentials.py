@@ -4,7 +4,11 @@
   mistaken for real credentials;
 * with a YARN or Kubernetes Spark connection the operator hands the credentials to spark-submit in a
   private properties file (mode 0600, removed afterwards), never as `--conf` arguments; the command
-  is the one the provider's SparkSubmitHook builds, and for YARN the one a real spark-submit ran.
+  is the one the provider's SparkSubmitHook builds, and for YARN the one a real spark-submit ran;
+* the target store's connection (`target_storage_conn_id`, copy_to_dr's DR store) travels the same
+  ways under STATEKEEPER_DR_* names, the names StorageConfig.target_from_env reads: in the
+  spark-submit process's environment on a local master, in the properties file on a cluster one;
+  never on argv, masked in the task log, and it does not leak into the source's AWS_* variables.
 """
 from __future__ import annotations
 
@@ -24,6 +28,16 @@ from tests.orchestration.support import plugin_module
 KEY_ID = "AKIAMOTOTESTKEY0001"
 SECRET = "moto/secret+Key=ForArgvTest"
 TOKEN = "moto-session-token-ForArgvTest"
+# The DR store's.
+DR_KEY_ID = "AKIADRSTORETESTKEY02"
+DR_SECRET = "dr/secret+Key=ForTargetTest"
+DR_TOKEN = "dr-session-token-ForTargetTest"
+DR_CONN = {
+    "conn_type": "aws", "login": DR_KEY_ID, "password": DR_SECRET,
+    "extra": {"endpoint_url": "http://127.0.0.1:19", "region_name": "eu-west-1", "addressing_style": "path",
+              "aws_session_token": DR_TOKEN},
+}
+ALL_SECRETS = (KEY_ID, SECRET, TOKEN, DR_KEY_ID, DR_SECRET, DR_TOKEN)
 
 
 # -- StorageConfig.to_mapping ---------------------------------------------------------------------
@@ -156,3 +170,118 @@ def test_spark_submit_loads_the_written_file_and_the_defaults(cluster_connection
     assert "(spark.statekeeper.probe,from-defaults)" in out
     assert "(spark.yarn.appMasterEnv.AWS_SECRET_ACCESS_KEY,*********(redacted))" in out
     assert SECRET not in out
+
+
+# -- the target store's connection (STATEKEEPER_DR_*) ---------------------------------------------
+
+def test_target_connection_maps_onto_what_the_job_reads():
+    """Every name prefixed, and StorageConfig.target_from_env (what copy_to_dr calls) reads them back."""
+    operators = plugin_module("operators")
+    from statekeeper.storage.config import DR_PREFIX
+
+    assert operators.DR_ENV_PREFIX == DR_PREFIX
+    env = operators.storage_env_from_connection("aws", DR_KEY_ID, DR_SECRET, DR_CONN["extra"], prefix=DR_PREFIX)
+    assert env == {
+        "STATEKEEPER_DR_AWS_ACCESS_KEY_ID": DR_KEY_ID,
+        "STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY": DR_SECRET,
+        "STATEKEEPER_DR_AWS_SESSION_TOKEN": DR_TOKEN,
+        "STATEKEEPER_DR_AWS_REGION": "eu-west-1",
+        "STATEKEEPER_DR_AWS_DEFAULT_REGION": "eu-west-1",
+        "STATEKEEPER_DR_S3_ENDPOINT": "http://127.0.0.1:19",
+        "STATEKEEPER_DR_S3_PATH_STYLE": "true",
+    }
+    assert StorageConfig.target_from_env(env) == StorageConfig(
+        endpoint="http://127.0.0.1:19", region="eu-west-1", access_key_id=DR_KEY_ID, secret_access_key=DR_SECRET,
+        session_token=DR_TOKEN, path_style=True)
+    # The source's settings are not the target's, and vice versa.
+    assert StorageConfig.from_env(env) == StorageConfig()
+    assert StorageConfig.target_from_env({"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ACCESS_KEY_ID": KEY_ID}) is None
+    with pytest.raises(operators.StatekeeperConfigError, match="target_storage_conn_id empty"):
+        operators.storage_env_from_connection("postgres", "u", "p", {}, prefix=DR_PREFIX)
+
+
+@pytest.fixture
+def dr_connection(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SK_DR", json.dumps(DR_CONN))
+    for name in list(os.environ):
+        if name.startswith("STATEKEEPER_DR_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("spark_conn_id", ["sk_yarn", "sk_k8s"])
+def test_cluster_submit_carries_the_target_connection_in_the_properties_file(cluster_connections, dr_connection,
+                                                                             spark_conn_id):
+    op = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id=spark_conn_id,
+                           storage_conn_id="sk_s3", target_storage_conn_id="sk_dr")
+    with op.prepared_submission() as sub:
+        argv = op._get_hook()._build_spark_submit_command(op.application)
+        props = sub.properties_file
+        lines = props.read_text().splitlines()
+        mode = stat.S_IMODE(props.stat().st_mode)
+        seen_env = {k: v for k, v in os.environ.items() if k.startswith("STATEKEEPER_DR_")}
+    joined = "\n".join(argv)
+    for value in ALL_SECRETS:
+        assert value not in joined, f"credential on the spark-submit command line: {argv}"
+    assert "STATEKEEPER_DR_" not in joined
+    assert mode == 0o600
+    prefix = PREFIX[spark_conn_id]
+    assert f"{prefix}STATEKEEPER_DR_AWS_ACCESS_KEY_ID={DR_KEY_ID}" in lines
+    assert f"{prefix}STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY={DR_SECRET.replace('=', chr(92) + '=')}" in lines
+    assert f"{prefix}STATEKEEPER_DR_AWS_SESSION_TOKEN={DR_TOKEN}" in lines
+    assert f"{prefix}STATEKEEPER_DR_S3_ENDPOINT=http\\://127.0.0.1\\:19" in lines
+    assert f"{prefix}AWS_ACCESS_KEY_ID={KEY_ID}" in lines  # the source's, unprefixed, beside them
+    # A client-mode driver reads them from spark-submit's environment.
+    assert seen_env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
+    assert seen_env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
+    assert not props.exists() and not any(k.startswith("STATEKEEPER_DR_") for k in os.environ)
+
+
+@pytest.fixture
+def recording_spark_submit(tmp_path, monkeypatch):
+    """A local Spark connection and a spark-submit stand-in that records its argv and environment."""
+    pytest.importorskip("airflow.providers.apache.spark")
+    monkeypatch.setenv("AIRFLOW_CONN_SK_DR_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    record = tmp_path / "record"
+    record.mkdir()
+    script = tmp_path / "spark-submit"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}/argv"\nenv > "{record}/env"\nexit 0\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script), record
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("source", ["", "sk_s3"])
+def test_local_submit_gets_the_target_connection_in_its_environment(cluster_connections, dr_connection,
+                                                                    recording_spark_submit, source):
+    """What the spark-submit process really received, through the provider's hook, on a local master."""
+    from airflow.sdk.log import redact
+
+    binary, record = recording_spark_submit
+    before = dict(os.environ)
+    op = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                           spark_binary=binary, storage_conn_id=source, target_storage_conn_id="sk_dr",
+                           job_args=["--warehouse", "/nonexistent"])
+    assert "target_storage_conn_id" in op.template_fields
+    op.execute({})
+    argv = (record / "argv").read_text()
+    env = dict(line.split("=", 1) for line in (record / "env").read_text().splitlines() if "=" in line)
+    for value in ALL_SECRETS:
+        assert value not in argv, argv
+    assert "--properties-file" not in argv
+    assert env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
+    assert env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
+    assert env["STATEKEEPER_DR_AWS_SESSION_TOKEN"] == DR_TOKEN
+    assert env["STATEKEEPER_DR_S3_ENDPOINT"] == "http://127.0.0.1:19"
+    assert env["STATEKEEPER_DR_AWS_REGION"] == "eu-west-1"
+    if source:
+        assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (KEY_ID, SECRET)
+        assert env["STATEKEEPER_S3_ENDPOINT"] == "http://127.0.0.1:9"
+    else:  # the DR credentials never become the source's
+        assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & set(env)
+    # Masked in anything the task logs from now on.
+    masked = redact(f"secret {DR_SECRET} token {DR_TOKEN}")
+    assert DR_SECRET not in masked and DR_TOKEN not in masked
+    assert dict(os.environ) == before

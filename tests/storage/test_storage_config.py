@@ -88,3 +88,30 @@ def test_deltalake_options_keep_conditional_puts():
     assert opts["AWS_ALLOW_HTTP"] == "true"
     assert opts["AWS_ACCESS_KEY_ID"] == "a" and opts["AWS_SECRET_ACCESS_KEY"] == "b"
     assert "AWS_S3_ALLOW_UNSAFE_RENAME" not in opts
+
+
+def test_from_env_with_the_dr_prefix_reads_the_documented_names():
+    """The DR store's variables: STATEKEEPER_DR_ in front of the usual names, one STATEKEEPER_ only."""
+    from statekeeper.storage.config import DR_PREFIX, prefixed_env_name
+
+    assert prefixed_env_name("STATEKEEPER_S3_ENDPOINT", DR_PREFIX) == "STATEKEEPER_DR_S3_ENDPOINT"
+    assert prefixed_env_name("AWS_ACCESS_KEY_ID", DR_PREFIX) == "STATEKEEPER_DR_AWS_ACCESS_KEY_ID"
+    assert prefixed_env_name("STATEKEEPER_S3_ENDPOINT", "") == "STATEKEEPER_S3_ENDPOINT"
+    env = {
+        "STATEKEEPER_DR_S3_ENDPOINT": "http://127.0.0.1:9100",
+        "STATEKEEPER_DR_S3_PATH_STYLE": "false",
+        "STATEKEEPER_DR_AWS_REGION": "eu-west-1",
+        "STATEKEEPER_DR_AWS_ACCESS_KEY_ID": "dr-key",
+        "STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY": "dr-secret",
+        "STATEKEEPER_DR_AWS_SESSION_TOKEN": "dr-token",
+        # the source store's: not the target's
+        "STATEKEEPER_S3_ENDPOINT": "http://127.0.0.1:9000",
+        "AWS_ACCESS_KEY_ID": "src-key",
+        "AWS_SECRET_ACCESS_KEY": "src-secret",
+    }
+    assert StorageConfig.target_from_env(env) == StorageConfig(
+        endpoint="http://127.0.0.1:9100", region="eu-west-1", access_key_id="dr-key", secret_access_key="dr-secret",
+        session_token="dr-token", path_style=False)
+    assert StorageConfig.from_env(env).endpoint == "http://127.0.0.1:9000"
+    assert StorageConfig.target_from_env({"STATEKEEPER_DR_AWS_DEFAULT_REGION": "ap-south-1"}).region == "ap-south-1"
+    assert StorageConfig.target_from_env({k: v for k, v in env.items() if not k.startswith(DR_PREFIX)}) is None

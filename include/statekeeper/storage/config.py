@@ -70,6 +70,16 @@ def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = Non
 
 # Variables of the second store (copy_to_dr's targets): the usual names with this in front.
 DR_PREFIX = "STATEKEEPER_DR_"
+_NAMESPACE = "STATEKEEPER_"
+
+
+def prefixed_env_name(name: str, prefix: str) -> str:
+    """`name` as a store with variable prefix `prefix` spells it: the prefix in front, and Statekeeper's
+    own names keep one STATEKEEPER_ (STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT,
+    AWS_REGION -> STATEKEEPER_DR_AWS_REGION)."""
+    if prefix and prefix.startswith(_NAMESPACE) and name.startswith(_NAMESPACE):
+        name = name[len(_NAMESPACE):]
+    return prefix + name
 
 
 @dataclass(frozen=True)
@@ -118,13 +128,13 @@ class StorageConfig:
         """Read STATEKEEPER_S3_* and the standard AWS_* variables.
 
         With a `prefix` (e.g. DR_PREFIX) every name is read with it in front (STATEKEEPER_DR_S3_ENDPOINT,
-        STATEKEEPER_DR_AWS_ACCESS_KEY_ID, ...): a second store with its own endpoint and credentials in
-        the same process, such as the disaster-recovery region."""
+        STATEKEEPER_DR_AWS_ACCESS_KEY_ID, ...; see `prefixed_env_name`): a second store with its own
+        endpoint and credentials in the same process, such as the disaster-recovery region."""
         env = os.environ if environ is None else environ
 
         def first(*names: str) -> str | None:
             for name in names:
-                value = env.get(prefix + name)
+                value = env.get(prefixed_env_name(name, prefix))
                 if value:
                     return value
             return None

@@ -1,0 +1,280 @@
+"""Disaster-recovery copy of Flink checkpoints: dr_copy -> target_index -> target_chains -> target_gc.
+
+Scheduled on the asset the maintenance DAG's `validate` publishes (the `validation_jobs` table), so a
+copy starts from a freshly validated warehouse. Thin like the maintenance DAG: `dr_copy` submits
+spark_jobs/copy_to_dr.py; retention at the target reuses the index, chains and gc jobs on a warehouse
+of the DR store's own. Task entry points and exit-code contracts come from statekeeper.jobs.registry.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, Param
+from statekeeper.jobs.registry import CHAINS, DR, GC, INDEX
+from statekeeper_airflow.assets import VALIDATION_JOBS
+from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+
+DAG_DOC = """
+### Flink checkpoints: disaster-recovery copy
+
+Copies each job's **latest restorable checkpoint** (from the `validation_jobs` table of the
+warehouse), the newest restorable savepoint per job (by default) and every file they reference
+(their own, other jobs' `shared/` files, savepoints' files) to the **DR targets**, with each
+`_metadata` rewritten so every absolute path points at the target. Files are copied and verified
+first; a snapshot's `_metadata` is written last, only once everything it names is verified at the
+target. The source is never modified; re-runs copy only what is missing. Then the DR store's own
+retention runs on the copies.
+
+| step | job | what it does |
+|---|---|---|
+| `dr_copy` | `copy_to_dr` | selects, copies, verifies; records `dr_runs` and `dr_copies` in the source warehouse. XCom: `target_roots`, `targets` (source root -> target root) |
+| `target_index` | `index_checkpoints` | indexes the target roots (`target_roots` from `dr_copy`'s XCom) into the **DR warehouse** |
+| `target_chains` | `compute_chains` | reference chains of the copies, in the DR warehouse |
+| `target_gc` | `collect_garbage` | retention at the target: keeps the newest `keep` checkpoints of each job (`--retain-last`), plans (or deletes) what no kept copy references |
+
+**When it runs.** Scheduled on the asset `statekeeper_validation_jobs`: Airflow records an event for
+it only when the maintenance DAG's `validate` task **succeeds**. `validate` fails (exit 1) when some
+job's newest retained checkpoint does not restore, and then no DR copy follows until a later
+maintenance run validates cleanly; a manual trigger still works at any time (it copies each job's
+latest *restorable* checkpoint, which may be older than its newest). The DAG is **paused when it is
+first created** (it writes to another store and can delete there): unpause it to let the asset
+schedule it. Runs of a paused DAG, manual ones included, stay queued. Only one run at a time
+(`max_active_runs=1`); Spark submissions share the `statekeeper_spark` pool.
+
+**Where to.** Scheduled runs read the Airflow Variables:
+* `statekeeper_dr_targets`: one base URI below which every indexed root is mirrored by its last
+  path segment, and/or `SOURCE_ROOT=TARGET_ROOT` pairs, comma-separated;
+* `statekeeper_dr_allowed_targets`: the **allowlist**, comma-separated URI prefixes; every target
+  must lie below one of them. It is always the Variable, never a form value: the form may choose
+  targets, the deployment decides where a DR copy may write. Unset, the copy refuses to start;
+* `statekeeper_warehouse` (the source warehouse, as in the maintenance DAG) and
+  `statekeeper_dr_warehouse` (the DR warehouse, for the retention steps; it must not lie inside a
+  target root);
+* `statekeeper_dr_storage_conn_id`: an 'aws' connection for the DR store (S3 settings reach
+  `copy_to_dr` as `STATEKEEPER_DR_*` variables, never on a command line). Empty: the targets are
+  reached with the source's settings (`storage_conn_id`), and so are the retention steps.
+
+A scheduled run follows the Variable `statekeeper_warehouse`, whichever warehouse the maintenance run
+that published the event used (a manual maintenance run on another warehouse also publishes it).
+
+**Retention at the target.** `target_gc` keeps the newest `keep` checkpoints of each job
+(scheduled: Variable `statekeeper_dr_keep`, default 3; manual: the form), never expires savepoints,
+never deletes anything newer than the grace period (Variable `statekeeper_dr_gc_older_than`, default
+3d) and only **plans** (a dry run written to the DR warehouse's `gc_actions`) unless the mode is
+`delete` (scheduled: Variable `statekeeper_dr_gc_mode`, default `plan`; manual: the form).
+
+**Failures.** The retention steps run only when `dr_copy` succeeded (trigger rule `all_success`): a
+copy run with any failed snapshot (exit 1: `dr_copies` names the snapshot and the object; the other
+snapshots were copied, and the next run copies only what is missing) never leads to a deletion at
+the target. Exit 1 and configuration errors (exit 2: a target outside the allowlist or inside a
+source root, a `--snapshot` that is not indexed or does not restore, missing settings) fail without
+retries; internal failures (3) are retried with back-off, and a retry skips the files already copied.
+`target_index` also fails without XCom from `dr_copy` (a driver in cluster deploy mode returns none).
+
+**Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
+`statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
+allowlist); *Snapshots* copies only the listed snapshots (directory or `_metadata` URIs) instead of
+every job's latest restorable checkpoint; *Mode* `verify` re-checks the newest copies at the target
+and copies nothing. Empty warehouse and connection fields fall back to the Variables.
+"""
+
+MANUAL = "dag_run.run_type == 'manual'"
+RUN_ID = ["--run-id", "{{ run_id }}"]
+
+# The target and warehouses: a form value, else the Variable (what scheduled runs use).
+WAREHOUSE = "{{ params.warehouse or var.value.statekeeper_warehouse }}"
+DR_WAREHOUSE = "{{ params.dr_warehouse or var.value.statekeeper_dr_warehouse }}"
+TARGETS = ("--target={{ (params.targets | join(',')) if params.targets "
+           "else var.value.get('statekeeper_dr_targets', '') }}")
+# The allowlist is the deployment's guard: the Variable only, whatever a run's conf says.
+ALLOWED_TARGETS = "--allowed-targets={{ var.value.get('statekeeper_dr_allowed_targets', '') }}"
+# The DR store's connection; empty: the job reaches the targets with the source's settings.
+DR_CONN = "(params.dr_storage_conn_id or var.value.get('statekeeper_dr_storage_conn_id', ''))"
+
+DR_ARGS = [
+    "--warehouse", WAREHOUSE,
+    *RUN_ID,
+    TARGETS,
+    ALLOWED_TARGETS,
+    "--mode={{ params.mode }}",
+    "--savepoints={{ params.savepoints }}",
+    # One token whatever the list holds: an empty value means "no --snapshot given".
+    "--snapshot={{ params.snapshots | join(',') if params.snapshots else '' }}",
+    "--job-filter={{ params.job_filter }}",
+    "--verify={{ params.verify }}",
+    "--include-external={{ 'true' if params.include_external else 'false' }}",
+]
+
+# The roots dr_copy wrote to, from its result. No result (a cluster-mode driver returns none): an
+# empty value, which the index refuses (exit 2) rather than indexing anything else.
+TARGET_ROOTS = ("{{ ((ti.xcom_pull(task_ids='" + DR.name + "') or {}).get('target_roots') or []) "
+                "| join(',') }}")
+TARGET_INDEX_ARGS = [
+    "--roots", TARGET_ROOTS,
+    "--warehouse", DR_WAREHOUSE,
+    *RUN_ID,
+    # A target root the copy has not written to yet (e.g. a savepoint root with no savepoint) is
+    # empty, not a typo: dr_copy derived it from the allowlisted targets.
+    "--allow-empty-root=true",
+    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
+    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
+]
+
+# target_gc: scheduled runs follow the Variables; only a manual run takes the form's keep and mode.
+KEEP = ("--retain-last={{ (params.keep if " + MANUAL + " else "
+        "(var.value.get('statekeeper_dr_keep', '') or 3)) | string | trim }}")
+GC_MODE = ("--mode={{ ((params.gc_mode if " + MANUAL + " else var.value.get('statekeeper_dr_gc_mode', '')) "
+           "or 'plan') | trim }}")
+GC_OLDER_THAN = "--older-than={{ (var.value.get('statekeeper_dr_gc_older_than', '') or '3d') | trim }}"
+TARGET_GC_ARGS = [
+    "--warehouse", DR_WAREHOUSE,
+    *RUN_ID,
+    # target_index of this run finished after the run started: an older newest index run is stale.
+    "--index-not-before={{ (dag_run.start_date or dag_run.run_after) | ts }}",
+    GC_MODE,
+    GC_OLDER_THAN,
+    KEEP,
+]
+
+SPARK = {
+    "spark_conn_id": "{{ params.spark_conn_id }}",
+    "spark_master": "{{ params.spark_master }}",
+}
+# The retention steps read and write the DR store only: its connection, else the source's (as dr_copy).
+TARGET_SUBMIT = {**SPARK, "storage_conn_id": "{{ " + DR_CONN + " or params.storage_conn_id }}"}
+
+with DAG(
+    dag_id="checkpoint_dr_copy",
+    description="Copy each job's latest restorable Flink checkpoint to disaster-recovery roots, then apply "
+                "retention there.",
+    schedule=[VALIDATION_JOBS],
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    # It writes to another store and its retention can delete there: a deployment turns it on.
+    is_paused_upon_creation=True,
+    doc_md=DAG_DOC,
+    tags=["statekeeper", "flink", "dr"],
+    default_args={
+        "owner": "statekeeper",
+        "retries": 2,
+        "retry_delay": timedelta(minutes=2),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+        "pool": "statekeeper_spark",
+    },
+    params={
+        "targets": Param(
+            [], type="array", items={"type": "string"},
+            title="Targets",
+            description="A target base URI (every indexed root is mirrored below it by its last path segment) "
+                        "and/or SOURCE_ROOT=TARGET_ROOT pairs. Each must lie below a prefix of the Variable "
+                        "statekeeper_dr_allowed_targets. Empty: the Variable statekeeper_dr_targets.",
+        ),
+        "snapshots": Param(
+            [], type="array", items={"type": "string"},
+            title="Snapshots",
+            description="Copy only these snapshots (a chk-N or savepoint directory, or its _metadata URI), instead "
+                        "of every job's latest restorable checkpoint. Empty: the usual selection.",
+        ),
+        "job_filter": Param(
+            "", type="string", title="Job filter",
+            description="Only job (and savepoint) directories whose name matches this glob. Empty: all jobs.",
+        ),
+        "savepoints": Param(
+            "newest", type="string", enum=["none", "newest", "all"], title="Savepoints",
+            description="Savepoints to copy besides each job's latest restorable checkpoint: none, the newest "
+                        "restorable one per job, or all restorable ones.",
+        ),
+        "verify": Param(
+            "size", type="string", enum=["size", "checksum"], title="Verification",
+            description="size: every referenced object exists at the target with the source's size. checksum: "
+                        "also compare a SHA-256 computed while copying with the target's bytes (reads them back).",
+        ),
+        "mode": Param(
+            "copy", type="string", enum=["copy", "verify"], title="Mode",
+            description="copy: copy what is missing and verify. verify: re-verify the newest copies at the target, "
+                        "copy nothing.",
+        ),
+        "include_external": Param(
+            False, type="boolean", title="Include files outside the roots",
+            description="Also copy referenced files outside the indexed roots (below <target>/_external/). Off: a "
+                        "snapshot that references one is not copied.",
+        ),
+        "keep": Param(
+            3, type="integer", minimum=1, title="Keep at the target",
+            description="Retention at the target: the newest N checkpoints of each job are kept. Manual runs only; "
+                        "scheduled runs use the Variable statekeeper_dr_keep (default 3).",
+        ),
+        "gc_mode": Param(
+            "plan", type="string", enum=["plan", "delete"], title="Retention mode at the target",
+            description="plan: a dry run that writes the plan to the DR warehouse's gc_actions and deletes nothing. "
+                        "delete: plan and delete at the target. Manual runs only; scheduled runs use the Variable "
+                        "statekeeper_dr_gc_mode (default plan).",
+        ),
+        "warehouse": Param(
+            "", type="string", title="Warehouse",
+            description="The source warehouse (its validation_jobs table selects what to copy). "
+                        "Empty: the Variable statekeeper_warehouse.",
+        ),
+        "dr_warehouse": Param(
+            "", type="string", title="DR warehouse",
+            description="Where the retention steps keep the DR store's index tables (not inside a target root). "
+                        "Empty: the Variable statekeeper_dr_warehouse.",
+        ),
+        "storage_conn_id": Param(
+            "", type="string", title="Storage connection",
+            description="An 'aws' connection for s3:// source roots or warehouse (e.g. statekeeper_s3_local). "
+                        "Empty for local disks and NFS mounts.",
+        ),
+        "dr_storage_conn_id": Param(
+            "", type="string", title="DR storage connection",
+            description="An 'aws' connection for the DR store (targets and DR warehouse). Empty: the Variable "
+                        "statekeeper_dr_storage_conn_id, else the storage connection's settings.",
+        ),
+        "spark_conn_id": Param(
+            "spark_local", type="string", title="Spark connection",
+            description="The Spark connection whose master spark-submit uses.",
+        ),
+        "spark_master": Param(
+            "", type="string", title="Spark master override",
+            description="Overrides the connection's master for this run, e.g. local[2] or spark://host:7077.",
+        ),
+    },
+) as dag:
+    dr_copy = StatekeeperSparkSubmitOperator(
+        task_id=DR.name,
+        job=DR.entry_point,
+        job_args=DR_ARGS,
+        storage_conn_id="{{ params.storage_conn_id }}",
+        target_storage_conn_id="{{ " + DR_CONN + " }}",
+        # Exit 1 (some snapshot not copied) and 2 are final (DR.retried); 3 is retried and resumes.
+        doc_md="Copies each job's latest restorable checkpoint (and savepoints by policy, or the given snapshots) "
+               "with every file it references to the allowlisted targets, rewrites and writes each `_metadata` "
+               "last, verifies. XCom: `target_roots` and `targets`. Exit 1 (some snapshot failed) is not retried.",
+        **SPARK,
+    )
+    target_index = StatekeeperSparkSubmitOperator(
+        task_id="target_index",
+        job=INDEX.entry_point,
+        job_args=TARGET_INDEX_ARGS,
+        # Default trigger rule (all_success): a failed copy run never leads to retention at the target.
+        doc_md="Indexes the target roots `dr_copy` wrote to (its XCom `target_roots`) into the DR warehouse.",
+        **TARGET_SUBMIT,
+    )
+    target_chains = StatekeeperSparkSubmitOperator(
+        task_id="target_chains",
+        job=CHAINS.entry_point,
+        job_args=["--warehouse", DR_WAREHOUSE, *RUN_ID],
+        doc_md="Reference chains of the copies (what each copied snapshot uses), in the DR warehouse.",
+        **TARGET_SUBMIT,
+    )
+    target_gc = StatekeeperSparkSubmitOperator(
+        task_id="target_gc",
+        job=GC.entry_point,
+        job_args=TARGET_GC_ARGS,
+        doc_md="Retention at the target: keeps the newest `keep` checkpoints of each job and plans (or, in "
+               "`delete` mode, deletes) the files no kept copy references, older than the grace period.",
+        **TARGET_SUBMIT,
+    )
+    dr_copy >> target_index >> target_chains >> target_gc
