@@ -6,7 +6,9 @@ orphan files; run the `checkpoint_maintenance` DAG on it with `dag.test()` (inde
 chains, validation, and a GC plan: a dry run, the cached store is read-only); print what it found and
 where the tables are. Then garbage-collect for real on a copy of the store: a second DAG run with
 `gc_mode=delete` on a relocated copy whose files are dated two days back (so a one-day grace period
-applies), listing what was deleted.
+applies), listing what was deleted. Last, the `checkpoint_dr_copy` DAG copies every job's latest
+restorable checkpoint and the newest savepoints of the sample store to a second local root
+(`.statekeeper/dr-store`), `_metadata` rewritten, verified there.
 """
 from __future__ import annotations
 
@@ -43,7 +45,8 @@ def sample_store_roots(version: str = DEMO_FLINK_VERSION) -> list[str]:
     return roots
 
 
-def run_dag(roots: list[str], warehouse: str, airflow_home: Path, **conf: object) -> str:
+def run_dag(roots: list[str], warehouse: str, airflow_home: Path, *, dag_id: str = "checkpoint_maintenance",
+            **conf: object) -> str:
     env = local_airflow_env(airflow_home)
     os.environ.update(env)  # Airflow reads its configuration on first import
     prepare(airflow_home, env)
@@ -52,8 +55,8 @@ def run_dag(roots: list[str], warehouse: str, airflow_home: Path, **conf: object
     bag = DagBag(dag_folder=str(PROJECT_ROOT / "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
-    dag = bag.dags["checkpoint_maintenance"]
-    run = dag.test(run_conf={"roots": roots, "warehouse": warehouse, **conf})
+    dag = bag.dags[dag_id]
+    run = dag.test(run_conf={**({"roots": roots} if roots else {}), "warehouse": warehouse, **conf})
     if str(run.state) != "success":
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
         raise SystemExit(f"DAG run {run.run_id} ended {run.state} (tasks: {states}); task logs are under "
@@ -144,6 +147,24 @@ def gc_summary(warehouse: str, run_id: str, label: str) -> str:
     return "\n".join(lines)
 
 
+def dr_summary(warehouse: str, airflow_run_id: str) -> str:
+    from statekeeper.tables import Warehouse
+    from statekeeper.tables.reader import TableReader
+
+    reader = TableReader(Warehouse(warehouse))
+    run = next(r for r in reader.read("dr_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id)
+    copies = [r for r in reader.read("dr_copies").to_pylist() if r["run_id"] == run["run_id"]]
+    lines = [f"DR copy {run['run_id']}: {run['status']}, {run['verified']} snapshot(s) verified, {run['failed']} "
+             f"failed; {run['files_copied']} object(s) copied ({run['bytes_copied']:,} bytes), "
+             f"{run['files_skipped']} already there"]
+    lines += [f"  {c['status']:<8} {c['selected_by']:<17} {c['target_metadata_uri'] or c['source_metadata_uri']}"
+              for c in sorted(copies, key=lambda c: c["source_metadata_uri"])]
+    lines += [f"  problem: {p}" for p in run["problems"]]
+    lines.append("  restore one with: flink run -s <its directory> ... (NO_CLAIM), e.g. after moving the sample "
+                 "store away")
+    return "\n".join(lines)
+
+
 def gc_copy(work: Path, version: str = DEMO_FLINK_VERSION) -> list[str]:
     """A relocated copy of the failed_and_orphans sample store, every file dated two days back."""
     import shutil
@@ -170,18 +191,29 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir).resolve()
     warehouse = (work / "warehouse").as_uri()
     started = time.monotonic()
-    print("1/4 sample checkpoint store (real Flink; cached after the first run)", flush=True)
+    print("1/5 sample checkpoint store (real Flink; cached after the first run)", flush=True)
     roots = sample_store_roots()
-    print("2/4 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
+    print("2/5 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
     run_id = run_dag(roots, warehouse, work / "airflow")
-    print("3/4 summary", flush=True)
+    print("3/5 summary", flush=True)
     print(summarize(warehouse, run_id))
     print(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
-    print("4/4 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
+    print("4/5 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
           "older_than=1d)", flush=True)
     copy_warehouse = (work / "gc-demo-warehouse").as_uri()
     gc_run = run_dag(gc_copy(work), copy_warehouse, work / "airflow", gc_mode="delete", older_than="1d")
     print(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
+    print("5/5 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
+          flush=True)
+    target = (work / "dr-store").as_uri()
+    # The allowlist is the deployment's guard (a Variable, never a form value); the demo deployment
+    # allows its own DR directory.
+    from airflow.models import Variable
+
+    Variable.set("statekeeper_dr_allowed_targets", target)
+    dr_run = run_dag([], warehouse, work / "airflow", dag_id="checkpoint_dr_copy", targets=[target],
+                     dr_warehouse=(work / "dr-warehouse").as_uri())
+    print(dr_summary(warehouse, dr_run))
     print(f"demo finished in {time.monotonic() - started:.0f}s")
     return 0
 

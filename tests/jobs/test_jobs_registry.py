@@ -55,7 +55,7 @@ def test_every_table_has_a_registered_producer():
 def test_lookup_by_name_or_entry_point():
     for spec in JOBS:
         assert job(spec.name) is spec and job(spec.entry_point) is spec
-    with pytest.raises(KeyError, match="index, chains, validate, gc"):
+    with pytest.raises(KeyError, match="index, chains, validate, gc, dr_copy"):
         job("compact")
 
 
@@ -98,7 +98,9 @@ def test_audit_row_comes_from_the_result(spec):
              "chains": lambda: {"source_versions": {"snapshots": 1}},
              "validate": lambda: {"roots": (), "source_versions": {"snapshots": 1}},
              "gc": lambda: {"mode": module.GcMode.PLAN, "plan_run_id": "r1", "source_versions": {"snapshots": 1},
-                            "breakdown": (module.Reclaim("file:///r", "j", "orphan", 2, 10),)}}[spec.name]()
+                            "breakdown": (module.Reclaim("file:///r", "j", "orphan", 2, 10),)},
+             "dr_copy": lambda: {"mode": module.DrMode.COPY, "source_versions": {"snapshots": 1},
+                                 "targets": {"file:///r": "file:///dr/r"}, "problems": ("p",)}}[spec.name]()
     result = result_type(run_id="r1", status="failed", started_at=now, finished_at=now, warehouse="/w",
                          table_versions={"a": 1, "b": None}, error="boom", **extra)
     context = {"statekeeper_version": "0", "airflow_run_id": None, "data_interval_start": None,
