@@ -88,6 +88,24 @@ def test_incremental_rerun_copies_only_new_files(spark, flink_fixture, tmp_path)
     code, third = p.dr(*args, "--savepoints", "none")           # nothing new: nothing copied
     assert code == 0 and third["files_copied"] == 0 and third["files_skipped"] == len(new_files)
 
+    # retention at the target (keep 1): the GC's own rules on the DR roots, in a warehouse of their own
+    older_copy = local(target + "/checkpoints" + uri(chks[-2])[len(src + "/checkpoints"):])
+    newest_copy = local(row["target_metadata_uri"]).parent
+    assert (older_copy / "_metadata").is_file()
+    t = dr_pipeline(spark, tmp_path / "dr-side", [target + "/checkpoints", target + "/savepoints"])
+    (tmp_path / "dr-side").mkdir()
+    t.refresh()
+    code, gc = t.gc("--mode", "delete", "--retain-last", "1", "--older-than", "1s", "--allow-short-grace")
+    assert code == 0 and gc["deleted"] > 0, gc
+    assert not (older_copy / "_metadata").exists()
+    assert (newest_copy / "_metadata").is_file()
+    assert not [u for u in _named_files(newest_copy / "_metadata") if not local(u).is_file()]
+    only_older = {target + "/checkpoints" + u[len(src + "/checkpoints"):] for u in old_files - new_files}
+    assert only_older and not [u for u in only_older if local(u).exists()]
+    (tmp_path / "src").rename(tmp_path / "src-moved-away")
+    verdict = harness.verify_restore(VERSION, newest_copy, "chain_claim", job="A")
+    assert verdict.ok, verdict.output[-3000:]
+
 
 def test_metadata_only_ever_visible_complete_and_sigkill_then_rerun(spark, flink_fixture, tmp_path):
     fx, src, p, target, args = _store(spark, flink_fixture, tmp_path, "chain_claim")

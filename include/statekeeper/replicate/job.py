@@ -177,6 +177,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
         from statekeeper.replicate import select
 
         opts = self._options
+        self._create_local_targets()
         candidates = ctx.keep(select.candidates(opts, results, jobs, snaps))
         problems: list[str] = []
         if not opts.snapshots:
@@ -213,6 +214,18 @@ class CopyToDr(StatekeeperJob[DrResult]):
         return self._result(ctx, status, snapshots=groups, verified=len(verified), failed=failed,
                             fallbacks=fallbacks, problems=tuple(problems[:_PROBLEMS_SHOWN]),
                             notes=tuple(notes[:_PROBLEMS_SHOWN]), table_versions=versions, **totals)
+
+    def _create_local_targets(self) -> None:
+        """Every local target root exists after a copy run, also one nothing was copied to yet (e.g. a
+        savepoint root without savepoints): the target is indexed as a store of its own, and the index
+        refuses a missing local root as a likely typo or unmounted volume."""
+        import os
+
+        from statekeeper.storage import local_path
+
+        for target in self._mapping.values():
+            if target.startswith("file://"):
+                os.makedirs(local_path(target), exist_ok=True)
 
     def _check_explicit(self, ctx: RunContext) -> None:
         """--snapshot: each must be indexed, parsed and restorable (a handful of rows on the driver).
