@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
         "verify; write the _metadata last. The source is never modified. Re-runs copy only what is missing.")
     p.add_argument("--target", action="append", default=[], metavar="BASE | SOURCE_ROOT=TARGET_ROOT",
                    help="where each indexed root goes: SOURCE_ROOT=TARGET_ROOT (repeatable), and/or one BASE below "
-                        "which every other root is mirrored by its last path segment")
+                        "which every other root is mirrored by its path below the roots' common directory")
     p.add_argument("--allowed-targets", action="append", default=[], metavar="URI[,URI...]",
                    help="the allowlist: targets must lie below one of these prefixes (the DAG passes the Variable "
                         "statekeeper_dr_allowed_targets); required")

@@ -23,6 +23,18 @@ def test_a_base_mirrors_each_root_by_its_last_segment():
         "s3://src/flink/checkpoints": "s3://dr/flink/checkpoints", "s3://src/flink/savepoints": "s3://dr/flink/savepoints"}
 
 
+def test_a_base_keeps_roots_apart_below_their_common_directory():
+    roots = ["file:///c/fx/chain-1/checkpoints", "file:///c/fx/chain-1/savepoints", "file:///c/fx/orph-2/checkpoints"]
+    assert _opts("file:///dr", allowed="file:///dr").mapping(roots) == {
+        "file:///c/fx/chain-1/checkpoints": "file:///dr/chain-1/checkpoints",
+        "file:///c/fx/chain-1/savepoints": "file:///dr/chain-1/savepoints",
+        "file:///c/fx/orph-2/checkpoints": "file:///dr/orph-2/checkpoints"}
+    assert _opts("s3://dr/x").mapping(["s3://a/flink", "s3://b/flink"]) == {
+        "s3://a/flink": "s3://dr/x/a/flink", "s3://b/flink": "s3://dr/x/b/flink"}
+    assert _opts("s3://dr/x").mapping(["s3://a/flink/checkpoints"]) == {
+        "s3://a/flink/checkpoints": "s3://dr/x/checkpoints"}
+
+
 def test_pairs_win_over_the_base_and_must_name_indexed_roots():
     m = _opts("s3://dr/base", "s3://src/flink/savepoints=s3://dr/sp").mapping(ROOTS)
     assert m["s3://src/flink/savepoints"] == "s3://dr/sp" and m["s3://src/flink/checkpoints"] == "s3://dr/base/checkpoints"

@@ -54,9 +54,30 @@ def _canonical(uri: str, what: str) -> str:
         raise DrOptionsError(f"{what} {uri!r} is not an absolute file:// or s3:// URI: {exc}") from None
 
 
+def _segments(uri: str) -> list[str]:
+    scheme, _, rest = uri.partition("://")
+    return [scheme, *[p for p in rest.split("/") if p]]
+
+
+def _below_common_parent(roots: list[str]) -> dict[str, str]:
+    """Each root's path below the deepest directory all of them share (at least its last segment):
+    s3://b/flink/checkpoints and s3://b/flink/savepoints -> checkpoints, savepoints; roots in two
+    buckets keep their bucket names; different schemes keep the scheme too. Distinct roots never
+    collide, because nothing but a shared prefix is dropped."""
+    if not roots:
+        return {}
+    parts = {r: _segments(r) for r in roots}
+    common = 0
+    shortest = min(len(p) for p in parts.values())
+    while common < shortest - 1 and len({tuple(p[:common + 1]) for p in parts.values()}) == 1:
+        common += 1
+    return {r: "/".join(p[common:]) for r, p in parts.items()}
+
+
 @dataclass(frozen=True)
 class TargetSpec:
-    """`--target` as given: explicit SOURCE=TARGET pairs and/or one base every other root goes below."""
+    """`--target` as given: explicit SOURCE=TARGET pairs and/or one base every other root is mirrored
+    below, by its path below the roots' deepest common directory."""
 
     pairs: tuple[tuple[str, str], ...] = ()
     base: str | None = None
@@ -86,11 +107,12 @@ class TargetSpec:
             raise DrOptionsError(f"--target names source root(s) {unknown} that the index does not cover "
                                  f"(indexed roots: {roots})")
         out: dict[str, str] = {}
+        below = _below_common_parent([r for r in roots if r not in explicit])
         for root in roots:
             if root in explicit:
                 out[root] = explicit[root]
             elif self.base is not None:
-                out[root] = f"{self.base}/{root.rsplit('/', 1)[-1]}"
+                out[root] = f"{self.base}/{below[root]}"
             else:
                 raise DrOptionsError(f"source root {root} has no target: add --target {root}=<target root>, or "
                                      "a target base (--target <base>) below which every root is mirrored")
