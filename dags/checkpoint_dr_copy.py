@@ -167,8 +167,8 @@ with DAG(
         "targets": Param(
             [], type="array", items={"type": "string"},
             title="Targets",
-            description="A target base URI (every indexed root is mirrored below it by its last path segment) "
-                        "and/or SOURCE_ROOT=TARGET_ROOT pairs. Each must lie below a prefix of the Variable "
+            description="A target base URI (every indexed root is mirrored below it by its path below the roots' "
+                        "common directory) and/or SOURCE_ROOT=TARGET_ROOT pairs. Each must lie below a prefix of the Variable "
                         "statekeeper_dr_allowed_targets. Empty: the Variable statekeeper_dr_targets.",
         ),
         "snapshots": Param(
