@@ -7,11 +7,12 @@ of the DR store's own. Task entry points and exit-code contracts come from state
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
 from statekeeper.jobs.registry import CHAINS, DR, GC, INDEX
 from statekeeper_airflow.assets import VALIDATION_JOBS
+from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
@@ -136,12 +137,8 @@ TARGET_GC_ARGS = [
     KEEP,
 ]
 
-SPARK = {
-    "spark_conn_id": "{{ params.spark_conn_id }}",
-    "spark_master": "{{ params.spark_master }}",
-}
 # The retention steps read and write the DR store only: its connection, else the source's (as dr_copy).
-TARGET_SUBMIT = {**SPARK, "storage_conn_id": "{{ " + DR_CONN + " or params.storage_conn_id }}"}
+TARGET_SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ " + DR_CONN + " or params.storage_conn_id }}"}
 
 with DAG(
     dag_id="checkpoint_dr_copy",
@@ -155,14 +152,7 @@ with DAG(
     is_paused_upon_creation=True,
     doc_md=DAG_DOC,
     tags=["statekeeper", "flink", "dr"],
-    default_args={
-        "owner": "statekeeper",
-        "retries": 2,
-        "retry_delay": timedelta(minutes=2),
-        "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(minutes=30),
-        "pool": "statekeeper_spark",
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "targets": Param(
             [], type="array", items={"type": "string"},
@@ -232,14 +222,7 @@ with DAG(
             description="An 'aws' connection for the DR store (targets and DR warehouse). Empty: the Variable "
                         "statekeeper_dr_storage_conn_id, else the storage connection's settings.",
         ),
-        "spark_conn_id": Param(
-            "spark_local", type="string", title="Spark connection",
-            description="The Spark connection whose master spark-submit uses.",
-        ),
-        "spark_master": Param(
-            "", type="string", title="Spark master override",
-            description="Overrides the connection's master for this run, e.g. local[2] or spark://host:7077.",
-        ),
+        **spark_params(),
     },
 ) as dag:
     dr_copy = StatekeeperSparkSubmitOperator(
@@ -252,7 +235,7 @@ with DAG(
         doc_md="Copies each job's latest restorable checkpoint (and savepoints by policy, or the given snapshots) "
                "with every file it references to the allowlisted targets, rewrites and writes each `_metadata` "
                "last, verifies. XCom: `target_roots` and `targets`. Exit 1 (some snapshot failed) is not retried.",
-        **SPARK,
+        **SPARK_SUBMIT,
     )
     target_index = StatekeeperSparkSubmitOperator(
         task_id="target_index",

@@ -6,11 +6,12 @@ and exit-code contract (which failures are retried) come from statekeeper.jobs.r
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
 from statekeeper.jobs.registry import CHAINS, GC, INDEX, VALIDATE
 from statekeeper_airflow.assets import VALIDATION_JOBS
+from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
@@ -100,11 +101,7 @@ GC_ARGS = [
     optional("max-deletes-per-second", "max_deletes_per_second"),
 ]
 
-SUBMIT = {
-    "spark_conn_id": "{{ params.spark_conn_id }}",
-    "storage_conn_id": "{{ params.storage_conn_id }}",
-    "spark_master": "{{ params.spark_master }}",
-}
+SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ params.storage_conn_id }}"}
 
 with DAG(
     dag_id="checkpoint_maintenance",
@@ -115,14 +112,7 @@ with DAG(
     max_active_runs=1,
     doc_md=DAG_DOC,
     tags=["statekeeper", "flink"],
-    default_args={
-        "owner": "statekeeper",
-        "retries": 2,
-        "retry_delay": timedelta(minutes=2),
-        "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(minutes=30),
-        "pool": "statekeeper_spark",
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "roots": Param(
             [], type="array", items={"type": "string"},
@@ -149,14 +139,7 @@ with DAG(
             description="An 'aws' connection for s3:// roots or warehouse (e.g. statekeeper_s3_local). "
                         "Empty for local disks and NFS mounts.",
         ),
-        "spark_conn_id": Param(
-            "spark_local", type="string", title="Spark connection",
-            description="The Spark connection whose master spark-submit uses.",
-        ),
-        "spark_master": Param(
-            "", type="string", title="Spark master override",
-            description="Overrides the connection's master for this run, e.g. local[2] or spark://host:7077.",
-        ),
+        **spark_params(),
         "gc_mode": Param(
             "plan", type="string", enum=["plan", "delete"], title="GC mode",
             description="plan: a dry run that writes the plan to gc_actions and deletes nothing. delete: plan "
