@@ -1,7 +1,7 @@
 """DR copies between two S3 endpoints (two moto servers: another endpoint, other data), and back.
 
-A relocated copy of the newest version's chain store (CLAIM, with a LEGACY branch) lives on the
-session's moto server. The DR copy goes to a bucket on a SECOND moto server, reached with its own
+Relocated copies of the newest version's stores of every DR scenario (the chains, file merging,
+unaligned, savepoints, hashmap) live on the session's moto server. The DR copy goes to a bucket on a SECOND moto server, reached with its own
 StorageConfig (as the DR region's Airflow connection would be): bytes stream get -> put, nothing is
 server-side. It is verified there; then the DR bucket is indexed and validated as a source of its
 own and copied down to local disk with the same job, and those copies restore in real Flink.
@@ -24,6 +24,7 @@ from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import MotoServer, make_bucket
 from tests.replicate.support import table
+from tests.replicate.test_dr_flink import SCENARIOS
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
@@ -49,10 +50,10 @@ def _index_and_validate(spark, roots, warehouse, storage):
 
 
 def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_config, dr_server, tmp_path):
-    fx = flink_fixture(VERSION, "chain_claim")
+    fixtures = {s: flink_fixture(VERSION, s) for s in SCENARIOS if s in harness.scenarios_for(VERSION)}
     src_bucket = make_bucket(s3_config, "src")
-    source = relocate_store(fx.root, f"s3://{src_bucket}/flink", RoutingFileIO(s3_config))
-    roots = store_roots(source)
+    roots = [r for s, fx in fixtures.items()
+             for r in store_roots(relocate_store(fx.root, f"s3://{src_bucket}/{s}", RoutingFileIO(s3_config)))]
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     _index_and_validate(spark, roots, warehouse, s3_config)
 
@@ -80,7 +81,7 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
     assert again.files_copied == 0 and again.files_skipped == result.files_copied + result.files_skipped
 
     # download: the DR bucket is now a source (indexed, validated) copied to local disk by the same job
-    dr_roots = [f"{target}/checkpoints", f"{target}/savepoints"]
+    dr_roots = list(result.target_roots)
     dr_warehouse = Warehouse(str(tmp_path / "dr-warehouse"))
     _index_and_validate(spark, dr_roots, dr_warehouse, dr_config)
     local_target = normalize_uri(str(tmp_path / "restored"))
@@ -91,13 +92,14 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
     assert back.status == "succeeded" and back.verified == result.verified, back.summary()
 
     cases = []
-    for job in fx.manifest["jobs"]:
-        newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
-        rel = normalize_uri(newest)[len(normalize_uri(str(fx.root))) + 1:]
-        cases.append((tmp_path / "restored" / rel, "chain_claim", job["name"]))
-    for sp in fx.manifest.get("savepoints", []):
-        rel = normalize_uri(sp["dir"])[len(normalize_uri(str(fx.root))) + 1:]
-        cases.append((tmp_path / "restored" / rel, "chain_claim", sp["job"]))
+    for s, fx in fixtures.items():
+        below = lambda d: normalize_uri(d)[len(normalize_uri(str(fx.root))) + 1:]   # noqa: E731
+        for job in fx.manifest["jobs"]:
+            if job["retained_checkpoints"]:
+                newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
+                cases.append((tmp_path / "restored" / s / below(newest), s, job["name"]))
+        for sp in fx.manifest.get("savepoints", []):
+            cases.append((tmp_path / "restored" / s / below(sp["dir"]), s, sp["job"]))
     for path, _, _ in cases:
         assert (Path(path) / "_metadata").is_file(), path
     readings = harness.run_oracle(VERSION, [Path(p) / "_metadata" for p, _, _ in cases])
