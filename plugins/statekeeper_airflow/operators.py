@@ -49,9 +49,9 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.log import mask_secret
 from statekeeper.jobs import registry
-
-from .submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master, scoped_environ,
-                         spark_defaults_file, write_properties_file)
+# Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
+from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
+                                            scoped_environ, spark_defaults_file, write_properties_file)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
