@@ -125,6 +125,52 @@ def test_s3_to_s3_same_store_copies_server_side(s3_config, s3_bucket):
     assert fio.read_bytes(f"s3://{s3_bucket}/dr/f") == data
 
 
+def _heads_of(transfer: Transfer, uri: str) -> list[str]:
+    """Keys of every HeadObject the transfer's S3 client sends from now on (source and target share it)."""
+    keys: list[str] = []
+    client = transfer._fileios()[1].backend(uri).client
+    client.meta.events.register("before-parameter-build.s3.HeadObject", lambda params, **_: keys.append(params["Key"]))
+    return keys
+
+
+def test_server_side_copy_with_the_source_etag_needs_no_size_check(s3_config, s3_bucket):
+    # CopyObject answers with the new object's ETag: equal to the stat'ed source's plain MD5, the copy is
+    # that version byte for byte, so no HEAD of the target follows the copy (only the skip check before it).
+    data = _payload(50_000, 14)
+    _put(RoutingFileIO(s3_config), f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"], source_roots=[f"s3://{s3_bucket}/cp"])
+    heads = _heads_of(transfer, f"s3://{s3_bucket}/dr/f")
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f", len(data))
+    assert (result.outcome, result.method, result.size) == (TransferOutcome.COPIED, "server_side", len(data))
+    assert sorted(heads) == ["cp/f", "dr/f"]
+
+
+def test_server_side_copy_with_another_etag_still_checks_the_size(s3_config, s3_bucket):
+    # A copy whose ETag does not prove identity (SSE-KMS, a store that ignored CopySourceIfMatch) is
+    # stat'ed after the copy, and a size other than the stat'ed source's fails the item.
+    data = _payload(50_000, 15)
+    _put(RoutingFileIO(s3_config), f"s3://{s3_bucket}/cp/f", data)
+    transfer = Transfer(s3_config, None, [f"s3://{s3_bucket}/dr"], source_roots=[f"s3://{s3_bucket}/cp"])
+    heads = _heads_of(transfer, f"s3://{s3_bucket}/dr/f")
+    client = transfer._fileios()[1].backend(f"s3://{s3_bucket}/dr/f").client
+    copied = []
+
+    def other_etag(parsed, **_):
+        parsed["CopyObjectResult"]["ETag"] = '"00000000000000000000000000000000"'
+        copied.append(True)
+
+    def short_target(parsed, model, **_):
+        if copied and "ContentLength" in parsed:
+            parsed["ContentLength"] = len(data) - 1
+
+    client.meta.events.register("after-call.s3.CopyObject", other_etag)
+    client.meta.events.register("after-call.s3.HeadObject", short_target)
+    result = _one(transfer, f"s3://{s3_bucket}/cp/f", f"s3://{s3_bucket}/dr/f", len(data))
+    assert result.outcome is TransferOutcome.FAILED
+    assert f"left {len(data) - 1} bytes" in result.message
+    assert sorted(heads) == ["cp/f", "dr/f", "dr/f"]
+
+
 def test_s3_to_s3_other_endpoint_streams(s3_config, s3_bucket):
     other = _other_endpoint(s3_config)
     target_bucket = make_bucket(other)
