@@ -47,7 +47,15 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.default.parallelism", str(cores))
-               .config("spark.driver.memory", "1g")
+               # One session serves the whole suite (hundreds of jobs): keep only recent job and SQL
+               # execution history, whose plan descriptions (with cached relations nested in them)
+               # otherwise pile up in the driver's heap for the session's lifetime.
+               .config("spark.driver.memory", "2g")
+               .config("spark.sql.ui.retainedExecutions", "20")
+               .config("spark.ui.retainedJobs", "50")
+               .config("spark.ui.retainedStages", "50")
+               .config("spark.ui.retainedTasks", "1000")
+               .config("spark.sql.ui.retainedQueries", "20")
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
