@@ -55,7 +55,6 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.ui.retainedJobs", "50")
                .config("spark.ui.retainedStages", "50")
                .config("spark.ui.retainedTasks", "1000")
-               .config("spark.sql.ui.retainedQueries", "20")
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
