@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from statekeeper.jobs.result import human_size
 from statekeeper.layout.locate import EXTERNAL_ROOT_ID, METADATA_SUFFIX, location_job_dir
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables import cut
@@ -328,16 +329,6 @@ def _strongest(relations: Any) -> str:
 
 # -- rendering ---------------------------------------------------------------------------------
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
 def render_text(report: ExplainReport) -> str:
     out: list[str] = []
     w = out.append
@@ -349,11 +340,11 @@ def render_text(report: ExplainReport) -> str:
         groups: dict[tuple[str, str, str], list[FileNeed]] = {}
         for n in report.needs:
             groups.setdefault((n.relation, n.target_kind, n.target_uri), []).append(n)
-        w(f"\nNeeds {len(report.needs)} file(s), {_size(sum(n.stated_bytes or 0 for n in report.needs))} stated:")
+        w(f"\nNeeds {len(report.needs)} file(s), {human_size(sum(n.stated_bytes or 0 for n in report.needs))} stated:")
         for (relation, kind, t), needs in sorted(groups.items(), key=lambda kv: (_RELATION_ORDER.get(kv[0][0], 9), kv[0][2])):
             missing = [n for n in needs if n.in_listing is False]
             unknown = [n for n in needs if n.in_listing is None]
-            w(f"  {_RELATION_TEXT.get(relation, relation):<22} {len(needs):>6} file(s) {_size(sum(n.stated_bytes or 0 for n in needs)):>10}  {t}"
+            w(f"  {_RELATION_TEXT.get(relation, relation):<22} {len(needs):>6} file(s) {human_size(sum(n.stated_bytes or 0 for n in needs)):>10}  {t}"
               + (f"  [{len(missing)} MISSING from the listing]" if missing else "")
               + (f"  [{len(unknown)} outside the indexed roots]" if unknown else ""))
             for n in missing[:5]:
@@ -375,7 +366,7 @@ def render_text(report: ExplainReport) -> str:
     if others:
         w(f"Referenced directly by {len(others)} retained snapshot(s) (deleting {subject} breaks them):")
         for r in others:
-            w(f"  {_RELATION_TEXT.get(r.relation, r.relation):<22} {r.files:>6} file(s) {_size(r.bytes):>10}  "
+            w(f"  {_RELATION_TEXT.get(r.relation, r.relation):<22} {r.files:>6} file(s) {human_size(r.bytes):>10}  "
               f"{r.snapshot_uri}")
     else:
         w(f"No other retained snapshot references files under {subject}.")

@@ -32,7 +32,7 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.registry import GC
-from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.result import JobResult, human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
 from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus
 
@@ -77,14 +77,14 @@ class GcResult(JobResult):
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
         lines = [f"gc run {self.run_id} ({self.mode.value}) {self.status} in {self.seconds:.1f}s: "
-                 f"{self.planned} file(s), {_size(self.planned_bytes)} {verb}; {self.expired_snapshots} snapshot(s) "
+                 f"{self.planned} file(s), {human_size(self.planned_bytes)} {verb}; {self.expired_snapshots} snapshot(s) "
                  f"expired by policy; index versions {self.source_versions}"]
         if self.plan_run_id != self.run_id:
             lines.append(f"  executed the plan of run {self.plan_run_id}")
         if self.resumed:
             lines.append(f"  resumed interrupted run(s) first: {', '.join(self.resumed)}")
         if self.mode is not GcMode.PLAN and not self.blocked:
-            lines.append(f"  deleted {self.deleted} ({_size(self.deleted_bytes)}), already gone {self.already_gone}, "
+            lines.append(f"  deleted {self.deleted} ({human_size(self.deleted_bytes)}), already gone {self.already_gone}, "
                          f"changed or newly referenced (kept) {self.changed_skipped}, FAILED {self.failed}; "
                          f"{self.retries} retried request(s); {self.new_snapshots} _metadata written since the index "
                          "were parsed and their files kept")
@@ -96,7 +96,7 @@ class GcResult(JobResult):
         top = sorted(self.breakdown, key=lambda r: (-r.bytes, r.root, r.job_dir, r.reason))[:20]
         if top:
             lines.append("  reclaimable by job directory and reason (largest first):")
-            lines.extend(f"    {r.root}/{r.job_dir} {r.reason}: {r.files} file(s), {_size(r.bytes)}" for r in top)
+            lines.extend(f"    {r.root}/{r.job_dir} {r.reason}: {r.files} file(s), {human_size(r.bytes)}" for r in top)
             if len(self.breakdown) > len(top):
                 lines.append(f"    ... {len(self.breakdown) - len(top)} more rows in gc_runs.breakdown")
         if self.failed:
@@ -115,14 +115,6 @@ def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> An
     """Replace the run's partition of gc_actions (its plan, then the same rows with outcomes) in one commit."""
     return ctx.engine.write(df, ctx.warehouse, GC_ACTIONS, mode="replace_partitions", replace=[{"run_id": run_id}],
                             metadata=ctx.commit_metadata(**metadata))
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 class CollectGarbage(StatekeeperJob[GcResult]):
@@ -353,7 +345,7 @@ class CollectGarbage(StatekeeperJob[GcResult]):
 
         def progress() -> str:
             done, elapsed = acc[0].value, max(time.monotonic() - began, 1e-6)
-            return (f"{done}/{total} file(s) done, {_size(acc[1].value)}, {done / elapsed:.0f} file(s)/s, "
+            return (f"{done}/{total} file(s) done, {human_size(acc[1].value)}, {done / elapsed:.0f} file(s)/s, "
                     f"{acc[2].value} retried request(s)")
 
         ctx.beat.phase("deleting", progress)

@@ -28,7 +28,8 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.registry import DR
-from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.result import JobResult, human_size
+from statekeeper.replicate.closure import mapped
 from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, VerifyMode
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.catalog import DR_COPIES, DR_FILES
@@ -62,8 +63,8 @@ class DrResult(JobResult):
         verb = "re-verified" if self.mode is DrMode.VERIFY else "copied and verified"
         lines = [f"dr copy run {self.run_id} ({self.mode.value}) {self.status} in {self.seconds:.1f}s: "
                  f"{self.verified}/{self.snapshots} snapshot(s) {verb}, {self.failed} failed; "
-                 f"{self.files_copied} object(s) copied ({_size(self.bytes_copied)}), {self.files_skipped} already "
-                 f"at the target ({_size(self.bytes_skipped)}); {self.fallbacks} fallback(s) to older checkpoints"]
+                 f"{self.files_copied} object(s) copied ({human_size(self.bytes_copied)}), {self.files_skipped} already "
+                 f"at the target ({human_size(self.bytes_skipped)}); {self.fallbacks} fallback(s) to older checkpoints"]
         for src, dst in sorted(self.targets.items()):
             lines.append(f"  {src} -> {dst}")
         for n in self.notes[:20]:
@@ -75,14 +76,6 @@ class DrResult(JobResult):
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 class CopyToDr(StatekeeperJob[DrResult]):
@@ -161,12 +154,12 @@ class CopyToDr(StatekeeperJob[DrResult]):
     def _run(self, ctx: RunContext) -> DrResult:
         self._storage_config = ctx.storage
         self._progress_values: dict[str, Any] = {}
+        if self._options.mode is DrMode.VERIFY:
+            return self._reverify(ctx)      # reads dr_copies and dr_files only, not the index
         tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
         snaps, refs, files = ctx.keep(tables["snapshots"]), tables["references"], tables["files"]
         check_consistent(snaps, refs, self._pinned().versions)
         validation = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
-        if self._options.mode is DrMode.VERIFY:
-            return self._reverify(ctx)
         return self._copy(ctx, snaps, refs, files, validation["validation_results"], validation["validation_jobs"])
 
     # -- copy ----------------------------------------------------------------------------------
@@ -304,8 +297,8 @@ class CopyToDr(StatekeeperJob[DrResult]):
 
         def progress() -> str:
             done, elapsed = acc_files.value, max(time.monotonic() - began, 1e-6)
-            return (f"{done}/{total} object(s) done, {_size(acc_bytes.value)} copied, "
-                    f"{_size(acc_bytes.value / elapsed)}/s")
+            return (f"{done}/{total} object(s) done, {human_size(acc_bytes.value)} copied, "
+                    f"{human_size(acc_bytes.value / elapsed)}/s")
 
         ctx.beat.phase(f"copying (round {round_no})", progress)
         checksum = opts.verify is VerifyMode.CHECKSUM
@@ -343,7 +336,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
                     .agg(F.collect_list(F.struct("source_uri", "target_uri")).alias("external")))
         base = (chosen.select("snapshot_uri", "metadata_etag", "group_key", "selected_by", "root", "job_dir", "job_id",
                               "checkpoint_id", "snapshot_type")
-                .withColumn("target_metadata_uri", _mapped(F.col("snapshot_uri"), self._mapping))
+                .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
                 .join(refused, "snapshot_uri", "left").join(per_snapshot, "snapshot_uri", "left")
                 .join(external, "snapshot_uri", "left"))
         ready = base.where(F.col("refusal").isNull() & (F.coalesce(F.col("bad"), F.lit(0)) == 0))
@@ -360,7 +353,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
             .otherwise(F.lit(DrCopyStatus.FAILED.value)).alias("status"),
             F.col("snapshot_uri").alias("source_metadata_uri"),
             F.when(F.coalesce(F.col("ok"), F.lit(False)), F.col("target_metadata_uri")).alias("target_metadata_uri"),
-            F.col("root").alias("source_root"), _mapped(F.col("root"), self._mapping).alias("target_root"),
+            F.col("root").alias("source_root"), mapped(F.col("root"), self._mapping).alias("target_root"),
             "job_dir", "job_id", "checkpoint_id", "snapshot_type", "selected_by",
             *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
               for c in ("files", "bytes", "files_copied", "bytes_copied", "files_skipped", "bytes_skipped")],
@@ -464,10 +457,4 @@ class CopyToDr(StatekeeperJob[DrResult]):
         return self._result(ctx, DrRunStatus.SUCCEEDED if failed == 0 else DrRunStatus.ATTENTION, snapshots=total,
                             verified=total - failed, failed=failed, problems=problems,
                             table_versions={DR_COPIES.name: commit.version})
-
-
-def _mapped(column: Any, mapping: dict[str, str]) -> Any:
-    from statekeeper.replicate.closure import mapped
-
-    return mapped(column, mapping)
 

@@ -206,8 +206,7 @@ class MetadataTask:
 
         from statekeeper.storage import local_path
 
+        # relocate() has refused any directory outside the targets already
         for d in dirs:
             if d.startswith("file://"):
-                if not any(d == r or d.startswith(r.rstrip("/") + "/") for r in self.target_roots):
-                    raise RuntimeError(f"managed directory {d} is outside the targets")  # relocate refuses first
                 os.makedirs(local_path(d), exist_ok=True)
