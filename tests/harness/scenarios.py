@@ -110,6 +110,10 @@ _PLANS: tuple[ScenarioPlan, ...] = (
     # Dedicated (tests/index/test_odd_paths_flink.py), newest Flink only: the per-scenario tests that index
     # every scenario of a version in one run would all fail while file: paths are percent-decoded.
     ScenarioPlan("odd_path", _chain("CLAIM")[:2], min_flink=(2, 3), store_dir="odd dir%41+x", dedicated=True),
+    # `incremental` at the largest inline threshold (1 MiB): small SSTs, RocksDB meta and operator state
+    # all land inside `_metadata`, beside shared SSTs by absolute path. Dedicated (tests/compact/).
+    ScenarioPlan("incremental_inline", (JobPlan("A", {"checkpoints": 5, "inline_threshold": 1 << 20}),),
+                 dedicated=True),
 )
 
 PLANS: Mapping[str, ScenarioPlan] = MappingProxyType({p.name: p for p in _PLANS})

@@ -10,6 +10,7 @@ Pure: imports nothing from Spark, Airflow or boto3 and parses from any seekable 
     account(model)                                     # where the bytes of the file go
     res = rewrite_prefixes(model, {"s3://a/ckpt": "s3://b/ckpt"})   # .model .changes .unmapped
     res = externalize_inline(model, uri)               # .model .files (ExternalFile: uri, payload)
+    res = absolutize_relative(model, uri)              # tag 6 -> tag 2 (a _metadata written elsewhere)
     write_metadata(res.model, out, inline_source=original_source)    # streams unloaded payloads
 
 Errors: MetadataFormatError (subclasses: NotFlinkMetadataError, UnsupportedMetadataVersionError,
@@ -82,6 +83,7 @@ from .rewrite import (
     PathChange,
     RewriteError,
     RewriteResult,
+    absolutize_relative,
     externalize_inline,
     rewrite_prefixes,
 )

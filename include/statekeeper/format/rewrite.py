@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from statekeeper.errors import StatekeeperError
-from statekeeper.uri import flink_path_uri, join_uri, normalize_uri, parent_uri
+from statekeeper.uri import flink_path_uri, join_uri, normalize_uri, parent_uri, resolve_relative
 
 from . import tags as T
 from .model import (
@@ -140,6 +140,31 @@ def rewrite_prefixes(model: CheckpointMetadata, mapping: dict[str, str]) -> Rewr
         changes=[PathChange(old, v[0], kind, v[1]) for (old, kind), v in changes.items()],
         unmapped=list(unmapped),
     )
+
+
+# --------------------------------------------------------------------------- absolutize relative
+
+
+def absolutize_relative(model: CheckpointMetadata, metadata_uri: str) -> RewriteResult:
+    """Turn every relative (tag 6) handle into an absolute (tag 2) one naming the same file, as Flink
+    resolves it beside `metadata_uri`. Needed before a `_metadata` is written anywhere but beside its
+    files (compaction into a new directory): a relative name would resolve beside the new file.
+    Sizes, order, version and everything else stay; tag 2 exists in every version."""
+    snapshot_dir = parent_uri(normalize_uri(metadata_uri))
+    changes: dict[str, list] = {}
+
+    def visit(site: Site, role: str, local_name, node):
+        if type(node) is not RelativeFileHandle:
+            return node
+        uri = resolve_relative(snapshot_dir, node.relative_path)
+        rec = changes.setdefault(node.relative_path, [uri, 0])
+        rec[1] += 1
+        return FileHandle(uri, node.size)
+
+    new_model = transform(model, visit)
+    return RewriteResult(model=new_model,
+                         changes=[PathChange(old, v[0], "RELATIVE_STREAM_STATE_HANDLE", v[1])
+                                  for old, v in changes.items()])
 
 
 # --------------------------------------------------------------------------- externalize inline

@@ -173,7 +173,28 @@ DR = JobSpec(
     retried=frozenset({ExitCode.INTERNAL}),
 )
 
-JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC, DR)
+COMPACT = JobSpec(
+    name="compact",
+    label="compaction",
+    entry_point="compact_checkpoints",
+    builder="statekeeper.compact.job:CompactCheckpoints",
+    audit_table="compaction_runs",
+    run_id_prefix="cmp",
+    summary="move inline state out of bloated _metadata into files (a new snapshot directory, or in place for "
+            "stopped jobs), verified; or optimize and vacuum the warehouse's own tables",
+    exit_codes=_codes(
+        ok="every selected snapshot compacted and verified (or planned, in a dry run), or nothing needed it; "
+           "with --maintain-warehouse, every table maintained",
+        attention="some snapshot could not be compacted or was refused (compactions names it and why; its "
+                  "_metadata is untouched), or a table could not be maintained",
+        usage=_USAGE + "; a --snapshot that is not indexed, does not parse or that validation calls broken; a "
+                       "warehouse retention shorter than what the pinned readers need",
+        internal="internal failure; nothing is installed unverified, and a re-run finds what was installed",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+
+JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC, DR, COMPACT)
 
 
 def job(name: str) -> JobSpec:

@@ -18,6 +18,9 @@ _CHK = re.compile(r"^chk-(\d+)$")
 _SHARED = "shared"
 _TASKOWNED = "taskowned"
 _FLAT_NAMES = (_SHARED, _TASKOWNED)
+# Statekeeper's compaction results: `compacted/<snapshot dir name>/` beside the source snapshot directory
+# (statekeeper.compact.plan), a self-contained snapshot directory like a savepoint.
+_COMPACTED = "compacted"
 # savepoint-<first 6 chars of the job id>-<12 random hex> (AbstractFsCheckpointStorageAccess).
 _SAVEPOINT_DIR = re.compile(r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$")
 # FLIP-306 managed directories (FileMergingSnapshotManagerBase).
@@ -92,6 +95,8 @@ def classify(relative_path: str) -> Location:
     if is_flat_checkpoint_dir(top):
         kind, chk = _checkpoint_layout(segs)
         return Location(kind, top, None, chk)
+    if top == _COMPACTED and len(segs) == 3:
+        return Location(_compacted(name), top, None, None)
     return Location(_loose_metadata(name), top, None, None)
 
 
@@ -111,6 +116,8 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
         return FileKind.UNKNOWN, checkpoint_id
     if len(segs) == 1:
         return _loose_metadata(name), None
+    if head == _COMPACTED and len(segs) == 3:
+        return _compacted(name), None
     if head == _SHARED:
         if len(segs) == 2:
             return FileKind.SHARED, None
@@ -126,6 +133,12 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
             return FileKind.TASK_OWNED, None
         return FileKind.UNKNOWN, None
     return _loose_metadata(name), None
+
+
+def _compacted(name: str) -> FileKind:
+    # Its files (moved payloads, a candidate left by a crash) belong to it as a savepoint's files belong
+    # to the savepoint: GC keeps what its `_metadata` references and sweeps the rest by its rules.
+    return FileKind.SAVEPOINT_METADATA if name == METADATA_NAME else FileKind.SAVEPOINT_DATA
 
 
 def _loose_metadata(name: str) -> FileKind:

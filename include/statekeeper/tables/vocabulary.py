@@ -287,3 +287,23 @@ class DrSelectedBy(StrEnum):
     SAVEPOINT = "savepoint"                   # by --savepoints
     EXPLICIT = "explicit"                     # --snapshot
     REVERIFY = "reverify"                     # --mode verify: an earlier copy checked again
+
+
+class CompactionRunStatus(StrEnum):
+    """compaction_runs.status."""
+
+    SUCCEEDED = "succeeded"    # every selected snapshot compacted (or planned, in a dry run), or nothing to do
+    ATTENTION = "attention"    # some snapshot failed or was refused (its compactions row says why)
+    FAILED = "failed"          # the run itself failed
+
+
+class CompactionStatus(StrEnum):
+    """compactions.status (statekeeper.compact.apply.Outcome, plus refusals before any read)."""
+
+    COMPACTED = "compacted"                  # verified, then installed by this run
+    ALREADY_COMPACTED = "already_compacted"  # the verified result was already installed
+    RECOVERED = "recovered"                  # installed by a run that died before recording it; verified now
+    NOTHING_TO_MOVE = "nothing_to_move"      # no inline payload of at least --min-bytes may leave the file
+    PLANNED = "planned"                      # dry run
+    FAILED = "failed"                        # nothing installed; `problem` names the object and what to do
+    REFUSED = "refused"                      # not attempted (--in-place on a job that looks running)

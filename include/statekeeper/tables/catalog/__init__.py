@@ -5,12 +5,14 @@
     statekeeper.tables.catalog.validation  validation_results, validation_jobs, validation_runs
     statekeeper.tables.catalog.gc          gc_actions, gc_runs
     statekeeper.tables.catalog.dr          dr_copies, dr_files, dr_runs
+    statekeeper.tables.catalog.compact     compactions, compaction_runs
 
 Column vocabularies (the closed sets of values some columns hold) are enums in
 `statekeeper.tables.vocabulary`. docs/tables.md and docs/chains-and-validation.md document every column.
 """
 from __future__ import annotations
 
+from statekeeper.tables.catalog.compact import COMPACT_TABLES, COMPACTION_RUNS, COMPACTIONS
 from statekeeper.tables.catalog.dr import DR_COPIES, DR_FILES, DR_RUNS, DR_TABLES
 from statekeeper.tables.catalog.gc import GC_ACTIONS, GC_RUNS, GC_TABLES
 from statekeeper.tables.catalog.chains import CHAINS_RUNS, CHAINS_TABLES, DEPENDENCIES, PINS
@@ -37,7 +39,7 @@ from statekeeper.tables.spec import TableSpec
 
 ALL_TABLES: tuple[TableSpec, ...] = (*INDEX_TABLES, INDEX_RUNS, *CHAINS_TABLES, CHAINS_RUNS,
                                      *VALIDATION_TABLES, VALIDATION_RUNS, *GC_TABLES, GC_RUNS,
-                                     *DR_TABLES, DR_RUNS)
+                                     *DR_TABLES, DR_RUNS, *COMPACT_TABLES, COMPACTION_RUNS)
 
 
 def spec(name: str) -> TableSpec:
@@ -53,7 +55,7 @@ def produced_by(job: str) -> tuple[TableSpec, ...]:
     return tuple(t for t in ALL_TABLES if t.producer == job)
 
 
-__all__ = ["ALL_TABLES", "CHAINS_RUNS", "CHAINS_TABLES", "DEPENDENCIES", "DR_COPIES", "DR_FILES", "DR_RUNS",
+__all__ = ["ALL_TABLES", "CHAINS_RUNS", "COMPACTIONS", "COMPACTION_RUNS", "COMPACT_TABLES", "CHAINS_TABLES", "DEPENDENCIES", "DR_COPIES", "DR_FILES", "DR_RUNS",
            "DR_TABLES", "FILES", "GC_ACTIONS", "GC_RUNS", "GC_TABLES", "INDEX_RUNS", "INDEX_TABLES",
            "INLINE_STATE", "JOB_BUCKETS", "PARTITION_BY", "PINS", "REFERENCES", "ROOT_LEVEL_JOB_DIR", "SNAPSHOTS",
            "TS", "VALIDATION_JOBS", "VALIDATION_RESULTS", "VALIDATION_RUNS", "VALIDATION_TABLES", "job_bucket",

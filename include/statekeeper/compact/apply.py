@@ -1,0 +1,248 @@
+"""Compact one snapshot in storage: write the new files, then a candidate `_metadata`, verify it as
+read back, and only then install it — last, atomically.
+
+At every instant the installed `_metadata` is the source or a verified result, never anything else:
+
+* the moved payloads go to new objects (names `plan.py` derives from the source, so a re-run after a
+  crash rewrites the same objects);
+* the candidate is written under a name Flink never reads (`_metadata.statekeeper-compacting`), read
+  back, parsed and verified against the source (`verify.py`);
+* in place, the original is first copied to `_metadata.statekeeper-original` and that copy checked
+  byte for byte; the source is stat'ed again (refused if it changed); then the verified bytes replace
+  `_metadata` in one atomic write (local: temporary name + rename; S3: one PUT), which is read back.
+
+A crash before the install leaves the source in force plus objects nothing references (the index
+lists them; a re-run overwrites them, GC collects them after its grace period). A crash after it
+leaves the verified result; the next run finds the backup, verifies the installed file against it
+and records the compaction (`Outcome.RECOVERED`). The backup is an unreferenced file: GC removes it
+after its grace period, by its rules, like any other.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, BinaryIO
+
+from statekeeper.compact.plan import BACKUP_NAME, CompactionPlan, Placement, plan_compaction, sibling
+from statekeeper.compact.verify import CompactionVerifyError, Verified, verify_candidate
+from statekeeper.errors import StatekeeperError
+from statekeeper.format import read_metadata, write_metadata
+from statekeeper.storage import FileInfo, ObjectNotFoundError
+
+_SPOOL = 64 * 1024 * 1024     # a candidate `_metadata` up to this stays in memory; larger ones spill to disk
+_CHUNK = 1 << 20
+
+
+class Outcome(StrEnum):
+    COMPACTED = "compacted"                  # verified and installed by this run
+    ALREADY_COMPACTED = "already_compacted"  # the verified result was already installed
+    RECOVERED = "recovered"                  # installed by a run that died before recording it; verified now
+    NOTHING_TO_MOVE = "nothing_to_move"      # no inline payload of at least --min-bytes may leave the file
+    PLANNED = "planned"                      # dry run: what a run would write
+    FAILED = "failed"                        # nothing installed; `problem` says why and what to do
+
+
+class CompactionError(StatekeeperError):
+    """A snapshot cannot be compacted as asked (changed source, an existing differing result, ...)."""
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    source_uri: str                 # the `_metadata` to compact
+    expected_size: int              # as indexed
+    expected_etag: str | None
+    placement: Placement
+    min_bytes: int
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    outcome: Outcome
+    source_uri: str
+    result_uri: str | None = None
+    backup_uri: str | None = None
+    metadata_bytes_before: int | None = None
+    metadata_bytes_after: int | None = None
+    files_written: int = 0
+    bytes_written: int = 0          # payload bytes moved out of `_metadata`
+    kept_inline: int = 0
+    result_sha256: str | None = None
+    problem: str | None = None
+    seconds: float = 0.0
+
+
+class _PayloadReader(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks (a payload streamed from the source)."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            self._buf = next(self._chunks, b"")
+            if not self._buf:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
+def sha256_of(fileio: Any, uri: str) -> str | None:
+    try:
+        stream = fileio.open_input(uri)
+    except ObjectNotFoundError:
+        return None
+    digest = hashlib.sha256()
+    with stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def compact_snapshot(fileio: Any, request: SnapshotRequest) -> SnapshotOutcome:
+    """Compact one snapshot (see the module doc). Codec, verification and storage errors about this
+    snapshot become a FAILED outcome naming the object; nothing is installed then."""
+    from statekeeper.format import MetadataFormatError
+    from statekeeper.storage import StorageError
+
+    began = time.monotonic()
+    try:
+        out = _compact(fileio, request)
+    except (MetadataFormatError, CompactionVerifyError, CompactionError, StorageError) as exc:
+        out = SnapshotOutcome(Outcome.FAILED, request.source_uri, problem=f"{type(exc).__name__}: {exc}")
+    return dataclasses.replace(out, seconds=time.monotonic() - began)
+
+
+def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
+    src = req.source_uri
+    info = fileio.stat(src)
+    if (req.expected_etag and info.etag != req.expected_etag) or info.size != req.expected_size:
+        if req.placement is Placement.IN_PLACE and not req.dry_run:
+            return _recover(fileio, req, info)
+        raise CompactionError(f"{src} changed since it was indexed (size {req.expected_size} -> {info.size}): "
+                              "re-index, then compact")
+    with fileio.open_input(src, info=info) as source:
+        model = read_metadata(source, src)
+        plan = plan_compaction(model, src, req.placement, min_bytes=req.min_bytes,
+                               fingerprint=info.etag or str(info.size))
+        base = dict(source_uri=src, result_uri=plan.result_uri, metadata_bytes_before=info.size,
+                    files_written=len(plan.files), bytes_written=plan.moved_bytes, kept_inline=plan.kept_inline)
+        if not plan.files:
+            return SnapshotOutcome(Outcome.NOTHING_TO_MOVE, **{**base, "result_uri": None, "files_written": 0})
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as body:
+            size = write_metadata(plan.model, body, inline_source=source)
+            body.seek(0)
+            sha = _digest(body)
+            base.update(metadata_bytes_after=size, result_sha256=sha)
+            if req.dry_run:
+                return SnapshotOutcome(Outcome.PLANNED, **base)
+            if req.placement is Placement.NEW_DIRECTORY:
+                existing = sha256_of(fileio, plan.result_uri)
+                if existing == sha:
+                    _verify_installed(fileio, model, src, source, plan)
+                    fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
+                    return SnapshotOutcome(Outcome.ALREADY_COMPACTED, **base)
+                if existing is not None:
+                    raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
+                                          "computes: move it away (or compact with the options that made it), "
+                                          "then re-run")
+            digests: dict[tuple[int, int], bytes] = {}
+            for f in plan.files:
+                h = hashlib.sha256()
+                fileio.write(f.uri, io.BufferedReader(_PayloadReader(_hashed(f.payload.iter_chunks(source, _CHUNK), h)),
+                                                      _CHUNK))
+                digests[(f.payload.offset, f.payload.length)] = h.digest()
+            fileio.write(plan.candidate_uri, body)
+            _verify_written(fileio, model, src, source, plan, plan.candidate_uri, digests)
+            backup = None
+            if req.placement is Placement.IN_PLACE:
+                backup = _backup(fileio, src, info)
+                now = fileio.stat(src)
+                if now.etag != info.etag or now.size != info.size:
+                    raise CompactionError(f"{src} changed while it was compacted: nothing installed; is a job "
+                                          "writing this checkpoint?")
+            body.seek(0)
+            fileio.write(plan.result_uri, body)
+            if sha256_of(fileio, plan.result_uri) != sha:
+                raise CompactionError(f"{plan.result_uri} does not read back as written (another writer?)"
+                                      + (f"; the original is at {backup}" if backup else ""))
+            fileio.delete_many([plan.candidate_uri])
+            return SnapshotOutcome(Outcome.COMPACTED, backup_uri=backup, **base)
+
+
+def _hashed(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
+
+
+def _digest(body: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while chunk := body.read(_CHUNK):
+        digest.update(chunk)
+    body.seek(0)
+    return digest.hexdigest()
+
+
+def _verify_written(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan, written: str,
+                    digests: dict[tuple[int, int], bytes] | None = None) -> Verified:
+    """Parse what storage now holds at `written` as if installed at the result URI, and verify it."""
+    with fileio.open_input(written) as stream:
+        candidate = read_metadata(stream, plan.result_uri)
+        return verify_candidate(model, src, source, candidate, stream, plan.result_uri, plan.file_uris,
+                                fileio.open_input, digests)
+
+
+def _verify_installed(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan) -> Verified:
+    return _verify_written(fileio, model, src, source, plan, plan.result_uri)
+
+
+def _backup(fileio: Any, src: str, info: FileInfo) -> str:
+    """Copy the original `_metadata` beside itself and check the copy byte for byte."""
+    backup = sibling(src, BACKUP_NAME)
+    want = sha256_of(fileio, src)
+    if sha256_of(fileio, backup) != want:
+        fileio.copy(src, backup)
+        if sha256_of(fileio, backup) != want:
+            raise CompactionError(f"the backup {backup} does not match {src}: nothing installed")
+    return backup
+
+
+def _recover(fileio: Any, req: SnapshotRequest, info: FileInfo) -> SnapshotOutcome:
+    """In place, the source differs from the index: a run may have installed the result and died before
+    recording it. Then the backup is the indexed original and the installed file verifies against it."""
+    src = req.source_uri
+    backup = sibling(src, BACKUP_NAME)
+    try:
+        binfo = fileio.stat(backup)
+    except ObjectNotFoundError:
+        binfo = None
+    if binfo is None or binfo.size != req.expected_size:
+        raise CompactionError(f"{src} changed since it was indexed (size {req.expected_size} -> {info.size}) and "
+                              f"no backup {backup} of the indexed original exists: re-index, then compact")
+    with fileio.open_input(backup, info=binfo) as original:
+        model = read_metadata(original, src)
+        plan = plan_compaction(model, src, Placement.IN_PLACE, min_bytes=req.min_bytes,
+                               fingerprint=req.expected_etag or str(req.expected_size))
+        installed = sha256_of(fileio, src)
+        try:
+            _verify_installed(fileio, model, src, original, plan)
+        except (CompactionVerifyError, ObjectNotFoundError) as exc:
+            raise CompactionError(f"{src} is neither the indexed original nor its verified compaction ({exc}); "
+                                  f"the original is at {backup}: copy it back to {src} if the job must restore "
+                                  "from it, then re-index") from None
+        fileio.delete_many([plan.candidate_uri])
+        return SnapshotOutcome(Outcome.RECOVERED, src, src, backup, binfo.size, info.size, len(plan.files),
+                               plan.moved_bytes, plan.kept_inline, installed)

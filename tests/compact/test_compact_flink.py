@@ -1,0 +1,134 @@
+"""Compaction of real Flink checkpoints, on every harness Flink version, proven by restore.
+
+Per version, relocated copies of `inline_heavy` (job A: everything inline at the 1 MiB threshold; B:
+threshold 0, nothing movable) and `incremental_inline` (RocksDB incremental at the 1 MiB threshold)
+share one warehouse: index, chains and validate, a dry run, then one compaction run selecting every
+`_metadata` over 256 KiB into new `compacted/chk-N/` directories. Then index -> chains -> GC (plan)
+must keep every new file, a second run finds nothing to do, and the restore verifier restores every
+compacted snapshot in one JVM per version.
+"""
+from __future__ import annotations
+
+import pytest
+
+import tests.harness as harness
+from tests.compact.support import compact_pipeline, compactions, listing, local, relocated, sha256, table, uri
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+
+SCENARIOS = ("inline_heavy", "incremental_inline")
+SHORT = ["--older-than", "1s", "--allow-short-grace"]
+
+
+@pytest.fixture(scope="module", params=harness.FLINK_VERSIONS)
+def compacted(request, spark, flink_fixture, tmp_path_factory):
+    version = request.param
+    base = tmp_path_factory.mktemp(f"compact-{version}")
+    fixtures = {s: flink_fixture(version, s) for s in SCENARIOS}
+    sources = {s: relocated(fx, base / "src" / s) for s, fx in fixtures.items()}
+    roots = [r for s in SCENARIOS for r in (f"{sources[s]}/checkpoints", f"{sources[s]}/savepoints")]
+    p = compact_pipeline(spark, base, roots)
+    p.prepare()
+    before = listing(roots)
+    metadata = {u: sha256(local(u)) for u in before if u.endswith("/_metadata")}
+    dry = p.compact("--max-metadata-size", "256KiB", "--dry-run")
+    after_dry = listing(roots)
+    code, result = p.compact("--max-metadata-size", "256KiB")
+    return {"version": version, "base": base, "fixtures": fixtures, "sources": sources, "roots": roots,
+            "pipeline": p, "code": code, "result": result, "dry": dry, "before": before, "after_dry": after_dry,
+            "metadata": metadata}
+
+
+def _rows(c):
+    return compactions(c["pipeline"].warehouse, c["result"]["run_id"])
+
+
+def test_dry_run_writes_nothing_and_plans_what_the_run_does(compacted):
+    c = compacted
+    code, dry = c["dry"]
+    assert code == 0, dry
+    assert c["after_dry"] == c["before"]
+    planned = compactions(c["pipeline"].warehouse, dry["run_id"])
+    assert planned and {r["status"] for r in planned} == {"planned"}
+    done = {r["source_metadata_uri"]: r for r in _rows(c)}
+    for r in planned:
+        assert r["metadata_bytes_after"] == done[r["source_metadata_uri"]]["metadata_bytes_after"]
+        assert r["files_written"] == done[r["source_metadata_uri"]]["files_written"]
+
+
+def test_selected_metadata_shrink_and_sources_stay_untouched(compacted):
+    c = compacted
+    assert c["code"] == 0, c["result"]
+    r = c["result"]
+    rows = _rows(c)
+    heavy = [x for x in rows if "/inline_heavy/" in x["source_metadata_uri"]]
+    incremental = [x for x in rows if "/incremental_inline/" in x["source_metadata_uri"]]
+    # inline_heavy: A's 3 retained checkpoints (B's _metadata are small); incremental_inline: its retained ones
+    assert len(heavy) == 3 and len(incremental) == 3, [x["source_metadata_uri"] for x in rows]
+    assert r["compacted"] == r["selected"] == 6 and r["failed"] == 0
+    for x in rows:
+        assert x["status"] == "compacted", x
+        src, out = local(x["source_metadata_uri"]), local(x["result_metadata_uri"])
+        assert out.parent.parent.name == "compacted" and out.parent.name == src.parent.name
+        assert out.stat().st_size == x["metadata_bytes_after"] < x["metadata_bytes_before"] == src.stat().st_size
+        assert sha256(src) == c["metadata"][x["source_metadata_uri"]]    # the source is never modified
+        moved = [p for p in out.parent.iterdir() if p.name != "_metadata"]
+        assert len(moved) == x["files_written"] > 0
+        assert sum(p.stat().st_size for p in moved) == x["bytes_written"]
+    for x in heavy:
+        shrink = 1 - x["metadata_bytes_after"] / x["metadata_bytes_before"]
+        print(f"{c['version']} inline_heavy {x['source_metadata_uri'].rsplit('/', 2)[1]}: _metadata "
+              f"{x['metadata_bytes_before']} -> {x['metadata_bytes_after']} bytes ({shrink:.1%} smaller)")
+        assert shrink >= 0.90
+    # no temporary candidate is left behind
+    assert not [u for u in listing(c["roots"]) if "statekeeper-" in u]
+
+
+def test_report_names_the_operators_holding_inline_state(compacted):
+    report = compacted["result"]["report"]
+    assert report and report == sorted(report, key=lambda r: -r["inline_bytes"])
+    top = report[0]
+    assert top["inline_bytes"] >= top["movable_bytes"] > 0 and top["snapshots"] >= 1 and top["handle_count"] > 0
+    assert any(r["operator_uid"] == "keyed-invariant" or r["operator_name"] for r in report)
+
+
+def test_index_chains_and_gc_keep_every_new_file(compacted):
+    c = compacted
+    p = c["pipeline"]
+    p.refresh()
+    rows = _rows(c)
+    new_files = {u for u in listing(c["roots"]) if "/compacted/" in u}
+    assert len(new_files) == sum(x["files_written"] + 1 for x in rows)
+    snaps = {s["uri"]: s for s in table(p.warehouse, "snapshots")}
+    for x in rows:
+        assert snaps[x["result_metadata_uri"]]["status"] == "ok"
+    refs = {r["file_uri"] for r in table(p.warehouse, "references")}
+    assert {u for u in new_files if not u.endswith("/_metadata")} <= refs
+    code, gc = p.gc(*SHORT)
+    assert code == 0, gc
+    from tests.gc.support import actions
+
+    planned = {a["uri"] for a in actions(p.warehouse, gc["run_id"])}
+    assert not planned & new_files
+    assert not {u for u in c["metadata"]} & planned      # nor any source `_metadata`
+
+
+def test_a_second_run_finds_nothing_to_do(compacted):
+    c = compacted
+    p = c["pipeline"]
+    assert p.validate() == 0
+    before = listing(c["roots"])
+    code, again = p.compact("--max-metadata-size", "256KiB")
+    assert code == 0, again
+    assert again["selected"] == 0 and listing(c["roots"]) == before
+
+
+def test_every_compacted_snapshot_restores(compacted):
+    c = compacted
+    cases = []
+    for x in _rows(c):
+        scenario = "inline_heavy" if "/inline_heavy/" in x["source_metadata_uri"] else "incremental_inline"
+        cases.append(harness.VerifyCase(local(x["result_metadata_uri"]).parent, scenario, "A"))
+    results = harness.verify_restore_many(c["version"], cases)
+    bad = [(case.snapshot_dir, r.output[-2000:]) for case, r in zip(cases, results) if not r.ok]
+    assert not bad, bad
