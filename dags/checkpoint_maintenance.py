@@ -1,4 +1,4 @@
-"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate -> gc.
+"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate -> gc | compact -> maintain_warehouse.
 
 Thin by design: each task submits one entry point from spark_jobs/ through
 StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper. Each task's id, entry point
@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
-from statekeeper.jobs.registry import CHAINS, GC, INDEX, VALIDATE
+from statekeeper.jobs.registry import CHAINS, COMPACT, GC, INDEX, VALIDATE
 from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
@@ -40,6 +40,20 @@ with `gc_execute_plan` set to the dry run's run id (from `gc_runs`): `gc` then d
 files instead of planning anew, and the mode is ignored. `gc` exits 1, not retried, when a fail-closed rule
 blocked it (nothing deleted; the log says what to do) or some deletes failed (`gc_actions` names
 them; the next run retries them); an internal failure (3) is retried and resumes.
+
+**Compaction** (`compact`, see docs/compaction.md) is off unless enabled: scheduled runs follow the
+Variable `statekeeper_compact_enabled` (`false` unless set to `true`), manual runs the form's
+`compact`. It runs after a successful `validate`, beside `gc`, and moves inline state out of every
+`_metadata` larger than `compact_max_metadata_size` (default `64MiB`) into a new
+`<job dir>/compacted/chk-N/` snapshot directory, verified before its `_metadata` is written; the
+source is never modified. A manual run can name one snapshot (`compact_snapshot`), plan only
+(`compact_dry_run`), or replace the `_metadata` of a stopped job in place (`compact_in_place`).
+
+**Warehouse maintenance** (`maintain_warehouse`) compacts Statekeeper's own Delta tables' small files
+and vacuums versions older than the Variable `statekeeper_warehouse_retention` (default `7d`; refused
+when a job still reads an older version). Scheduled runs do it on Sundays, after `gc` and `compact`
+whatever their outcome; a manual run when the form's `maintain_warehouse` is set. Both steps show as
+skipped when off.
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest
@@ -99,6 +113,24 @@ GC_ARGS = [
     optional("inactive-retain", "inactive_retain"),
     optional("expire-savepoints-older-than", "expire_savepoints_older_than"),
     optional("max-deletes-per-second", "max_deletes_per_second"),
+]
+
+COMPACT_ENABLED = ("{{ (params.compact if " + MANUAL + " else var.value.get('statekeeper_compact_enabled', '')) "
+                   "| string | lower | trim in ('true', '1', 'yes', 'on') }}")
+COMPACT_ARGS = [
+    *WAREHOUSE_AND_RUN,
+    "--max-metadata-size={{ params.compact_max_metadata_size or var.value.get('statekeeper_compact_max_metadata_size', "
+    "'') or '64MiB' }}",
+    "--snapshot={{ params.compact_snapshot if " + MANUAL + " else '' }}",
+    "--dry-run={{ 'true' if " + MANUAL + " and params.compact_dry_run else 'false' }}",
+    "--in-place={{ 'true' if " + MANUAL + " and params.compact_in_place else 'false' }}",
+]
+# Weekly on scheduled runs (the run that fires on a Sunday), on request on manual ones.
+MAINTAIN_ENABLED = "{{ params.maintain_warehouse if " + MANUAL + " else (dag_run.run_after.weekday() == 6) }}"
+MAINTAIN_ARGS = [
+    *WAREHOUSE_AND_RUN,
+    "--maintain-warehouse",
+    "--warehouse-retention={{ var.value.get('statekeeper_warehouse_retention', '') or '7d' }}",
 ]
 
 SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ params.storage_conn_id }}"}
@@ -178,6 +210,33 @@ with DAG(
             None, type=["null", "number"], exclusiveMinimum=0, title="GC: max deletes per second",
             description="Rate limit on deletions against the storage. Empty: unlimited.",
         ),
+        "compact": Param(
+            False, type="boolean", title="Compact bloated _metadata",
+            description="Run the compaction step (manual runs; scheduled runs follow the Variable "
+                        "statekeeper_compact_enabled, default off).",
+        ),
+        "compact_max_metadata_size": Param(
+            "", type="string", title="Compaction: select _metadata larger than",
+            description="e.g. 64MiB, 512KiB. Empty: the Variable statekeeper_compact_max_metadata_size, else 64MiB.",
+        ),
+        "compact_snapshot": Param(
+            "", type="string", title="Compaction: only this snapshot",
+            description="A snapshot directory or its _metadata URI (manual runs). Empty: select by size.",
+        ),
+        "compact_dry_run": Param(
+            False, type="boolean", title="Compaction: dry run",
+            description="Plan only: report what would move and the sizes after; write nothing.",
+        ),
+        "compact_in_place": Param(
+            False, type="boolean", title="Compaction: in place (stopped jobs only)",
+            description="Replace the source _metadata itself, keeping the original beside it. Refused for a job "
+                        "that wrote anything in the last hour. Off: a new <job dir>/compacted/chk-N/ directory.",
+        ),
+        "maintain_warehouse": Param(
+            False, type="boolean", title="Maintain the warehouse tables",
+            description="Compact the Delta tables' small files and vacuum old versions (manual runs; scheduled "
+                        "runs do it on Sundays).",
+        ),
     },
 ) as dag:
     index = StatekeeperSparkSubmitOperator(
@@ -223,4 +282,29 @@ with DAG(
                "not retried.",
         **SUBMIT,
     )
-    index >> chains >> validate >> gc
+    compact = StatekeeperSparkSubmitOperator(
+        task_id=COMPACT.name,
+        job=COMPACT.entry_point,
+        job_args=COMPACT_ARGS,
+        enabled=COMPACT_ENABLED,
+        skip_reason="compaction is off (Variable statekeeper_compact_enabled, or the form's compact)",
+        doc_md="Moves inline state out of every `_metadata` larger than the threshold into a new "
+               "`compacted/chk-N/` snapshot directory, verified before its `_metadata` is written; writes "
+               "`compactions` and `compaction_runs`, and logs inline bytes per job and operator. Off unless "
+               "enabled; runs only after a successful `validate`.",
+        **SUBMIT,
+    )
+    maintain = StatekeeperSparkSubmitOperator(
+        task_id="maintain_warehouse",
+        job=COMPACT.entry_point,
+        job_args=MAINTAIN_ARGS,
+        enabled=MAINTAIN_ENABLED,
+        skip_reason="warehouse maintenance runs on Sundays (or when the form's maintain_warehouse is set)",
+        # The tables need compacting whether or not tonight's checkpoints were fine.
+        trigger_rule="all_done",
+        doc_md="Compacts the warehouse's Delta tables (small files) and vacuums versions older than the "
+               "retention, never one a job still reads. Weekly.",
+        **SUBMIT,
+    )
+    index >> chains >> validate >> [gc, compact]
+    [gc, compact] >> maintain

@@ -164,16 +164,19 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     :param spark_master: templated; overrides the Spark connection's master when non-empty.
     :param final_exit_codes: the job's exit codes that fail the task for good (no retry); default: the
         registry's `JobSpec.final_exit_codes` for the job.
+    :param enabled: templated; renders to true/false. False skips the task (nothing is submitted) with
+        `skip_reason` in the log: steps a deployment opts in to (compaction) or that run on some days only.
     """
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields, "spark_conn_id", "storage_conn_id", "target_storage_conn_id",
-        "spark_master", "job_args",
+        "spark_master", "job_args", "enabled",
     )
 
     def __init__(self, *, job: str, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
                  storage_conn_id: str = "", target_storage_conn_id: str = "", spark_master: str = "",
-                 final_exit_codes: Sequence[int] | None = None, **kwargs: Any) -> None:
+                 final_exit_codes: Sequence[int] | None = None, enabled: bool | str = True,
+                 skip_reason: str = "", **kwargs: Any) -> None:
         try:
             spec = registry.job(job)
         except KeyError as e:
@@ -210,6 +213,8 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         self.target_storage_conn_id = target_storage_conn_id
         self.spark_master = spark_master
         self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
+        self.enabled = enabled
+        self.skip_reason = skip_reason
 
     def _get_hook(self) -> SparkSubmitHook:
         if not self.spark_master:
@@ -236,6 +241,10 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             self._conn_id = conn_id
 
     def execute(self, context: Any) -> dict[str, Any] | None:
+        if not _truthy(self.enabled):
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(f"{self.task_id} is off for this run: {self.skip_reason or 'enabled is false'}")
         with self.prepared_submission() as sub:
             self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
             try:
@@ -354,3 +363,15 @@ def _result_line(path: Path) -> str:
     if result.get("unrestorable"):
         brief["newest_not_restorable"] = [u.get("newest_uri") for u in result["unrestorable"][:10]]
     return "Result: " + json.dumps(brief, default=str)
+
+
+def _truthy(value: bool | str) -> bool:
+    """A rendered `enabled`: booleans, and the strings true/false/1/0/yes/no/on/off/'' (case-insensitive)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise AirflowFailException(f"enabled must render to true or false, got {value!r}")

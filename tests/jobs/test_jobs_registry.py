@@ -55,8 +55,8 @@ def test_every_table_has_a_registered_producer():
 def test_lookup_by_name_or_entry_point():
     for spec in JOBS:
         assert job(spec.name) is spec and job(spec.entry_point) is spec
-    with pytest.raises(KeyError, match="index, chains, validate, gc, dr_copy"):
-        job("compact")
+    with pytest.raises(KeyError, match="index, chains, validate, gc, dr_copy, compact"):
+        job("compress")
 
 
 def test_readme_exit_code_table_is_the_registry():
@@ -100,7 +100,11 @@ def test_audit_row_comes_from_the_result(spec):
              "gc": lambda: {"mode": module.GcMode.PLAN, "plan_run_id": "r1", "source_versions": {"snapshots": 1},
                             "breakdown": (module.Reclaim("file:///r", "j", "orphan", 2, 10),)},
              "dr_copy": lambda: {"mode": module.DrMode.COPY, "source_versions": {"snapshots": 1},
-                                 "targets": {"file:///r": "file:///dr/r"}, "problems": ("p",)}}[spec.name]()
+                                 "targets": {"file:///r": "file:///dr/r"}, "problems": ("p",)},
+             "compact": lambda: {"mode": module.CompactMode.COMPACT, "source_versions": {"snapshots": 1},
+                                 "report": ({"job_dir": "j", "operator_id": "o", "operator_name": None,
+                                             "operator_uid": "u", "snapshots": 1, "inline_bytes": 10,
+                                             "movable_bytes": 8, "handle_count": 2},)}}[spec.name]()
     result = result_type(run_id="r1", status="failed", started_at=now, finished_at=now, warehouse="/w",
                          table_versions={"a": 1, "b": None}, error="boom", **extra)
     context = {"statekeeper_version": "0", "airflow_run_id": None, "data_interval_start": None,

@@ -29,7 +29,8 @@ def test_maintenance_dag_shape(dagbag):
     assert dag.schedule == "0 2 * * *" or str(dag.timetable.summary) == "0 2 * * *"
     assert dag.doc_md and "index" in dag.doc_md
     jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py",
-            "gc": "collect_garbage.py"}
+            "gc": "collect_garbage.py", "compact": "compact_checkpoints.py",
+            "maintain_warehouse": "compact_checkpoints.py"}
     assert {t.task_id for t in dag.tasks} == set(jobs)
     for task_id, application in jobs.items():
         task = dag.get_task(task_id)
@@ -44,8 +45,14 @@ def test_maintenance_dag_shape(dagbag):
     # gc plans from the index and chains tables, and only after validation passed: a run whose newest
     # checkpoint does not restore (validate exits 1) deletes nothing
     gc = dag.get_task("gc")
-    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == set()
+    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == {"maintain_warehouse"}
     assert gc.trigger_rule == "all_success"
+    # compaction, when enabled, also only after validation passed; warehouse maintenance after both,
+    # whatever their outcome
+    assert dag.get_task("compact").upstream_task_ids == {"validate"}
+    assert dag.get_task("compact").trigger_rule == "all_success"
+    maintain = dag.get_task("maintain_warehouse")
+    assert maintain.upstream_task_ids == {"gc", "compact"} and maintain.trigger_rule == "all_done"
     # validate may stat referenced files under the roots; every job writes to the same warehouse
     for task_id in jobs:
         args = dag.get_task(task_id).job_args
@@ -82,6 +89,8 @@ def test_params_form(dagbag):
 
 # The DR copy DAG runs the index, chains and gc jobs again, on the DR store, under task ids of its own.
 TARGET_TASKS = {"target_index": "index", "target_chains": "chains", "target_gc": "gc"}
+# A job run a second time in one DAG with other arguments, under a task id of its own.
+OTHER_TASKS = {"maintain_warehouse": "compact"}
 
 
 def test_tasks_follow_the_job_registry(dagbag):
@@ -99,8 +108,9 @@ def test_tasks_follow_the_job_registry(dagbag):
         for task in submits:
             assert task.job in entry_points, (task.task_id, task.job)
             spec = registry.job(task.job)
-            assert task.task_id in (spec.name, f"target_{spec.name}"), (dag.dag_id, task.task_id)
-            assert TARGET_TASKS.get(task.task_id, task.task_id) == spec.name
+            assert task.task_id in (spec.name, f"target_{spec.name}") or OTHER_TASKS.get(task.task_id) == spec.name, \
+                (dag.dag_id, task.task_id)
+            assert {**TARGET_TASKS, **OTHER_TASKS}.get(task.task_id, task.task_id) == spec.name
             assert task.spec == spec
             assert task.final_exit_codes == spec.final_exit_codes
             assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
