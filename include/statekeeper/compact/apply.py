@@ -162,8 +162,10 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             for f in plan.files:
                 h = hashlib.sha256()
                 fileio.write(f.uri, io.BufferedReader(_PayloadReader(_hashed(f.payload.iter_chunks(source, _CHUNK), h)),
-                                                      _CHUNK))
+                                                      _CHUNK), durable=False)
                 digests[(f.payload.offset, f.payload.length)] = h.digest()
+            # Durable before anything names them; one flush for all (a file system's fsync each is slow).
+            fileio.make_durable([f.uri for f in plan.files])
             fileio.write(plan.candidate_uri, body)
             _verify_written(fileio, model, src, source, plan, plan.candidate_uri, digests)
             backup = None

@@ -62,6 +62,10 @@ class FileIO(ABC):
         mix). With if_absent=True, raise ObjectExistsError instead of replacing. durable=False
         skips the flush to stable storage on file systems (object stores are always durable)."""
 
+    def make_durable(self, uris: list[str]) -> None:
+        """Flush objects written with durable=False to stable storage (their data and directory
+        entries). Object stores are durable once a write returns: nothing to do."""
+
     @abstractmethod
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         """Delete objects in batches; per-object failures are reported, not raised."""

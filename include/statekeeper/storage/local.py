@@ -38,6 +38,7 @@ from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo, Obj
 from statekeeper.uri import normalize_uri
 
 _COPY_CHUNK = 8 * 1024 * 1024
+_SYNC_ONE_BY_ONE = 32     # more files than this: one os.sync() instead of an fsync each
 # Directories listed as objects: names where Flink only ever writes a file.
 REPORTED_DIRECTORY_NAMES = frozenset({"_metadata"})
 # os.fsdecode maps each undecodable byte 0xXY to the lone surrogate U+DCXY ("surrogateescape").
@@ -252,6 +253,28 @@ class LocalFileIO(FileIO):
             except FileNotFoundError:
                 pass
         return self.stat(path)
+
+    def make_durable(self, uris: list[str]) -> None:
+        # One fsync per file costs a journal commit each (≈1 ms): thousands of small files written
+        # together (compaction's moved payloads) are flushed by one sync of everything instead.
+        if len(uris) > _SYNC_ONE_BY_ONE:
+            os.sync()
+            return
+        dirs = set()
+        for uri in uris:
+            path = local_path(uri)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            dirs.add(os.path.dirname(path))
+        for d in dirs:
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         report = DeleteReport()

@@ -194,6 +194,11 @@ class GuardedFileIO(FileIO):
         self._require(uri)
         return self.inner.write(uri, data, if_absent=if_absent, durable=durable)
 
+    def make_durable(self, uris: list[str]) -> None:
+        for uri in uris:
+            self._require(uri)
+        self.inner.make_durable(uris)
+
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         # Refused URIs are reported as failures (never attempted) so one bad entry cannot abort
         # a batch half-way, and nothing outside is ever sent to the backend.

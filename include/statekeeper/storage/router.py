@@ -74,6 +74,13 @@ class RoutingFileIO(FileIO):
     def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         return self.backend(uri).write(uri, data, if_absent=if_absent, durable=durable)
 
+    def make_durable(self, uris: list[str]) -> None:
+        by_scheme: dict[str, list[str]] = {}
+        for uri in uris:
+            by_scheme.setdefault(scheme_of(uri), []).append(uri)
+        for batch in by_scheme.values():
+            self.backend(batch[0]).make_durable(batch)
+
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         report = DeleteReport()
         pending: dict[str, list[str]] = {}
