@@ -106,9 +106,11 @@ def main(argv: list[str]) -> int:
     for i in range(args.repeat):
         shutil.rmtree(copy_dir, ignore_errors=True)
         copy_dir.mkdir()
+        os.sync()       # neither measurement pays for dirty pages left by anything before it
         base_runs.append(measure(["sh", "-c", f"cp '{source}' '{copy_dir}/_metadata' && sync"]))
         shutil.rmtree(copy_dir, ignore_errors=True)
         shutil.rmtree(result_dir, ignore_errors=True)
+        os.sync()
         ours_runs.append(measure([sys.executable, "-m", "bench.compact", "--child", str(source),
                                   str(args.min_bytes)], env=_child_env()))
         print(f"  run {i + 1}: cp+sync {base_runs[-1].wall_s:.2f} s, compaction {ours_runs[-1].wall_s:.2f} s",

@@ -60,6 +60,8 @@ class SnapshotRequest:
     placement: Placement
     min_bytes: int
     dry_run: bool = False
+    in_flight: int = 8              # moved payloads written (and read back) concurrently: object stores are
+                                    # latency-bound per object
 
 
 @dataclass(frozen=True)
@@ -158,16 +160,11 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
                     raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
                                           "computes: move it away (or compact with the options that made it), "
                                           "then re-run")
-            digests: dict[tuple[int, int], bytes] = {}
-            for f in plan.files:
-                h = hashlib.sha256()
-                fileio.write(f.uri, io.BufferedReader(_PayloadReader(_hashed(f.payload.iter_chunks(source, _CHUNK), h)),
-                                                      _CHUNK), durable=False)
-                digests[(f.payload.offset, f.payload.length)] = h.digest()
+            digests = _write_payloads(fileio, src, info, plan, req.in_flight)
             # Durable before anything names them; one flush for all (a file system's fsync each is slow).
             fileio.make_durable([f.uri for f in plan.files])
             fileio.write(plan.candidate_uri, body)
-            _verify_written(fileio, model, src, source, plan, plan.candidate_uri, digests)
+            _verify_written(fileio, model, src, source, plan, plan.candidate_uri, digests, req.in_flight)
             backup = None
             if req.placement is Placement.IN_PLACE:
                 backup = _backup(fileio, src, info)
@@ -182,6 +179,39 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
                                       + (f"; the original is at {backup}" if backup else ""))
             fileio.delete_many([plan.candidate_uri])
             return SnapshotOutcome(Outcome.COMPACTED, backup_uri=backup, **base)
+
+
+def _write_payloads(fileio: Any, src: str, info: FileInfo, plan: CompactionPlan,
+                    in_flight: int) -> dict[tuple[int, int], bytes]:
+    """Write every moved payload to its file, streamed from the source (each worker thread reads through
+    its own stream, pinned to the version parsed); returns the SHA-256 of each payload as written."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+    streams: list[Any] = []
+    lock = threading.Lock()
+
+    def source_stream() -> Any:
+        stream = getattr(local, "stream", None)
+        if stream is None:
+            stream = local.stream = fileio.open_input(src, info=info)
+            with lock:
+                streams.append(stream)
+        return stream
+
+    def one(f: Any) -> tuple[tuple[int, int], bytes]:
+        h = hashlib.sha256()
+        chunks = _hashed(f.payload.iter_chunks(source_stream(), _CHUNK), h)
+        fileio.write(f.uri, io.BufferedReader(_PayloadReader(chunks), _CHUNK), durable=False)
+        return (f.payload.offset, f.payload.length), h.digest()
+
+    try:
+        with ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="compact-write") as pool:
+            return dict(pool.map(one, plan.files))
+    finally:
+        for stream in streams:
+            stream.close()
 
 
 def _hashed(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:
@@ -199,12 +229,12 @@ def _digest(body: BinaryIO) -> str:
 
 
 def _verify_written(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan, written: str,
-                    digests: dict[tuple[int, int], bytes] | None = None) -> Verified:
+                    digests: dict[tuple[int, int], bytes] | None = None, in_flight: int = 8) -> Verified:
     """Parse what storage now holds at `written` as if installed at the result URI, and verify it."""
     with fileio.open_input(written) as stream:
         candidate = read_metadata(stream, plan.result_uri)
         return verify_candidate(model, src, source, candidate, stream, plan.result_uri, plan.file_uris,
-                                fileio.open_input, digests)
+                                fileio.open_input, digests, in_flight=in_flight)
 
 
 def _verify_installed(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan) -> Verified:

@@ -54,7 +54,7 @@ def referenced(model: CheckpointMetadata, metadata_uri: str) -> set[str]:
 def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream: Any, candidate: CheckpointMetadata,
                      candidate_stream: Any, result_uri: str, new_files: frozenset[str],
                      open_file: Callable[[str], BinaryIO],
-                     payload_digests: dict[tuple[int, int], bytes] | None = None) -> Verified:
+                     payload_digests: dict[tuple[int, int], bytes] | None = None, in_flight: int = 1) -> Verified:
     """Raise CompactionVerifyError unless `candidate` (parsed from `candidate_stream`, the bytes to
     install at `result_uri`) is `source` (parsed from `source_stream`) with inline payloads moved to
     `new_files` and nothing else changed; `open_file` opens a new file for reading. Payloads that
@@ -122,19 +122,31 @@ def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream:
 
     total = 0
     digests = payload_digests or {}
-    for old, uri in moved:
+    wanted: list[bytes] = []
+    for old, _uri in moved:
         want = digests.get((old.payload.offset, old.payload.length))
         if want is None:
             h = hashlib.sha256()
             for chunk in old.payload.iter_chunks(source_stream, _CHUNK):
                 h.update(chunk)
             want = h.digest()
+        wanted.append(want)
+
+    def read_back(uri: str) -> tuple[int, bytes]:
         got, n = hashlib.sha256(), 0
         with open_file(uri) as stream:
             while chunk := stream.read(_CHUNK):
                 got.update(chunk)
                 n += len(chunk)
-        if n != old.payload.length or got.digest() != want:
+        return n, got.digest()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="compact-verify") as pool:
+        found = list(pool.map(read_back, [uri for _, uri in moved]))
+    total = 0
+    for (old, uri), want, (n, got) in zip(moved, wanted, found):
+        if n != old.payload.length or got != want:
             raise CompactionVerifyError(f"{uri} does not hold its inline payload ({n} bytes read, "
                                         f"{old.payload.length} expected, or the bytes differ)")
         total += n
