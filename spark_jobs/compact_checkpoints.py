@@ -32,15 +32,6 @@ _UNIT = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb"
          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 
 
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def size(text: str) -> int:
     m = _SIZE.match(text)
     if not m:
@@ -68,13 +59,13 @@ def parser() -> argparse.ArgumentParser:
                    help="inline payloads smaller than this stay inline (default 1KiB: each moved payload is one object)")
     p.add_argument("--job-filter", default="", metavar="GLOB",
                    help="only job directories whose name matches this glob")
-    p.add_argument("--in-place", nargs="?", const=True, default=False, type=_flag, metavar="BOOL",
+    p.add_argument("--in-place", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
                    help="replace the source _metadata itself (jobs that are not running: refused when the job "
                         "directory has an object newer than --quiet-period, or a newer chk-N appeared; also --in-place=true|false, "
                         "which the DAG's form uses)")
     p.add_argument("--quiet-period", default="1h", metavar="DURATION",
                    help="with --in-place: how long a job must have written nothing (default 1h; under 10m refused)")
-    p.add_argument("--dry-run", nargs="?", const=True, default=False, type=_flag, metavar="BOOL",
+    p.add_argument("--dry-run", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
                    help="parse and plan only: report what would move and the sizes after; write nothing (with "
                         "--maintain-warehouse: report what vacuum would delete; also --dry-run=true|false)")
     p.add_argument("--maintain-warehouse", action="store_true",

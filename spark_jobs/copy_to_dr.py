@@ -30,15 +30,6 @@ except ImportError as _exc:  # spark-submit with a Python that lacks the library
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
 
 
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def parser() -> argparse.ArgumentParser:
     p = ep.job_parser(
         DR,
@@ -63,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
                         "ignored: without a non-empty one, the usual selection")
     p.add_argument("--job-filter", default="", metavar="GLOB",
                    help="only job (and savepoint) directories whose name matches this glob")
-    p.add_argument("--include-external", nargs="?", const=True, default=False, type=_flag, metavar="BOOL",
+    p.add_argument("--include-external", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
                    help="also copy referenced files outside the indexed roots (below <target>/_external/); without "
                         "it a snapshot that references one is refused (also --include-external=true|false, which "
                         "the DAG's form uses)")

@@ -35,15 +35,6 @@ def _timestamp(text: str) -> datetime | None:
     return value
 
 
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def parser() -> argparse.ArgumentParser:
     p = ep.job_parser(
         INDEX,
@@ -58,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-interval-start", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--data-interval-end", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--allow-partial", action="store_true", help="exit 0 even when some units could not be listed")
-    p.add_argument("--allow-empty-root", nargs="?", const=True, default=False, type=_flag, metavar="BOOL",
+    p.add_argument("--allow-empty-root", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
                    help="index an s3:// root with no object under it as empty instead of refusing it as a likely "
                         "typo (also --allow-empty-root=true|false, which the DAG's form uses)")
     return p

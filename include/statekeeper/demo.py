@@ -8,7 +8,10 @@ where the tables are. Then garbage-collect for real on a copy of the store: a se
 `gc_mode=delete` on a relocated copy whose files are dated two days back (so a one-day grace period
 applies), listing what was deleted. Last, the `checkpoint_dr_copy` DAG copies every job's latest
 restorable checkpoint and the newest savepoints of the sample store to a second local root
-(`.statekeeper/dr-store`), `_metadata` rewritten, verified there.
+(`.statekeeper/dr-store`), `_metadata` rewritten, verified there. Then a DAG run with `compact` and
+`maintain_warehouse` switched on, over a copy of an inline-heavy store (1 MiB inline threshold):
+compaction writes new `compacted/chk-N/` snapshots beside their sources, and the warehouse's tables are
+optimized and vacuumed.
 """
 from __future__ import annotations
 
@@ -183,6 +186,43 @@ def gc_copy(work: Path, version: str = DEMO_FLINK_VERSION) -> list[str]:
     return [f"{copy}/checkpoints", f"{copy}/savepoints"]
 
 
+def compact_copy(work: Path, version: str = DEMO_FLINK_VERSION) -> list[str]:
+    """A relocated copy of the inline_heavy sample store (compaction writes beside its sources)."""
+    import shutil
+
+    sys.path.insert(0, str(PROJECT_ROOT))
+    from tests.chains.support import relocate_store
+    from tests.harness import get_fixture
+
+    target = work / "compact-demo-store"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.rmtree(work / "compact-demo-warehouse", ignore_errors=True)
+    copy = relocate_store(get_fixture(version, "inline_heavy").root, str(target))
+    return [f"{copy}/checkpoints", f"{copy}/savepoints"]
+
+
+def compact_summary(warehouse: str, airflow_run_id: str) -> str:
+    from statekeeper.tables import Warehouse
+    from statekeeper.tables.reader import TableReader
+
+    reader = TableReader(Warehouse(warehouse))
+    runs = {r["mode"]: r for r in reader.read("compaction_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id}
+    run = runs["compact"]
+    rows = [r for r in reader.read("compactions").to_pylist() if r["run_id"] == run["run_id"]]
+    lines = [f"compaction {run['run_id']}: {run['status']}, {run['compacted']} snapshot(s) compacted, "
+             f"{run['failed']} failed; {run['files_written']} file(s) written"]
+    for r in sorted(rows, key=lambda r: r["source_metadata_uri"]):
+        lines.append(f"  {r['status']:<10} _metadata {r['metadata_bytes_before']:>9,} -> "
+                     f"{r['metadata_bytes_after'] or 0:>7,} bytes  {r['result_metadata_uri']}")
+    for r in run["report"][:5]:
+        lines.append(f"  inline: {r['job_dir'][:12]}… {r['operator_uid'] or r['operator_name'] or r['operator_id']}: "
+                     f"{r['inline_bytes']:,} bytes in {r['snapshots']} snapshot(s), {r['movable_bytes']:,} movable")
+    maintenance = runs.get("maintain_warehouse")
+    if maintenance is not None:
+        lines.append(f"warehouse maintenance {maintenance['run_id']}: {maintenance['status']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m statekeeper.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=str(PROJECT_ROOT / ".statekeeper"),
@@ -191,19 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir).resolve()
     warehouse = (work / "warehouse").as_uri()
     started = time.monotonic()
-    print("1/5 sample checkpoint store (real Flink; cached after the first run)", flush=True)
+    print("1/6 sample checkpoint store (real Flink; cached after the first run)", flush=True)
     roots = sample_store_roots()
-    print("2/5 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
+    print("2/6 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
     run_id = run_dag(roots, warehouse, work / "airflow")
-    print("3/5 summary", flush=True)
+    print("3/6 summary", flush=True)
     print(summarize(warehouse, run_id))
     print(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
-    print("4/5 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
+    print("4/6 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
           "older_than=1d)", flush=True)
     copy_warehouse = (work / "gc-demo-warehouse").as_uri()
     gc_run = run_dag(gc_copy(work), copy_warehouse, work / "airflow", gc_mode="delete", older_than="1d")
     print(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
-    print("5/5 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
+    print("5/6 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
           flush=True)
     target = (work / "dr-store").as_uri()
     # The allowlist is the deployment's guard (a Variable, never a form value); the demo deployment
@@ -214,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     dr_run = run_dag([], warehouse, work / "airflow", dag_id="checkpoint_dr_copy", targets=[target],
                      dr_warehouse=(work / "dr-warehouse").as_uri())
     print(dr_summary(warehouse, dr_run))
+    print("6/6 compaction of an inline-heavy store (a copy) and warehouse maintenance (compact=true, "
+          "maintain_warehouse=true)", flush=True)
+    compact_warehouse = (work / "compact-demo-warehouse").as_uri()
+    compact_run = run_dag(compact_copy(work), compact_warehouse, work / "airflow", compact=True,
+                          compact_max_metadata_size="256KiB", maintain_warehouse=True)
+    print(compact_summary(compact_warehouse, compact_run))
     print(f"demo finished in {time.monotonic() - started:.0f}s")
     return 0
 

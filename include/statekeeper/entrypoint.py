@@ -27,6 +27,16 @@ S3_EPILOG = ("S3 settings come from the environment: STATEKEEPER_S3_ENDPOINT, AW
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def flag(text: str) -> bool:
+    """An argparse type for `--option[=BOOL]`: true/1/yes or false/0/no/'' (what a DAG's template renders)."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--roots", action="append", default=[], metavar="URI[,URI...]",
                         help=f"{help_text}; comma-separated and/or repeated")

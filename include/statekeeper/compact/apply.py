@@ -101,18 +101,6 @@ class _PayloadReader(io.RawIOBase):
         return n
 
 
-def sha256_of(fileio: Any, uri: str) -> str | None:
-    try:
-        stream = fileio.open_input(uri)
-    except ObjectNotFoundError:
-        return None
-    digest = hashlib.sha256()
-    with stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def compact_snapshot(fileio: Any, request: SnapshotRequest) -> SnapshotOutcome:
     """Compact one snapshot (see the module doc). Codec, verification and storage errors about this
     snapshot become a FAILED outcome naming the object; nothing is installed then."""
@@ -151,7 +139,7 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             if req.dry_run:
                 return SnapshotOutcome(Outcome.PLANNED, **base)
             if req.placement is Placement.NEW_DIRECTORY:
-                existing = sha256_of(fileio, plan.result_uri)
+                existing = fileio.sha256(plan.result_uri)
                 if existing == sha:
                     _verify_installed(fileio, model, src, source, plan)
                     fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
@@ -174,7 +162,7 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
                                           "writing this checkpoint?")
             body.seek(0)
             fileio.write(plan.result_uri, body)
-            if sha256_of(fileio, plan.result_uri) != sha:
+            if fileio.sha256(plan.result_uri) != sha:
                 raise CompactionError(f"{plan.result_uri} does not read back as written (another writer?)"
                                       + (f"; the original is at {backup}" if backup else ""))
             fileio.delete_many([plan.candidate_uri])
@@ -244,10 +232,10 @@ def _verify_installed(fileio: Any, model: Any, src: str, source: Any, plan: Comp
 def _backup(fileio: Any, src: str, info: FileInfo) -> str:
     """Copy the original `_metadata` beside itself and check the copy byte for byte."""
     backup = sibling(src, BACKUP_NAME)
-    want = sha256_of(fileio, src)
-    if sha256_of(fileio, backup) != want:
+    want = fileio.sha256(src)
+    if fileio.sha256(backup) != want:
         fileio.copy(src, backup)
-        if sha256_of(fileio, backup) != want:
+        if fileio.sha256(backup) != want:
             raise CompactionError(f"the backup {backup} does not match {src}: nothing installed")
     return backup
 
@@ -268,7 +256,7 @@ def _recover(fileio: Any, req: SnapshotRequest, info: FileInfo) -> SnapshotOutco
         model = read_metadata(original, src)
         plan = plan_compaction(model, src, Placement.IN_PLACE, min_bytes=req.min_bytes,
                                fingerprint=req.expected_etag or str(req.expected_size))
-        installed = sha256_of(fileio, src)
+        installed = fileio.sha256(src)
         try:
             _verify_installed(fileio, model, src, original, plan)
         except (CompactionVerifyError, ObjectNotFoundError) as exc:

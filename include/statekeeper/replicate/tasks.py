@@ -5,7 +5,6 @@ is ever in a task, and nothing of a closure reaches the driver.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -174,10 +173,10 @@ class MetadataTask:
                 return {**base, "problem": f"the rewritten {dst} names {len(unverified)} object(s) the index's "
                                            f"references did not list, e.g. {unverified[:3]}: re-index, then copy"}
             self._managed_dirs(relocated.managed_dirs)
-            current = self._existing_sha256(target_io, dst)
+            current = target_io.sha256(dst)
             if current != relocated.sha256:
                 target_io.write(dst, relocated.body)
-                if self._existing_sha256(target_io, dst) != relocated.sha256:
+                if target_io.sha256(dst) != relocated.sha256:
                     return {**base, "problem": f"{dst} does not read back as written (another writer?)"}
             return {**base, "ok": True, "problem": None, "metadata_sha256": relocated.sha256,
                     "metadata_bytes": relocated.size}
@@ -185,20 +184,6 @@ class MetadataTask:
             return {**base, "problem": f"cannot write {dst}: {type(exc).__name__}: {exc}"}
         finally:
             relocated.close()
-
-    @staticmethod
-    def _existing_sha256(target_io: Any, uri: str) -> str | None:
-        from statekeeper.storage import ObjectNotFoundError
-
-        try:
-            stream = target_io.open_input(uri)
-        except ObjectNotFoundError:
-            return None
-        digest = hashlib.sha256()
-        with stream:
-            while chunk := stream.read(1 << 20):
-                digest.update(chunk)
-        return digest.hexdigest()
 
     def _managed_dirs(self, dirs: set[str]) -> None:
         # Object stores have no directories; a local restore expects the managed directories to exist.

@@ -56,6 +56,22 @@ class FileIO(ABC):
         with self.open_input(uri, info=info) as stream:
             return stream.read()
 
+    def sha256(self, uri: str) -> str | None:
+        """Hex SHA-256 of the object's bytes, streamed; None when it does not exist."""
+        import hashlib
+
+        from statekeeper.storage.errors import ObjectNotFoundError
+
+        try:
+            stream = self.open_input(uri)
+        except ObjectNotFoundError:
+            return None
+        digest = hashlib.sha256()
+        with stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
     @abstractmethod
     def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
         """Create or replace an object atomically (readers see the old or the new bytes, never a
