@@ -3,6 +3,7 @@ the entry point, and the compactions table."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,3 +37,22 @@ def compactions(warehouse: Warehouse, run_id: str) -> list[dict]:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def download_store(prefix: str, target: Path, fileio: Any) -> str:
+    """Copy every object below `prefix` (e.g. an s3:// store) to the local directory `target`, rewriting
+    each `_metadata` so its absolute paths point into the copy (what relocate_store does the other way)."""
+    from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
+
+    local_root = uri(target)
+    for info in fileio.list(prefix):
+        out = target / info.uri[len(prefix) + 1:]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = fileio.read_bytes(info.uri)
+        if out.name == "_metadata":
+            model = read_metadata(io.BytesIO(data), info.uri)
+            result = rewrite_prefixes(model, {prefix: local_root})
+            assert not result.unmapped, result.unmapped[:3]
+            data = to_bytes(result.model, inline_source=io.BytesIO(data))
+        out.write_bytes(data)
+    return local_root

@@ -143,6 +143,16 @@ def test_in_place_through_the_job_refuses_a_running_looking_job_and_compacts_a_s
 
     snap = {s["uri"]: s for s in table(p.warehouse, "snapshots")}[uri(metadata)]
     assert snap["status"] == "ok" and snap["metadata_size"] == len(metadata.read_bytes())
+    # the replaced original becomes a GC candidate only by GC's rules: an unreferenced file, past the grace
+    # period (1s here); the new files are referenced and stay
+    from tests.gc.support import SHORT, actions
+
+    code, gc = p.gc(*SHORT)
+    assert code == 0, gc
+    planned = {a["uri"]: a for a in actions(p.warehouse, gc["run_id"])}
+    assert planned[uri(metadata.parent / BACKUP_NAME)]["reason"] == "orphan"
+    new = {uri(f) for f in metadata.parent.iterdir()} - {uri(metadata.parent / BACKUP_NAME)}
+    assert not new & set(planned)
     result_restore = harness.verify_restore(VERSION, metadata.parent, scenario=SCENARIO, job="A")
     assert result_restore.ok, result_restore.output[-2000:]
 

@@ -1,0 +1,59 @@
+"""Compaction on S3 (the session's moto server): both placements, re-runs, and proof by restore.
+
+Relocated copies of the newest version's `inline_heavy` and `incremental_inline` stores live in a bucket.
+The newest checkpoint of each is compacted through the real S3 FileIO: inline_heavy into a new
+`compacted/chk-N/` directory, incremental_inline in place (the original copied server-side to
+`_metadata.statekeeper-original`, the result installed by one PUT). A re-run recognises both results.
+The bucket is then downloaded (paths rewritten to the local copy) and both results restore in real Flink.
+"""
+from __future__ import annotations
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.compact.apply import Outcome, SnapshotRequest, compact_snapshot
+from statekeeper.compact.plan import BACKUP_NAME, CANDIDATE_NAME, Placement
+from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
+from tests.chains.support import relocate_store
+from tests.compact.support import download_store, local
+from tests.plugins.s3 import make_bucket
+
+pytestmark = [pytest.mark.flink, pytest.mark.s3, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+CASES = {"inline_heavy": Placement.NEW_DIRECTORY, "incremental_inline": Placement.IN_PLACE}
+
+
+def test_both_placements_on_s3_restore(flink_fixture, s3_config, tmp_path):
+    bucket = make_bucket(s3_config, "compact")
+    raw = RoutingFileIO(s3_config)
+    fileio = GuardedFileIO(raw, Roots([f"s3://{bucket}/{s}/checkpoints" for s in CASES]))
+    sources = {}
+    for scenario, placement in CASES.items():
+        fixture = flink_fixture(VERSION, scenario)
+        prefix = relocate_store(fixture.root, f"s3://{bucket}/{scenario}", raw)
+        chk = fixture.retained_checkpoints("A")[-1].relative_to(fixture.root)
+        src = f"{prefix}/{chk.as_posix()}/_metadata"
+        info = fileio.stat(src)
+        req = SnapshotRequest(src, info.size, info.etag, placement, 1024)
+        out = compact_snapshot(fileio, req)
+        assert out.outcome is Outcome.COMPACTED, out
+        assert out.metadata_bytes_after < out.metadata_bytes_before and out.files_written > 0
+        assert fileio.sha256(out.result_uri) == out.result_sha256
+        assert not fileio.exists(out.result_uri.rsplit("/", 1)[0] + "/" + CANDIDATE_NAME)
+        if placement is Placement.IN_PLACE:
+            assert out.result_uri == src and out.backup_uri == src.rsplit("/", 1)[0] + "/" + BACKUP_NAME
+            assert fileio.stat(out.backup_uri).size == info.size
+        else:
+            assert "/compacted/" in out.result_uri and fileio.stat(src).etag == info.etag
+        again = compact_snapshot(fileio, req)
+        expected = Outcome.RECOVERED if placement is Placement.IN_PLACE else Outcome.ALREADY_COMPACTED
+        assert again.outcome is expected and again.result_sha256 == out.result_sha256, again
+        sources[scenario] = (prefix, out.result_uri)
+
+    cases = []
+    for scenario, (prefix, result) in sources.items():
+        root = download_store(prefix, tmp_path / scenario, raw)
+        cases.append(harness.VerifyCase(local(root + result[len(prefix):]).parent, scenario, "A"))
+    results = harness.verify_restore_many(VERSION, cases)
+    assert all(r.ok for r in results), [r.output[-2000:] for r in results if not r.ok]
