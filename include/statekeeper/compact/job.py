@@ -57,13 +57,14 @@ class CompactionResult(JobResult):
             if self.maintenance_text:
                 lines.append(self.maintenance_text)
         else:
-            verb = "planned" if self.mode is CompactMode.DRY_RUN else "compacted"
+            dry = self.mode is CompactMode.DRY_RUN
+            verb, written = ("planned", "would be written") if dry else ("compacted", "written")
             saved = self.metadata_bytes_before - self.metadata_bytes_after
             lines = [f"compaction run {self.run_id} ({self.mode.value}) {self.status} in {self.seconds:.1f}s: "
                      f"{self.compacted}/{self.selected} snapshot(s) {verb}, {self.failed} failed or refused, "
                      f"{self.nothing_to_move} with nothing to move; _metadata {human_size(self.metadata_bytes_before)}"
                      f" -> {human_size(self.metadata_bytes_after)} ({human_size(saved)} less), {self.files_written} "
-                     f"file(s) written ({human_size(self.bytes_written)})"]
+                     f"file(s) {written} ({human_size(self.bytes_written)})"]
             if self.report:
                 lines.append("  inline state per job and operator (all indexed snapshots; movable = what compaction "
                              "can move out):")
