@@ -11,6 +11,8 @@ version of each table it committed (`table_versions`). That row is the commit po
   (`succeeded` or `partial`: both committed all tables) and restores any table that is ahead of
   it (`delta_log.restore`) before planning. Unchanged storage therefore never "blesses" a torn
   state: the rows of the dead run are gone from the latest version and are rebuilt from storage.
+  Commits that keep the rows (compaction and vacuum by `statekeeper.tables.maintenance`) do not
+  put a table ahead in this sense.
 """
 from __future__ import annotations
 
@@ -122,7 +124,9 @@ def pin_cut(warehouse: Warehouse, names: Iterable[str]) -> tuple[IndexCut, dict[
 
 def heal(warehouse: Warehouse, specs: Iterable[TableSpec], run_id: str) -> tuple[IndexCut | None, list[Repair]]:
     """Restore every table of `specs` that is ahead of the newest audited run to that run's version
-    (to no files when no audited run names it). Returns the cut healed to and what was restored."""
+    (to no files when no audited run names it). A table ahead only by commits that keep its rows
+    (compaction and vacuum by warehouse maintenance) is not torn and stays as it is. Returns the
+    cut healed to and what was restored."""
     cut = latest_cut(warehouse, COMMITTED)
     repairs: list[Repair] = []
     for spec in specs:
@@ -132,6 +136,8 @@ def heal(warehouse: Warehouse, specs: Iterable[TableSpec], run_id: str) -> tuple
         target = None if cut is None else cut.version(spec.name)
         if target is not None and latest <= target:
             continue
+        if target is not None and not delta_log.rows_changed_since(warehouse, spec.name, target):
+            continue  # ahead only by compaction / vacuum commits (warehouse maintenance): same rows
         outcome = delta_log.restore(
             warehouse, spec, target, expected_version=latest,
             metadata={"statekeeper.runId": run_id, "statekeeper.operation": "restore_cut",

@@ -32,6 +32,9 @@ from statekeeper.tables.warehouse import Warehouse
 from statekeeper.uri import join_uri
 
 COMMIT_ID_KEY = "statekeeper.commitId"
+# Operations that rewrite or delete data files without changing a table's rows (warehouse
+# maintenance, statekeeper.tables.maintenance, and anyone's OPTIMIZE / VACUUM).
+ROW_PRESERVING_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
 log = logging.getLogger("statekeeper.tables")
 
 
@@ -225,13 +228,18 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
 def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: TableSpec, add_actions: list[Any],
                  removes: list[DataFile], read_version: int | None, strict: bool, custom: dict[str, Any],
                  now_ms: int) -> None:
-    from deltalake.transaction import CommitProperties, create_table_with_add_actions
+    from deltalake.transaction import CommitProperties, PostCommitHookProperties, create_table_with_add_actions
 
+    # delta-rs' default post-commit hook deletes commit files older than delta.logRetentionDuration
+    # (30 days) whenever it writes a checkpoint (every 100 commits): versions that readers are
+    # pinned to, and that the index restores to, would become unreadable. Checkpoints yes, cleanup no.
+    hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
     if read_version is None:
         create_table_with_add_actions(
             location, dl.Schema.from_arrow(spec.schema), add_actions, mode="error",
             partition_by=list(spec.partition_by) or None, name=spec.name, description=spec.description or None,
             storage_options=options, commit_properties=CommitProperties(custom_metadata=custom),
+            post_commithook_properties=hooks,
         )
         return
     from deltalake._internal import RemoveAction
@@ -241,6 +249,7 @@ def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: T
     dl.DeltaTable(location, version=read_version, storage_options=options).create_write_transaction(
         actions, "append", spec.schema, partition_by=list(spec.partition_by) or None,
         commit_properties=CommitProperties(custom_metadata=custom, max_commit_retries=0 if strict else None),
+        post_commithook_properties=hooks,
     )
 
 
@@ -257,6 +266,16 @@ def find_commit(warehouse: Warehouse, name: str, commit_id: str, *, after: int |
         if entry.get(COMMIT_ID_KEY) == commit_id:
             return int(entry["version"])
     return None
+
+
+def rows_changed_since(warehouse: Warehouse, name: str, version: int) -> bool:
+    """Whether a commit after `version` of table `name` may have changed its rows: any commit but
+    the row-preserving ones (compaction, vacuum) does. Reads only the commits after `version`."""
+    dt = open_table(warehouse, name)
+    newer = dt.version() - version
+    if newer <= 0:
+        return False
+    return any(entry.get("operation") not in ROW_PRESERVING_OPERATIONS for entry in dt.history(limit=newer))
 
 
 def restore(warehouse: Warehouse, spec: TableSpec, target: int | None, *, expected_version: int,

@@ -61,6 +61,22 @@ class PartialChangesetError(TableError):
         super().__init__(message)
 
 
+class MaintenanceOptionsError(TableError, ConfigurationError, ValueError):
+    """Warehouse maintenance was asked for something it refuses outright (a negative retention, a
+    table name Statekeeper does not have); nothing was changed."""
+
+
+class RetentionFloorError(TableError, ConfigurationError):
+    """Vacuuming with the requested retention would delete data files of a table version that a
+    reader is pinned to (statekeeper.tables.maintenance): nothing was changed. `pins` are the
+    offending pins (statekeeper.tables.maintenance.RetentionPin), oldest first; the message names
+    each table, its pinned version, who pins it and the smallest retention that is safe."""
+
+    def __init__(self, message: str, pins: tuple = ()):
+        self.pins = tuple(pins)
+        super().__init__(message)
+
+
 class CutError(TableError):
     """The warehouse has no consistent cut to read, or the cut named by the audit table is not
     consistent (a reader must not work from it)."""
