@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO
 
+from statekeeper.compact.concurrency import bounded_map
 from statekeeper.compact.plan import BACKUP_NAME, CompactionPlan, Placement, plan_compaction, sibling
-from statekeeper.compact.verify import CompactionVerifyError, Verified, verify_candidate
+from statekeeper.compact.verify import CompactionVerifyError, PayloadDigests, Verified, verify_candidate
 from statekeeper.errors import StatekeeperError
 from statekeeper.format import read_metadata, write_metadata
 from statekeeper.storage import FileInfo, ObjectNotFoundError
 
-_SPOOL = 64 * 1024 * 1024     # a candidate `_metadata` up to this stays in memory; larger ones spill to disk
+_SPOOL = 8 * 1024 * 1024      # a candidate `_metadata` up to this stays in memory; larger ones spill to disk
 _CHUNK = 1 << 20
 
 
@@ -60,8 +61,10 @@ class SnapshotRequest:
     placement: Placement
     min_bytes: int
     dry_run: bool = False
-    in_flight: int = 8              # moved payloads written (and read back) concurrently: object stores are
-                                    # latency-bound per object
+    in_flight: int | None = None    # moved payloads written (and read back) at once; None: 8 on object
+                                    # stores (latency-bound per object), 1 on file systems (creating files in
+                                    # one directory serializes in the kernel; threads only add contention:
+                                    # measured 47 s vs 78 s for 160,000 files on local disk)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             return SnapshotOutcome(Outcome.NOTHING_TO_MOVE, **{**base, "result_uri": None, "files_written": 0})
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as body:
             size = write_metadata(plan.model, body, inline_source=source)
+            plan = plan.written()       # the new model is in `body` now; keep only what the rest needs
             body.seek(0)
             sha = _digest(body)
             base.update(metadata_bytes_after=size, result_sha256=sha)
@@ -141,18 +145,22 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             if req.placement is Placement.NEW_DIRECTORY:
                 existing = fileio.sha256(plan.result_uri)
                 if existing == sha:
-                    _verify_installed(fileio, model, src, source, plan)
+                    _verify_written(fileio, model, src, source, plan.result_uri, plan.result_uri, plan.file_uris)
                     fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
                     return SnapshotOutcome(Outcome.ALREADY_COMPACTED, **base)
                 if existing is not None:
                     raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
                                           "computes: move it away (or compact with the options that made it), "
                                           "then re-run")
-            digests = _write_payloads(fileio, src, info, plan, req.in_flight)
+            in_flight = req.in_flight or (1 if plan.result_uri.startswith("file://") else 8)
+            digests = _write_payloads(fileio, src, info, plan, in_flight)
+            new_files = plan.file_uris
             # Durable before anything names them; one flush for all (a file system's fsync each is slow).
-            fileio.make_durable([f.uri for f in plan.files])
+            fileio.make_durable(list(new_files))
+            plan = plan.verifying()     # only the new files' URIs are needed from here on
             fileio.write(plan.candidate_uri, body)
-            _verify_written(fileio, model, src, source, plan, plan.candidate_uri, digests, req.in_flight)
+            _verify_written(fileio, model, src, source, plan.result_uri, plan.candidate_uri, new_files, digests,
+                            in_flight)
             backup = None
             if req.placement is Placement.IN_PLACE:
                 backup = _backup(fileio, src, info)
@@ -170,11 +178,10 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
 
 
 def _write_payloads(fileio: Any, src: str, info: FileInfo, plan: CompactionPlan,
-                    in_flight: int) -> dict[tuple[int, int], bytes]:
+                    in_flight: int) -> PayloadDigests:
     """Write every moved payload to its file, streamed from the source (each worker thread reads through
     its own stream, pinned to the version parsed); returns the SHA-256 of each payload as written."""
     import threading
-    from concurrent.futures import ThreadPoolExecutor
 
     local = threading.local()
     streams: list[Any] = []
@@ -188,15 +195,14 @@ def _write_payloads(fileio: Any, src: str, info: FileInfo, plan: CompactionPlan,
                 streams.append(stream)
         return stream
 
-    def one(f: Any) -> tuple[tuple[int, int], bytes]:
+    def one(f: Any) -> tuple[int, bytes]:
         h = hashlib.sha256()
         chunks = _hashed(f.payload.iter_chunks(source_stream(), _CHUNK), h)
         fileio.write(f.uri, io.BufferedReader(_PayloadReader(chunks), _CHUNK), durable=False)
-        return (f.payload.offset, f.payload.length), h.digest()
+        return f.payload.offset, h.digest()
 
     try:
-        with ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="compact-write") as pool:
-            return dict(pool.map(one, plan.files))
+        return PayloadDigests(bounded_map(one, plan.files, in_flight))
     finally:
         for stream in streams:
             stream.close()
@@ -216,17 +222,13 @@ def _digest(body: BinaryIO) -> str:
     return digest.hexdigest()
 
 
-def _verify_written(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan, written: str,
-                    digests: dict[tuple[int, int], bytes] | None = None, in_flight: int = 8) -> Verified:
-    """Parse what storage now holds at `written` as if installed at the result URI, and verify it."""
+def _verify_written(fileio: Any, model: Any, src: str, source: Any, result_uri: str, written: str,
+                    new_files: frozenset[str], digests: PayloadDigests | None = None, in_flight: int = 1) -> Verified:
+    """Parse what storage now holds at `written` as if installed at `result_uri`, and verify it."""
     with fileio.open_input(written) as stream:
-        candidate = read_metadata(stream, plan.result_uri)
-        return verify_candidate(model, src, source, candidate, stream, plan.result_uri, plan.file_uris,
-                                fileio.open_input, digests, in_flight=in_flight)
-
-
-def _verify_installed(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan) -> Verified:
-    return _verify_written(fileio, model, src, source, plan, plan.result_uri)
+        candidate = read_metadata(stream, result_uri)
+        return verify_candidate(model, src, source, candidate, stream, result_uri, new_files, fileio.open_input,
+                                digests, in_flight=in_flight)
 
 
 def _backup(fileio: Any, src: str, info: FileInfo) -> str:
@@ -258,7 +260,7 @@ def _recover(fileio: Any, req: SnapshotRequest, info: FileInfo) -> SnapshotOutco
                                fingerprint=req.expected_etag or str(req.expected_size))
         installed = fileio.sha256(src)
         try:
-            _verify_installed(fileio, model, src, original, plan)
+            _verify_written(fileio, model, src, original, src, src, plan.file_uris)
         except (CompactionVerifyError, ObjectNotFoundError) as exc:
             raise CompactionError(f"{src} is neither the indexed original nor its verified compaction ({exc}); "
                                   f"the original is at {backup}: copy it back to {src} if the job must restore "

@@ -14,6 +14,7 @@ crash rewrites the same objects instead of leaving a second set behind.
 """
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -53,10 +54,20 @@ class CompactionPlan:
     source_uri: str
     result_uri: str
     placement: Placement
-    model: CheckpointMetadata          # the new `_metadata`; moved payloads still unloaded (source offsets)
+    model: CheckpointMetadata | None   # the new `_metadata` (moved payloads unloaded); None once written
     files: tuple[ExternalFile, ...]    # to write before the new `_metadata`, payloads from the source
     kept_inline: int                   # inline handles that stay (too small, or must stay inline)
     absolutized: int                   # the source's relative handles now named absolutely
+
+    def written(self) -> CompactionPlan:
+        """This plan without its model: once serialized, the new model is not needed again, and for a
+        GB-sized source it is ~10^5 handles."""
+        return dataclasses.replace(self, model=None)
+
+    def verifying(self) -> CompactionPlan:
+        """This plan without its model and files, once both are written: a GB-sized source moves ~10^5
+        payloads, and verification needs only their URIs (`file_uris`, taken before)."""
+        return dataclasses.replace(self, model=None, files=())
 
     @property
     def moved_bytes(self) -> int:

@@ -12,12 +12,15 @@ Three checks, each fatal on its own:
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from statekeeper.compact.concurrency import bounded_map
 from statekeeper.errors import StatekeeperError
 from statekeeper.format import (
     ByteStreamHandle,
@@ -35,6 +38,27 @@ from statekeeper.uri import flink_path_uri, parent_uri, resolve_relative
 _CHUNK = 1 << 20
 
 
+class PayloadDigests:
+    """SHA-256 of each moved payload by its offset in the source, packed: ~10^5 of them as a dict of
+    bytes would cost more memory than the candidate's whole parse."""
+
+    __slots__ = ("_offsets", "_digests")
+
+    def __init__(self, pairs: Iterable[tuple[int, bytes]]):
+        ordered = sorted(pairs)
+        self._offsets = array("q", (o for o, _ in ordered))
+        self._digests = b"".join(d for _, d in ordered)
+
+    def get(self, offset: int) -> bytes | None:
+        i = bisect.bisect_left(self._offsets, offset)
+        if i < len(self._offsets) and self._offsets[i] == offset:
+            return self._digests[32 * i:32 * i + 32]
+        return None
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+
 class CompactionVerifyError(StatekeeperError):
     """The candidate differs from its source in a way compaction must not cause; it is not installed."""
 
@@ -46,46 +70,61 @@ class Verified:
     payload_bytes: int
 
 
+def iter_references(model: CheckpointMetadata, metadata_uri: str) -> Iterator[str]:
+    """The URIs (files, segment files and managed directories) `model` names from `metadata_uri`, with
+    repeats: the index's own reading (`extract_references`, what GC keeps files by), one operator at a
+    time so that ~10^5 reference records are never alive at once."""
+    for f in extract_references(dataclasses.replace(model, operators=()), metadata_uri).files:
+        yield f.uri
+    for op in model.operators:
+        for f in extract_references(dataclasses.replace(model, master_states=(), operators=(op,)), metadata_uri).files:
+            yield f.uri
+
+
 def referenced(model: CheckpointMetadata, metadata_uri: str) -> set[str]:
-    """Distinct URIs (files, segment files and managed directories) `model` names from `metadata_uri`."""
-    return {f.uri for f in extract_references(model, metadata_uri).files}
+    """Distinct URIs `model` names from `metadata_uri` (see iter_references)."""
+    return set(iter_references(model, metadata_uri))
 
 
 def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream: Any, candidate: CheckpointMetadata,
                      candidate_stream: Any, result_uri: str, new_files: frozenset[str],
                      open_file: Callable[[str], BinaryIO],
-                     payload_digests: dict[tuple[int, int], bytes] | None = None, in_flight: int = 1) -> Verified:
+                     payload_digests: PayloadDigests | None = None, in_flight: int = 1) -> Verified:
     """Raise CompactionVerifyError unless `candidate` (parsed from `candidate_stream`, the bytes to
     install at `result_uri`) is `source` (parsed from `source_stream`) with inline payloads moved to
     `new_files` and nothing else changed; `open_file` opens a new file for reading. Payloads that
     stayed inline are compared by content (their offsets differ between the two files).
-    `payload_digests` (source (offset, length) -> SHA-256, taken while the payloads were written) saves
+    `payload_digests` (source offset of a payload -> SHA-256, taken while the payloads were written) saves
     reading the moved payloads from the source a second time."""
     old_refs = referenced(source, source_uri)
-    new_refs = referenced(candidate, result_uri)
     reused = sorted(new_files & old_refs)
     if reused:
         raise CompactionVerifyError(f"{result_uri}: new file(s) already referenced by the source: {reused[:3]}")
-    expected = old_refs | new_files
-    if new_refs != expected:
-        missing, extra = sorted(expected - new_refs), sorted(new_refs - expected)
+    # What the candidate names, checked off against what it must name: the source's references by set
+    # (few), the new files by a bitmap over their index (~10^5: no second set of URIs in memory).
+    ordered = list(new_files)
+    index = {uri: i for i, uri in enumerate(ordered)}
+    seen_new, seen_old, extra = bytearray(len(index)), set(), []
+    for uri in iter_references(candidate, result_uri):
+        i = index.get(uri)
+        if i is not None:
+            seen_new[i] = 1
+        elif uri in old_refs:
+            seen_old.add(uri)
+        elif len(extra) < 10:
+            extra.append(uri)
+    missing = sorted(old_refs - seen_old) + [u for u, i in index.items() if not seen_new[i]][:10]
+    if missing or extra:
         raise CompactionVerifyError(
             f"{result_uri} does not name the source's references plus the new files: "
             f"{len(missing)} missing (e.g. {missing[:3]}), {len(extra)} unexpected (e.g. {extra[:3]})")
 
     source_dir, result_dir = parent_uri(source_uri), parent_uri(result_uri)
-    olds: list[Any] = []
-    transform(source, lambda site, role, name, node: olds.append(node) or node)
-    it: Iterator[Any] = iter(olds)
-    moved: list[tuple[ByteStreamHandle, str]] = []
+    moved: list[tuple[ByteStreamHandle, int]] = []     # (source handle, index of its new file)
+    moved_to = bytearray(len(ordered))
     position = 0
 
-    def put_back(site: Any, role: str, name: Any, node: Any) -> Any:
-        nonlocal position
-        position += 1
-        old = next(it, None)
-        if old is None:
-            raise CompactionVerifyError(f"{result_uri} has more handles than {source_uri} (at #{position})")
+    def put_back(old: Any, site: Any, role: str, node: Any) -> Any:
         if type(node) in _CONTAINERS and type(old) is type(node):
             # Visited before their delegate: compare all but the delegate, keep the candidate's delegate
             # so that the walk checks it next against the source's.
@@ -98,12 +137,16 @@ def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream:
                  f"{site.subtask}, {site.slot}/{role} (handle #{position})")
         if type(old) is ByteStreamHandle:
             uri = _file_uri(node, result_dir)
-            if uri is None or uri not in new_files:
+            i = index.get(uri) if uri is not None else None
+            if i is None:
                 raise CompactionVerifyError(f"{result_uri}: inline state at {where} became {node!r}, not a new file")
+            if moved_to[i]:
+                raise CompactionVerifyError(f"{result_uri}: {uri} is named for a second payload at {where}")
             if _size(node) != old.payload.length:
                 raise CompactionVerifyError(f"{result_uri}: {uri} states {_size(node)} bytes for an inline payload "
                                             f"of {old.payload.length} at {where}")
-            moved.append((old, uri))
+            moved_to[i] = 1
+            moved.append((old, i))
             return old
         if type(old) is RelativeFileHandle and type(node) is FileHandle:
             if (flink_path_uri(node.path) == resolve_relative(source_dir, old.relative_path)
@@ -111,26 +154,53 @@ def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream:
                 return old
         raise CompactionVerifyError(f"{result_uri}: the handle at {where} changed: {old!r} -> {node!r}")
 
-    rebuilt = transform(candidate, put_back)
-    if next(it, None) is not None:
-        raise CompactionVerifyError(f"{result_uri} has fewer handles than {source_uri}")
-    if rebuilt != source:
-        raise CompactionVerifyError(f"{result_uri} differs from {source_uri} outside the moved handles "
-                                    "(operators, key-group offsets, properties or trailer)")
-    if {uri for _, uri in moved} != new_files or len(moved) != len(new_files):
+    def same(part: CheckpointMetadata, cand_part: CheckpointMetadata, what: str) -> None:
+        """Walk one part of both files in the same order; with the source's handles put back into the
+        candidate's part, it must equal the source's part."""
+        nonlocal position
+        olds: list[Any] = []
+        transform(part, lambda site, role, name, node: olds.append(node) or node)
+        it: Iterator[Any] = iter(olds)
+
+        def visit(site: Any, role: str, name: Any, node: Any) -> Any:
+            nonlocal position
+            position += 1
+            old = next(it, None)
+            if old is None:
+                raise CompactionVerifyError(f"{result_uri} has more handles than {source_uri} in {what}")
+            return put_back(old, site, role, node)
+
+        rebuilt = transform(cand_part, visit)
+        if next(it, None) is not None:
+            raise CompactionVerifyError(f"{result_uri} has fewer handles than {source_uri} in {what}")
+        if rebuilt != part:
+            raise CompactionVerifyError(f"{result_uri} differs from {source_uri} outside the moved handles in "
+                                        f"{what} (ids, key-group offsets, names or other fields)")
+
+    # Part by part (file-level fields with master state, then each operator), so that only one
+    # operator's rebuilt copy is alive at a time: a GB-sized source has ~10^5 handles.
+    if len(candidate.operators) != len(source.operators):
+        raise CompactionVerifyError(f"{result_uri} has {len(candidate.operators)} operators, {source_uri} "
+                                    f"{len(source.operators)}")
+    same(dataclasses.replace(source, operators=()), dataclasses.replace(candidate, operators=()),
+         "the file-level fields and master state")
+    for old_op, new_op in zip(source.operators, candidate.operators):
+        same(dataclasses.replace(source, master_states=(), operators=(old_op,)),
+             dataclasses.replace(candidate, master_states=(), operators=(new_op,)), f"operator {old_op.operator_id}")
+    if len(moved) != len(ordered):     # each named once (checked above), so: every one named
         raise CompactionVerifyError(f"{result_uri}: the new files are not one per moved payload")
 
     total = 0
-    digests = payload_digests or {}
-    wanted: list[bytes] = []
-    for old, _uri in moved:
-        want = digests.get((old.payload.offset, old.payload.length))
+    digests = payload_digests if payload_digests is not None else PayloadDigests(())
+
+    def wanted(old: ByteStreamHandle) -> bytes:
+        want = digests.get(old.payload.offset)
         if want is None:
             h = hashlib.sha256()
             for chunk in old.payload.iter_chunks(source_stream, _CHUNK):
                 h.update(chunk)
             want = h.digest()
-        wanted.append(want)
+        return want
 
     def read_back(uri: str) -> tuple[int, bytes]:
         got, n = hashlib.sha256(), 0
@@ -140,17 +210,15 @@ def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream:
                 n += len(chunk)
         return n, got.digest()
 
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="compact-verify") as pool:
-        found = list(pool.map(read_back, [uri for _, uri in moved]))
     total = 0
-    for (old, uri), want, (n, got) in zip(moved, wanted, found):
-        if n != old.payload.length or got != want:
+    found = bounded_map(read_back, (ordered[i] for _, i in moved), in_flight)
+    for (old, i), (n, got) in zip(moved, found):
+        uri = ordered[i]
+        if n != old.payload.length or got != wanted(old):
             raise CompactionVerifyError(f"{uri} does not hold its inline payload ({n} bytes read, "
                                         f"{old.payload.length} expected, or the bytes differ)")
         total += n
-    return Verified(len(new_refs), len(moved), total)
+    return Verified(len(old_refs) + len(ordered), len(moved), total)
 
 
 _CONTAINERS = (FileMergingOperatorHandle, MergedChannelStateHandle)
