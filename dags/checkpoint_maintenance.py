@@ -287,7 +287,8 @@ with DAG(
         job=COMPACT.entry_point,
         job_args=COMPACT_ARGS,
         enabled=COMPACT_ENABLED,
-        skip_reason="compaction is off (Variable statekeeper_compact_enabled, or the form's compact)",
+        skip_reason="enable it with the Variable statekeeper_compact_enabled=true (scheduled runs) or the form's "
+                    "compact (manual runs)",
         doc_md="Moves inline state out of every `_metadata` larger than the threshold into a new "
                "`compacted/chk-N/` snapshot directory, verified before its `_metadata` is written; writes "
                "`compactions` and `compaction_runs`, and logs inline bytes per job and operator. Off unless "
@@ -299,7 +300,7 @@ with DAG(
         job=COMPACT.entry_point,
         job_args=MAINTAIN_ARGS,
         enabled=MAINTAIN_ENABLED,
-        skip_reason="warehouse maintenance runs on Sundays (or when the form's maintain_warehouse is set)",
+        skip_reason="it runs on Sundays, or when the form's maintain_warehouse is set",
         # The tables need compacting whether or not tonight's checkpoints were fine.
         trigger_rule="all_done",
         doc_md="Compacts the warehouse's Delta tables (small files) and vacuums versions older than the "

@@ -219,7 +219,12 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
                      f"{r['inline_bytes']:,} bytes in {r['snapshots']} snapshot(s), {r['movable_bytes']:,} movable")
     maintenance = runs.get("maintain_warehouse")
     if maintenance is not None:
-        lines.append(f"warehouse maintenance {maintenance['run_id']}: {maintenance['status']}")
+        import json
+
+        report = json.loads(maintenance["maintenance"] or "{}")
+        lines.append(f"warehouse maintenance {maintenance['run_id']}: {maintenance['status']}; "
+                     f"{report.get('files_compacted', 0)} small file(s) compacted, {report.get('files_vacuumed', 0)} "
+                     f"vacuumed, live data files {report.get('files_before', 0)} -> {report.get('files_after', 0)}")
     return "\n".join(lines)
 
 
