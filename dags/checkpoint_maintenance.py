@@ -51,8 +51,9 @@ source is never modified. A manual run can name one snapshot (`compact_snapshot`
 
 **Warehouse maintenance** (`maintain_warehouse`) compacts Statekeeper's own Delta tables' small files
 and vacuums versions older than the Variable `statekeeper_warehouse_retention` (default `7d`; refused
-when a job still reads an older version). Scheduled runs do it on Sundays, after `gc` and `compact`
-whatever their outcome; a manual run when the form's `maintain_warehouse` is set. Both steps show as
+when a job still reads an older version). Scheduled runs do it on Sundays, after `gc` and `compact`,
+unless one of them (or `validate` before them) failed; a manual run when the form's
+`maintain_warehouse` is set. Both steps show as
 skipped when off.
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
@@ -301,8 +302,10 @@ with DAG(
         job_args=MAINTAIN_ARGS,
         enabled=MAINTAIN_ENABLED,
         skip_reason="it runs on Sundays, or when the form's maintain_warehouse is set",
-        # The tables need compacting whether or not tonight's checkpoints were fine.
-        trigger_rule="all_done",
+        # Not after a failure upstream: a run that went wrong leaves the warehouse as it is for a look,
+        # and the run must end failed (a leaf that skips after a failure would make it look successful).
+        # A skipped `compact` (off) does not hold it back.
+        trigger_rule="none_failed_min_one_success",
         doc_md="Compacts the warehouse's Delta tables (small files) and vacuums versions older than the "
                "retention, never one a job still reads. Weekly.",
         **SUBMIT,

@@ -148,6 +148,8 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     assert states["index"][0] == "success" and states["chains"][0] == "success", states
     assert states["validate"] == ("failed", 1), states
     assert states["gc"][0] == "upstream_failed", states     # never collect garbage after a failed validation
+    assert states["compact"][0] == "upstream_failed", states
+    assert states["maintain_warehouse"][0] == "upstream_failed", states
 
     runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == run.run_id]
     assert len(runs) == 1 and runs[0]["status"] == "unrestorable", runs
