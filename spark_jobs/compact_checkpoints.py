@@ -78,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def options_from(args: argparse.Namespace):
-    from statekeeper.compact.options import CompactMode, CompactOptions, parse_snapshot
+    from statekeeper.compact.options import CompactMode, CompactOptions
     from statekeeper.compact.plan import Placement
     from statekeeper.gc.options import parse_duration
 
@@ -88,7 +88,7 @@ def options_from(args: argparse.Namespace):
         mode = CompactMode.DRY_RUN if args.dry_run else CompactMode.COMPACT
     return CompactOptions(
         mode=mode, placement=Placement.IN_PLACE if args.in_place else Placement.NEW_DIRECTORY,
-        snapshots=tuple(parse_snapshot(s) for group in args.snapshot for s in group.split(",") if s.strip()),
+        snapshots=ep.snapshots_from(args.snapshot),
         max_metadata_size=args.max_metadata_size, max_inline_ratio=args.max_inline_ratio, min_bytes=args.min_bytes,
         job_filter=args.job_filter or None, quiet_period=parse_duration(args.quiet_period, "--quiet-period"),
         warehouse_retention=parse_duration(args.warehouse_retention, "--warehouse-retention"),

@@ -74,11 +74,11 @@ def parser() -> argparse.ArgumentParser:
 
 def options_from(args: argparse.Namespace):
     from statekeeper.replicate.options import (DrMode, DrOptions, SavepointPolicy, TargetSpec, VerifyMode,
-                                               parse_allowed, parse_snapshot)
+                                               parse_allowed)
 
     return DrOptions(targets=TargetSpec.parse(args.target), allowed_targets=parse_allowed(args.allowed_targets),
                      mode=DrMode(args.mode), savepoints=SavepointPolicy(args.savepoints),
-                     snapshots=tuple(parse_snapshot(s) for group in args.snapshot for s in group.split(",") if s.strip()),
+                     snapshots=ep.snapshots_from(args.snapshot),
                      job_filter=args.job_filter or None, include_external=args.include_external,
                      verify=VerifyMode(args.verify), copies_in_flight=args.copies_in_flight,
                      max_fallbacks=args.max_fallbacks, max_copies_per_second=args.max_copies_per_second)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from statekeeper.errors import ConfigurationError
 from statekeeper.jobs.registry import ExitCode, JobSpec
 
 S3_EPILOG = ("S3 settings come from the environment: STATEKEEPER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
@@ -35,6 +36,27 @@ def flag(text: str) -> bool:
     if value in ("false", "0", "no", ""):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+class SnapshotArgumentError(ConfigurationError):
+    """A --snapshot value is not an absolute URI."""
+
+
+def snapshots_from(values: list[str]) -> tuple[str, ...]:
+    """`--snapshot` values (repeatable, comma-separated; empty ones, what a DAG renders for none, are
+    ignored), each a snapshot directory or its `_metadata`: the canonical `_metadata` URIs."""
+    from statekeeper.uri import normalize_uri
+
+    out = []
+    for value in (v.strip() for group in values for v in group.split(",")):
+        if not value:
+            continue
+        try:
+            uri = normalize_uri(value).rstrip("/")
+        except ValueError as exc:
+            raise SnapshotArgumentError(f"snapshot {value!r} is not an absolute file:// or s3:// URI: {exc}") from None
+        out.append(uri if uri.endswith("/_metadata") else uri + "/_metadata")
+    return tuple(out)
 
 
 def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:

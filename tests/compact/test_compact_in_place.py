@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.compact.apply import Outcome, SnapshotRequest, compact_snapshot
+from statekeeper.compact.apply import SnapshotRequest, compact_snapshot
+from statekeeper.tables.vocabulary import CompactionStatus
 from statekeeper.compact.plan import BACKUP_NAME, CANDIDATE_NAME, Placement, plan_compaction
 from statekeeper.format import read_metadata
 from statekeeper.storage import file_io
@@ -82,7 +83,7 @@ def test_a_kill_after_any_write_leaves_the_original_or_the_verified_result(fixtu
             # installed: it must be the verified result (a re-run verifies it against the backup)
             assert (metadata.parent / BACKUP_NAME).read_bytes() == original
         out = compact_snapshot(file_io(), req)
-        expected = Outcome.RECOVERED if now != original else Outcome.COMPACTED
+        expected = CompactionStatus.RECOVERED if now != original else CompactionStatus.COMPACTED
         assert out.outcome is expected, (k, out)
         assert (metadata.parent / BACKUP_NAME).read_bytes() == original
         assert not (metadata.parent / CANDIDATE_NAME).exists()
@@ -104,12 +105,12 @@ def test_an_unsupported_or_corrupt_metadata_is_refused_before_anything_is_writte
     for placement in Placement:
         info = file_io().stat(uri(metadata))
         out = compact_snapshot(file_io(), SnapshotRequest(uri(metadata), info.size, info.etag, placement, 1024))
-        assert out.outcome is Outcome.FAILED and "UnsupportedMetadataVersionError" in out.problem, out
+        assert out.outcome is CompactionStatus.FAILED and "UnsupportedMetadataVersionError" in out.problem, out
         assert "version 7" in out.problem
     metadata.write_bytes(original[: len(original) // 2])
     info = file_io().stat(uri(metadata))
     out = compact_snapshot(file_io(), SnapshotRequest(uri(metadata), info.size, info.etag, Placement.IN_PLACE, 1024))
-    assert out.outcome is Outcome.FAILED and "TruncatedMetadataError" in out.problem, out
+    assert out.outcome is CompactionStatus.FAILED and "TruncatedMetadataError" in out.problem, out
     after = listing([store])
     assert set(after) == set(before)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 import tests.harness as harness
-from statekeeper.compact.apply import Outcome, SnapshotRequest, compact_snapshot
+from statekeeper.compact.apply import SnapshotRequest, compact_snapshot
+from statekeeper.tables.vocabulary import CompactionStatus
 from statekeeper.compact.plan import BACKUP_NAME, CANDIDATE_NAME, Placement
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from tests.chains.support import relocate_store
@@ -37,7 +38,7 @@ def test_both_placements_on_s3_restore(flink_fixture, s3_config, tmp_path):
         info = fileio.stat(src)
         req = SnapshotRequest(src, info.size, info.etag, placement, 1024)
         out = compact_snapshot(fileio, req)
-        assert out.outcome is Outcome.COMPACTED, out
+        assert out.outcome is CompactionStatus.COMPACTED, out
         assert out.metadata_bytes_after < out.metadata_bytes_before and out.files_written > 0
         assert fileio.sha256(out.result_uri) == out.result_sha256
         assert not fileio.exists(out.result_uri.rsplit("/", 1)[0] + "/" + CANDIDATE_NAME)
@@ -47,7 +48,7 @@ def test_both_placements_on_s3_restore(flink_fixture, s3_config, tmp_path):
         else:
             assert "/compacted/" in out.result_uri and fileio.stat(src).etag == info.etag
         again = compact_snapshot(fileio, req)
-        expected = Outcome.RECOVERED if placement is Placement.IN_PLACE else Outcome.ALREADY_COMPACTED
+        expected = CompactionStatus.RECOVERED if placement is Placement.IN_PLACE else CompactionStatus.ALREADY_COMPACTED
         assert again.outcome is expected and again.result_sha256 == out.result_sha256, again
         sources[scenario] = (prefix, out.result_uri)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.compact.apply import Outcome, SnapshotRequest, compact_snapshot
+from statekeeper.compact.apply import SnapshotRequest, compact_snapshot
+from statekeeper.tables.vocabulary import CompactionStatus
 from statekeeper.compact.plan import CANDIDATE_NAME, Placement, plan_compaction, result_metadata_uri
 from statekeeper.compact.verify import CompactionVerifyError, verify_candidate
 from statekeeper.format import (IncrementalKeyedHandle, RelativeFileHandle, absolutize_relative, extract_references,
@@ -74,20 +75,20 @@ def test_absolutize_keeps_every_reference(flink_fixture):
 
 def test_a_rerun_finds_the_result_and_a_foreign_result_is_refused(heavy):
     first = compact_snapshot(file_io(), _request(heavy))
-    assert first.outcome is Outcome.COMPACTED, first
+    assert first.outcome is CompactionStatus.COMPACTED, first
     again = compact_snapshot(file_io(), _request(heavy))
-    assert again.outcome is Outcome.ALREADY_COMPACTED and again.result_sha256 == first.result_sha256
+    assert again.outcome is CompactionStatus.ALREADY_COMPACTED and again.result_sha256 == first.result_sha256
     result = local(first.result_uri)
     result.write_bytes(result.read_bytes() + b"x")
     other = compact_snapshot(file_io(), _request(heavy))
-    assert other.outcome is Outcome.FAILED and "exists and is not the compaction" in other.problem
+    assert other.outcome is CompactionStatus.FAILED and "exists and is not the compaction" in other.problem
 
 
 def test_a_source_changed_since_the_index_is_refused(heavy):
     req = _request(heavy)
     heavy.write_bytes(heavy.read_bytes())          # same bytes, new version
     out = compact_snapshot(file_io(), dataclasses.replace(req, expected_etag="stale"))
-    assert out.outcome is Outcome.FAILED and "changed since it was indexed" in out.problem
+    assert out.outcome is CompactionStatus.FAILED and "changed since it was indexed" in out.problem
     assert not (heavy.parent.parent / "compacted").exists()
 
 

@@ -7,7 +7,8 @@ import io
 import pytest
 
 from statekeeper.format import extract_references, open_metadata, read_metadata
-from statekeeper.replicate.options import DrOptions, DrOptionsError, TargetSpec, parse_allowed, parse_snapshot
+from statekeeper.entrypoint import snapshots_from
+from statekeeper.replicate.options import DrOptions, DrOptionsError, TargetSpec, parse_allowed
 from statekeeper.replicate.relocate import RelocateError, external_target, relocate, target_of
 from statekeeper.uri import normalize_uri
 
@@ -74,8 +75,10 @@ def test_two_roots_never_share_a_target_and_nothing_runs_without_allowlist_or_ta
 
 
 def test_snapshot_and_target_spelling():
-    assert parse_snapshot("s3://b/ck/job/chk-3/") == "s3://b/ck/job/chk-3/_metadata"
-    assert parse_snapshot("s3://b/ck/job/chk-3/_metadata") == "s3://b/ck/job/chk-3/_metadata"
+    assert snapshots_from(["s3://b/ck/job/chk-3/"]) == ("s3://b/ck/job/chk-3/_metadata",)
+    assert snapshots_from(["s3://b/ck/job/chk-3/_metadata"]) == ("s3://b/ck/job/chk-3/_metadata",)
+    assert snapshots_from(["", "s3://b/a/chk-1,s3://b/a/chk-2/_metadata"]) == ("s3://b/a/chk-1/_metadata",
+                                                                              "s3://b/a/chk-2/_metadata")
     assert target_of("s3://src/flink/checkpoints/j/shared/x", {"s3://src/flink": "s3://dr/a",
                                                               "s3://src/flink/checkpoints": "s3://dr/c"}) \
         == "s3://dr/c/j/shared/x"

@@ -14,7 +14,7 @@ At every instant the installed `_metadata` is the source or a verified result, n
 A crash before the install leaves the source in force plus objects nothing references (the index
 lists them; a re-run overwrites them, GC collects them after its grace period). A crash after it
 leaves the verified result; the next run finds the backup, verifies the installed file against it
-and records the compaction (`Outcome.RECOVERED`). The backup is an unreferenced file: GC removes it
+and records the compaction (`CompactionStatus.RECOVERED`). The backup is an unreferenced file: GC removes it
 after its grace period, by its rules, like any other.
 """
 from __future__ import annotations
@@ -26,7 +26,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, BinaryIO
 
 from statekeeper.compact.concurrency import bounded_map
@@ -35,18 +34,10 @@ from statekeeper.compact.verify import CompactionVerifyError, PayloadDigests, Ve
 from statekeeper.errors import StatekeeperError
 from statekeeper.format import read_metadata, write_metadata
 from statekeeper.storage import FileInfo, ObjectNotFoundError
+from statekeeper.tables.vocabulary import CompactionStatus
 
 _SPOOL = 8 * 1024 * 1024      # a candidate `_metadata` up to this stays in memory; larger ones spill to disk
 _CHUNK = 1 << 20
-
-
-class Outcome(StrEnum):
-    COMPACTED = "compacted"                  # verified and installed by this run
-    ALREADY_COMPACTED = "already_compacted"  # the verified result was already installed
-    RECOVERED = "recovered"                  # installed by a run that died before recording it; verified now
-    NOTHING_TO_MOVE = "nothing_to_move"      # no inline payload of at least --min-bytes may leave the file
-    PLANNED = "planned"                      # dry run: what a run would write
-    FAILED = "failed"                        # nothing installed; `problem` says why and what to do
 
 
 class CompactionError(StatekeeperError):
@@ -69,7 +60,7 @@ class SnapshotRequest:
 
 @dataclass(frozen=True)
 class SnapshotOutcome:
-    outcome: Outcome
+    outcome: CompactionStatus        # never REFUSED: that is decided before a snapshot is read
     source_uri: str
     result_uri: str | None = None
     backup_uri: str | None = None
@@ -114,7 +105,7 @@ def compact_snapshot(fileio: Any, request: SnapshotRequest) -> SnapshotOutcome:
     try:
         out = _compact(fileio, request)
     except (MetadataFormatError, CompactionVerifyError, CompactionError, StorageError) as exc:
-        out = SnapshotOutcome(Outcome.FAILED, request.source_uri, problem=f"{type(exc).__name__}: {exc}")
+        out = SnapshotOutcome(CompactionStatus.FAILED, request.source_uri, problem=f"{type(exc).__name__}: {exc}")
     return dataclasses.replace(out, seconds=time.monotonic() - began)
 
 
@@ -133,7 +124,7 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
         base = dict(source_uri=src, result_uri=plan.result_uri, metadata_bytes_before=info.size,
                     files_written=len(plan.files), bytes_written=plan.moved_bytes, kept_inline=plan.kept_inline)
         if not plan.files:
-            return SnapshotOutcome(Outcome.NOTHING_TO_MOVE, **{**base, "result_uri": None, "files_written": 0})
+            return SnapshotOutcome(CompactionStatus.NOTHING_TO_MOVE, **{**base, "result_uri": None, "files_written": 0})
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as body:
             size = write_metadata(plan.model, body, inline_source=source)
             plan = plan.written()       # the new model is in `body` now; keep only what the rest needs
@@ -141,13 +132,13 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             sha = _digest(body)
             base.update(metadata_bytes_after=size, result_sha256=sha)
             if req.dry_run:
-                return SnapshotOutcome(Outcome.PLANNED, **base)
+                return SnapshotOutcome(CompactionStatus.PLANNED, **base)
             if req.placement is Placement.NEW_DIRECTORY:
                 existing = fileio.sha256(plan.result_uri)
                 if existing == sha:
                     _verify_written(fileio, model, src, source, plan.result_uri, plan.result_uri, plan.file_uris)
                     fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
-                    return SnapshotOutcome(Outcome.ALREADY_COMPACTED, **base)
+                    return SnapshotOutcome(CompactionStatus.ALREADY_COMPACTED, **base)
                 if existing is not None:
                     raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
                                           "computes: move it away (or compact with the options that made it), "
@@ -174,7 +165,7 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
                 raise CompactionError(f"{plan.result_uri} does not read back as written (another writer?)"
                                       + (f"; the original is at {backup}" if backup else ""))
             fileio.delete_many([plan.candidate_uri])
-            return SnapshotOutcome(Outcome.COMPACTED, backup_uri=backup, **base)
+            return SnapshotOutcome(CompactionStatus.COMPACTED, backup_uri=backup, **base)
 
 
 def _write_payloads(fileio: Any, src: str, info: FileInfo, plan: CompactionPlan,
@@ -266,5 +257,5 @@ def _recover(fileio: Any, req: SnapshotRequest, info: FileInfo) -> SnapshotOutco
                                   f"the original is at {backup}: copy it back to {src} if the job must restore "
                                   "from it, then re-index") from None
         fileio.delete_many([plan.candidate_uri])
-        return SnapshotOutcome(Outcome.RECOVERED, src, src, backup, binfo.size, info.size, len(plan.files),
+        return SnapshotOutcome(CompactionStatus.RECOVERED, src, src, backup, binfo.size, info.size, len(plan.files),
                                plan.moved_bytes, plan.kept_inline, installed)

@@ -119,15 +119,14 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult]):
 
         if self._options.mode is CompactMode.MAINTAIN_WAREHOUSE:
             return
-        self._inputs = pin_inputs(ctx.warehouse, SOURCES, (*VALIDATION, COMPACTIONS.name))
+        self._inputs = pin_inputs(ctx.warehouse, SOURCES, VALIDATION)
         missing = [t for t in VALIDATION if t not in self._inputs.optional]
         if missing:
             raise CutError(f"{ctx.warehouse.uri} has no {', '.join(missing)}: run validate_checkpoints first (a "
                            "snapshot validation calls broken is never compacted)")
-        stale = [s for s in self._inputs.stale if not s.startswith(COMPACTIONS.name)]
-        if stale:
-            raise CutError(f"the validation tables were computed from an older index run ({', '.join(stale)}): run "
-                           "validate_checkpoints, then compact")
+        if self._inputs.stale:
+            raise CutError(f"the validation tables were computed from an older index run "
+                           f"({', '.join(self._inputs.stale)}): run validate_checkpoints, then compact")
         index_cut = cut.latest_cut(ctx.warehouse)
         runs = TableReader(ctx.warehouse).read("index_runs", columns=["run_id", "roots"]).to_pylist()
         self._roots = sorted(next((list(r["roots"]) for r in runs if r["run_id"] == index_cut.run_id), []))
@@ -155,9 +154,14 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult]):
         tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
         snaps, inline = ctx.keep(tables["snapshots"]), ctx.keep(tables["inline_state"])
         check_consistent(snaps, tables["references"], self._pinned().versions)
+        from statekeeper.tables import delta_log
+
         optional = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
-        return self._compact(ctx, snaps, inline, tables["files"], optional["validation_results"],
-                             optional.get(COMPACTIONS.name))
+        # This job's own history (which sources are done), at its newest version: not an input pinned to
+        # the index cut.
+        done = (ctx.engine.read(ctx.spark, ctx.warehouse, COMPACTIONS.name)
+                if delta_log.latest_version(ctx.warehouse, COMPACTIONS.name) is not None else None)
+        return self._compact(ctx, snaps, inline, tables["files"], optional["validation_results"], done)
 
     # -- compaction ------------------------------------------------------------------------------
 
@@ -192,7 +196,6 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult]):
 
         from statekeeper.compact import select
         from statekeeper.compact.tasks import OUT_SPARK, CompactTask
-        from statekeeper.compact.options import CompactMode as Mode
 
         opts = self._options
         ctx.beat.phase("reporting inline state")
@@ -206,7 +209,7 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult]):
         finished = ctx.spark.sparkContext.accumulator(0)
         ctx.beat.phase("compacting", lambda: f"{finished.value}/{selected} snapshot(s) done")
         parts = max(1, min(selected, ctx.spark.sparkContext.defaultParallelism * 4))
-        task = CompactTask(ctx.storage, opts.placement.value, opts.min_bytes, opts.mode is Mode.DRY_RUN,
+        task = CompactTask(ctx.storage, opts.placement.value, opts.min_bytes, opts.mode is CompactMode.DRY_RUN,
                            self._roots, finished)
         outcomes = ctx.keep(chosen.repartition(parts, "uri").mapInArrow(task, OUT_SPARK))
         rows = ctx.keep(chosen.join(outcomes, "uri").select(

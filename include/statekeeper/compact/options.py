@@ -8,7 +8,6 @@ from enum import StrEnum
 
 from statekeeper.compact.plan import Placement
 from statekeeper.errors import ConfigurationError
-from statekeeper.uri import normalize_uri
 
 MiB = 1 << 20
 
@@ -60,11 +59,3 @@ class CompactOptions:
             "warehouse_dry_run": self.warehouse_dry_run,
         }, sort_keys=True)
 
-
-def parse_snapshot(uri: str) -> str:
-    """A snapshot given as its directory or its `_metadata`: the `_metadata` URI."""
-    try:
-        u = normalize_uri(uri.strip()).rstrip("/")
-    except ValueError as exc:
-        raise CompactOptionsError(f"snapshot {uri!r} is not an absolute file:// or s3:// URI: {exc}") from None
-    return u if u.endswith("/_metadata") else u + "/_metadata"

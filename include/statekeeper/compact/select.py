@@ -16,12 +16,16 @@ _DONE = (CompactionStatus.COMPACTED.value, CompactionStatus.ALREADY_COMPACTED.va
          CompactionStatus.RECOVERED.value)
 
 
-def movable(inline: Any) -> Any:
-    """The `inline_state` rows whose bytes a compaction can move out."""
+def _can_move() -> Any:
+    """Whether an `inline_state` row's bytes are ones a compaction can move out."""
     from pyspark.sql import functions as F
 
-    return inline.where((F.col("handle_kind") == HandleKind.BYTE_STREAM_STATE_HANDLE.value)
-                        & ~F.col("slot").isin(*_STAYS))
+    return (F.col("handle_kind") == HandleKind.BYTE_STREAM_STATE_HANDLE.value) & ~F.col("slot").isin(*_STAYS)
+
+
+def movable(inline: Any) -> Any:
+    """The `inline_state` rows whose bytes a compaction can move out."""
+    return inline.where(_can_move())
 
 
 def _glob(glob: str) -> str:
@@ -85,7 +89,7 @@ def report(snaps: Any, inline: Any, rows: int) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
     ok = snaps.where(F.col("status") == SnapshotStatus.OK.value).select(F.col("uri").alias("snapshot_uri"))
-    can_move = ((F.col("handle_kind") == HandleKind.BYTE_STREAM_STATE_HANDLE.value) & ~F.col("slot").isin(*_STAYS))
+    can_move = _can_move()
     agg = (inline.join(ok, "snapshot_uri", "left_semi")
            .groupBy("job_dir", "operator_id")
            .agg(F.max("operator_name").alias("operator_name"), F.max("operator_uid").alias("operator_uid"),

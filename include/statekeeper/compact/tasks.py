@@ -49,7 +49,7 @@ class CompactTask:
             yield pa.RecordBatch.from_pylist(out, schema=OUT)
 
     def _one(self, fileio: Any, row: dict[str, Any]) -> dict[str, Any]:
-        from statekeeper.compact.apply import Outcome, SnapshotRequest, compact_snapshot
+        from statekeeper.compact.apply import SnapshotRequest, compact_snapshot
         from statekeeper.compact.plan import Placement
         from statekeeper.tables.vocabulary import CompactionStatus
 
@@ -60,8 +60,7 @@ class CompactTask:
             return _row(row["uri"], CompactionStatus.REFUSED.value, problem=refused)
         out = compact_snapshot(fileio, SnapshotRequest(row["uri"], row["metadata_size"], row["metadata_etag"],
                                                        placement, self.min_bytes, self.dry_run))
-        status = out.outcome.value if out.outcome is not Outcome.FAILED else CompactionStatus.FAILED.value
-        return _row(row["uri"], status, result_metadata_uri=out.result_uri, backup_uri=out.backup_uri,
+        return _row(row["uri"], out.outcome.value, result_metadata_uri=out.result_uri, backup_uri=out.backup_uri,
                     metadata_bytes_before=out.metadata_bytes_before, metadata_bytes_after=out.metadata_bytes_after,
                     files_written=out.files_written, bytes_written=out.bytes_written, kept_inline=out.kept_inline,
                     result_sha256=out.result_sha256, problem=out.problem, seconds=out.seconds)
@@ -93,6 +92,5 @@ def _row(uri: str, status: str, **values: Any) -> dict[str, Any]:
     row = {f.name: None for f in OUT}
     row.update(uri=uri, status=status, files_written=0, bytes_written=0, kept_inline=0,
                finished_at=datetime.now(timezone.utc))
-    row.update({k: v for k, v in values.items() if v is not None or k not in ("files_written", "bytes_written",
-                                                                              "kept_inline")})
+    row.update(values)
     return row

@@ -142,8 +142,8 @@ def verify_candidate(source: CheckpointMetadata, source_uri: str, source_stream:
                 raise CompactionVerifyError(f"{result_uri}: inline state at {where} became {node!r}, not a new file")
             if moved_to[i]:
                 raise CompactionVerifyError(f"{result_uri}: {uri} is named for a second payload at {where}")
-            if _size(node) != old.payload.length:
-                raise CompactionVerifyError(f"{result_uri}: {uri} states {_size(node)} bytes for an inline payload "
+            if node.size != old.payload.length:
+                raise CompactionVerifyError(f"{result_uri}: {uri} states {node.size} bytes for an inline payload "
                                             f"of {old.payload.length} at {where}")
             moved_to[i] = 1
             moved.append((old, i))
@@ -247,6 +247,3 @@ def _file_uri(node: Any, directory: str) -> str | None:
         return resolve_relative(directory, node.relative_path)
     return None
 
-
-def _size(node: Any) -> int:
-    return node.size

@@ -187,9 +187,3 @@ class DrOptions:
 
 def parse_allowed(values: list[str]) -> tuple[str, ...]:
     return tuple(_canonical(v, "allowed target") for group in values for v in group.split(",") if v.strip())
-
-
-def parse_snapshot(uri: str) -> str:
-    """A snapshot given as its directory or its `_metadata`: the `_metadata` URI."""
-    u = _canonical(uri, "snapshot")
-    return u if u.endswith("/_metadata") else u + "/_metadata"

@@ -298,7 +298,7 @@ class CompactionRunStatus(StrEnum):
 
 
 class CompactionStatus(StrEnum):
-    """compactions.status (statekeeper.compact.apply.Outcome, plus refusals before any read)."""
+    """compactions.status, also the outcome of compacting one snapshot (statekeeper.compact.apply)."""
 
     COMPACTED = "compacted"                  # verified, then installed by this run
     ALREADY_COMPACTED = "already_compacted"  # the verified result was already installed
