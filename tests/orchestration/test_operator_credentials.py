@@ -114,6 +114,7 @@ def test_cluster_submit_command_has_no_credentials(cluster_connections, spark_co
         # A client-mode driver is spark-submit's child: it reads them from the environment.
         seen_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
     joined = "\n".join(argv)
+    assert "TieredStopAtLevel" not in joined  # cluster drivers keep the JVM's default compilers
     for value in (KEY_ID, SECRET, TOKEN):
         assert value not in joined, f"credential on the spark-submit command line: {argv}"
     assert argv[argv.index("--properties-file") + 1] == str(props)
@@ -271,6 +272,9 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
     for value in ALL_SECRETS:
         assert value not in argv, argv
     assert "--properties-file" not in argv
+    # A local driver is a short-lived JVM: C1 only, next to the log4j setting the task always carries.
+    java = next(a for a in argv.splitlines() if a.startswith("spark.driver.extraJavaOptions="))
+    assert "-Dlog4j2.configurationFile=file:" in java and "-XX:TieredStopAtLevel=1" in java, java
     assert env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
     assert env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
     assert env["STATEKEEPER_DR_AWS_SESSION_TOKEN"] == DR_TOKEN

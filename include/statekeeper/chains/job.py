@@ -140,8 +140,7 @@ class ComputeChains(StatekeeperJob[ChainsResult]):
             "files", "directories", "bytes", "run_id")
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)})
         beat.phase("writing dependencies and pins")
-        committed = {spec.name: ctx.write(df, spec, metadata=metadata).version
-                     for spec, df in ((DEPENDENCIES, deps), (PINS, pins))}
+        committed = ctx.write_all([(DEPENDENCIES, deps), (PINS, pins)], metadata=metadata)
         log.info("%s: tables written (%.1fs)", ctx.label, time.monotonic() - clock)
         return ChainsResult(
             run_id=ctx.run_id, status=INCOMPLETE if unparsed else SUCCEEDED, started_at=ctx.started,

@@ -73,3 +73,30 @@ class RunContext:
 
         return self.engine.write(bucketed(df, spec), self.warehouse, spec, mode=mode,
                                  metadata=metadata if metadata is not None else self.commit_metadata())
+
+    def write_all(self, frames: list[tuple[TableSpec, Any]], *,
+                  metadata: dict[str, str] | None = None) -> dict[str, int]:
+        """Overwrite several derived tables, one commit each, the writes running side by side: each
+        write is mostly round trips to Python workers (plan, commit) and small tasks, so one table's
+        round trips overlap the other's tasks. A failure is raised after every write has ended (a
+        table that committed stays committed, as when written one after the other; the run's audit
+        row says it failed). Returns each table's new version."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from statekeeper.tables.spark import activate
+
+        def one(item: tuple[TableSpec, Any]) -> int:
+            spec, df = item
+            activate(self.spark)  # a new thread has no active session on the JVM side
+            return self.write(df, spec, metadata=metadata).version
+
+        if len(frames) == 1:
+            return {frames[0][0].name: one(frames[0])}
+        with ThreadPoolExecutor(max_workers=len(frames), thread_name_prefix=f"{self.operation}-write") as pool:
+            futures = [(spec.name, pool.submit(one, (spec, df))) for spec, df in frames]
+            errors = [f.exception() for _, f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return {name: f.result() for name, f in futures}
+

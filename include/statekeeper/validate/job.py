@@ -199,8 +199,7 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)})
         beat.phase("writing validation_results and validation_jobs")
-        committed = {spec.name: ctx.write(df, spec, metadata=metadata).version
-                     for spec, df in ((VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs))}
+        committed = ctx.write_all([(VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)], metadata=metadata)
         log.info("%s: tables written (%.1fs)", ctx.label, time.monotonic() - clock)
 
         quality = None

@@ -159,19 +159,18 @@ def run_suite(assets: list[Asset], warehouse: Warehouse, run_id: str) -> Quality
             batch = source.add_dataframe_asset(name=asset.name).add_batch_definition_whole_dataframe("all")
             definition = context.validation_definitions.add(
                 gx.ValidationDefinition(name=f"validate.{asset.name}", data=batch, suite=suite))
-            checkpoint = context.checkpoints.add(gx.Checkpoint(
-                name=f"checkpoint.{asset.name}", validation_definitions=[definition],
-                actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["statekeeper"])],
-                result_format={"result_format": "SUMMARY"}))
-            outcome = checkpoint.run(batch_parameters={"dataframe": asset.df},
-                                     run_id=RunIdentifier(run_name=run_id))
-            for result in outcome.run_results.values():
-                statistics[asset.name] = dict(result.statistics)
-                results[asset.name] = result.to_json_dict()
-                for r in result.results:
-                    if not r.success:
-                        failures.append(_describe_failure(asset.name, r))
+            # A validation definition stores its result like a checkpoint does; the Data Docs are
+            # built once below. A checkpoint per asset with a docs action rebuilt the whole site after
+            # every asset (9 builds, each rendering all results so far: 40% of the suite's time).
+            result = definition.run(batch_parameters={"dataframe": asset.df}, run_id=RunIdentifier(run_name=run_id),
+                                    result_format={"result_format": "SUMMARY"})
+            statistics[asset.name] = dict(result.statistics)
+            results[asset.name] = result.to_json_dict()
+            for r in result.results:
+                if not r.success:
+                    failures.append(_describe_failure(asset.name, r))
             asset.df.unpersist()
+        context.build_data_docs(site_names=["statekeeper"])
         results_uri, docs_uri = _publish(warehouse, run_id, Path(docs), results)
     success = not failures
     log.info("quality suite %s: %d assets, %d failed expectation(s)", "passed" if success else "FAILED", len(assets),

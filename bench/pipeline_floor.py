@@ -1,0 +1,242 @@
+"""Benchmark: what every run of every job costs as the DAG runs it, against an empty PySpark job.
+
+Each job runs as its own `spark-submit` (fresh JVM and Python driver, local[2], the DAG operator's
+Spark settings and its --py-files zip), on the sample store `make demo` indexes (2.3.0: a cross-job
+chain, savepoints, a failed checkpoint and orphans; 17 snapshots, ~160 objects) and on an empty
+store. Interleaved with them, in the same run, an empty PySpark `spark-submit` (a session started
+and stopped): the floor nothing on this machine can go below. Per job: median wall time, its ratio
+to the empty job (goal <= 1.5 on the sample store), peak RSS of the largest process, and how many
+Spark jobs, stages and tasks it ran (from Spark's event log, which every run here writes, the empty
+one included).
+
+Jobs (the maintenance DAG's, in its order): index (the first run, then over unchanged storage),
+chains, validate (with the quality suite, and without it so its cost shows separately), gc (plan
+mode) and compact (dry run). With --dag also the whole `checkpoint_maintenance` DAG via
+`dag.test()` on the sample store (goal: <= 2 minutes warm on 2 cores).
+
+    python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
+                                   [--dag] [--checkout PATH]
+
+--checkout runs the jobs of another checkout (e.g. a worktree of an older commit) with this
+benchmark, so a before/after comparison uses the same measurement.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench._measure import measure
+
+NAME = "pipeline_floor"
+DESCRIPTION = "each job as the DAG submits it (fresh JVM) vs an empty PySpark spark-submit; the DAG's wall time"
+REPO = Path(__file__).resolve().parents[1]
+
+_EMPTY_JOB = """\
+from pyspark.sql import SparkSession
+SparkSession.builder.appName("empty").getOrCreate().stop()
+"""
+# The GC step plans with the DAG's default rules; the newest index run is the one just made.
+STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact")
+
+
+@dataclass
+class Figures:
+    walls: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+    spark: list[tuple[int, int, int]] = field(default_factory=list)  # jobs, stages, tasks
+    codes: list[int] = field(default_factory=list)
+
+    def median(self) -> float:
+        return statistics.median(self.walls) if self.walls else float("nan")
+
+
+def _job_conf(checkout: Path) -> dict[str, str]:
+    sys.path[:0] = [str(checkout / "plugins"), str(checkout / "include")]
+    from statekeeper_airflow import operators
+
+    conf = dict(operators.job_conf()) if hasattr(operators, "job_conf") else {
+        "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
+        "spark.ui.killEnabled": "false"}
+    log4j = checkout / "spark_jobs" / "log4j2.properties"
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    if hasattr(operators, "local_master_conf"):
+        return operators.local_master_conf(conf)
+    return {**operators.LOCAL_DRIVER_CONF, **conf}
+
+
+def _library_zip(checkout: Path, dest: Path) -> Path:
+    path = dest / "statekeeper.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in (checkout / "include" / "statekeeper").rglob("*"):
+            if file.is_file() and "__pycache__" not in file.parts:
+                zf.write(file, file.relative_to(checkout / "include"))
+    return path
+
+
+class Submitter:
+    """spark-submit as the DAG's operator builds it for a local master."""
+
+    def __init__(self, checkout: Path, work: Path) -> None:
+        self.checkout = checkout
+        self.work = work
+        self.conf = _job_conf(checkout)
+        self.zip = _library_zip(checkout, work)
+        self.events = work / "events"
+        self.empty = work / "empty_job.py"
+        self.empty.write_text(_EMPTY_JOB)
+        python = Path(sys.executable)
+        self.binary = python.with_name("spark-submit")
+        self.env = {
+            **os.environ,
+            "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python),
+            "PYTHONPATH": str(checkout / "include"), "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+    def run(self, application: Path, args: list[str], figures: Figures, label: str) -> None:
+        events = self.events / f"{label}-{len(figures.walls)}"
+        events.mkdir(parents=True)
+        conf = {**self.conf, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+                "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
+        argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client",
+                "--py-files", str(self.zip)]
+        for key, value in conf.items():
+            argv += ["--conf", f"{key}={value}"]
+        m = measure([*argv, str(application), *args], env=self.env)
+        figures.walls.append(m.wall_s)
+        figures.rss.append(m.peak_rss)
+        figures.codes.append(m.returncode)
+        figures.spark.append(_spark_counts(events))
+        if m.returncode not in (0, 1):
+            raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}")
+        shutil.rmtree(events, ignore_errors=True)
+
+
+def _spark_counts(events: Path) -> tuple[int, int, int]:
+    jobs = stages = tasks = 0
+    for log in events.rglob("*"):
+        if not log.is_file() or log.name.startswith("."):
+            continue
+        for line in log.open(encoding="utf-8", errors="replace"):
+            if '"Event":"SparkListenerJobStart"' in line:
+                jobs += 1
+            elif '"Event":"SparkListenerStageCompleted"' in line:
+                stages += 1
+            elif '"Event":"SparkListenerTaskEnd"' in line:
+                tasks += 1
+    return jobs, stages, tasks
+
+
+def _sample_roots(checkout: Path) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", "from statekeeper.demo import sample_store_roots; import json; "
+                               "print(json.dumps(sample_store_roots()))"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[str]]:
+    common = ["--warehouse", str(warehouse), "--run-id", f"bench-{step}"]
+    root_args = ["--roots", ",".join(roots)]
+    return {
+        "index_first": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
+        "index": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
+        "chains": ("compute_chains", common),
+        "validate": ("validate_checkpoints", [*common, *root_args]),
+        "validate_no_suite": ("validate_checkpoints", [*common, *root_args, "--no-quality-suite"]),
+        "gc": ("collect_garbage", [*common, "--mode", "plan"]),
+        "compact": ("compact_checkpoints", [*common, "--dry-run"]),
+    }[step]
+
+
+def _run_dag(checkout: Path, roots: list[str], work: Path) -> float:
+    """Wall time of one `checkpoint_maintenance` dag.test() on a fresh warehouse (Airflow warm)."""
+    code = ("import sys, time; from pathlib import Path; from statekeeper.demo import run_dag; "
+            f"t = time.perf_counter(); run_dag({roots!r}, {str(work / 'dag-warehouse')!r}, Path({str(work / 'airflow')!r})); "
+            "print('DAG_WALL', time.perf_counter() - t)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "include"), str(checkout / "plugins"),
+                                                         str(checkout)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=checkout)
+    walls = [float(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("DAG_WALL")]
+    if out.returncode != 0 or not walls:
+        raise RuntimeError(f"dag.test failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return walls[0]
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench pipeline_floor", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each job (medians are reported)")
+    p.add_argument("--steps", default=",".join(STEPS), help=f"subset of {','.join(STEPS)}")
+    p.add_argument("--stores", default="sample,empty", help="sample and/or empty")
+    p.add_argument("--dag", action="store_true", help="also time the whole maintenance DAG (dag.test, twice: "
+                                                      "the first warms Airflow's database)")
+    p.add_argument("--checkout", type=Path, default=REPO, help="run the jobs of this checkout")
+    args = p.parse_args(argv)
+    steps = [s for s in args.steps.split(",") if s]
+    unknown = set(steps) - set(STEPS)
+    if unknown:
+        p.error(f"unknown steps {sorted(unknown)}")
+    checkout = args.checkout.resolve()
+    work = Path(tempfile.mkdtemp(prefix="statekeeper-bench-floor-"))
+    try:
+        sub = Submitter(checkout, work)
+        stores: dict[str, list[str]] = {}
+        for store in args.stores.split(","):
+            if store == "sample":
+                stores[store] = _sample_roots(checkout)
+            elif store == "empty":
+                empty = work / "empty-store" / "checkpoints"
+                empty.mkdir(parents=True)
+                stores[store] = [empty.as_uri()]
+            else:
+                p.error(f"unknown store {store!r}")
+        empty_job = Figures()
+        figures = {(store, step): Figures() for store in stores for step in steps}
+        print(f"jobs of {checkout}; {args.repeat} round(s); work dir {work}", flush=True)
+        for round_ in range(args.repeat):
+            for store, roots in stores.items():
+                warehouse = work / f"warehouse-{store}-{round_}"
+                started = time.perf_counter()
+                sub.run(sub.empty, [], empty_job, "empty")
+                for step in steps:
+                    entry, job_args = _step_args(step, roots, warehouse)
+                    if step == "index" and "index_first" not in steps and not warehouse.exists():
+                        sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-index")
+                    sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, figures[(store, step)], step)
+                print(f"  round {round_ + 1}/{args.repeat} {store}: {time.perf_counter() - started:.0f}s", flush=True)
+        base = empty_job.median()
+        print(f"\nempty PySpark spark-submit: median {base:.1f}s over {len(empty_job.walls)} "
+              f"(min {min(empty_job.walls):.1f}, max {max(empty_job.walls):.1f}), peak RSS "
+              f"{max(empty_job.rss) / 2**20:.0f} MiB")
+        print(f"{'store':7} {'job':18} {'median s':>9} {'ratio':>6} {'peak MiB':>9} {'jobs':>5} {'stages':>6} "
+              f"{'tasks':>6}  exit")
+        for (store, step), f in figures.items():
+            jobs, stages, tasks = f.spark[-1]
+            print(f"{store:7} {step:18} {f.median():9.1f} {f.median() / base:6.2f} {max(f.rss) / 2**20:9.0f} "
+                  f"{jobs:5d} {stages:6d} {tasks:6d}  {sorted(set(f.codes))}")
+        for store in stores:
+            if (store, "validate") in figures and (store, "validate_no_suite") in figures:
+                suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()
+                print(f"{store}: the quality suite costs {suite:.1f}s of validate "
+                      f"({suite / base:.2f}x the empty job)")
+        if args.dag and "sample" in stores:
+            _run_dag(checkout, stores["sample"], work / "dag-warm")
+            wall = _run_dag(checkout, stores["sample"], work)
+            print(f"\ncheckpoint_maintenance dag.test() on the sample store (Airflow warm): {wall:.0f}s "
+                  f"({wall / base:.1f}x the empty job; goal <= 120s)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
