@@ -60,19 +60,21 @@ class Figures:
         return statistics.median(self.walls) if self.walls else float("nan")
 
 
-def _job_conf(checkout: Path) -> dict[str, str]:
+def _operators(checkout: Path):
     sys.path[:0] = [str(checkout / "plugins"), str(checkout / "include")]
     from statekeeper_airflow import operators
 
+    return operators
+
+
+def _base_conf(operators, checkout: Path) -> dict[str, str]:
     conf = dict(operators.job_conf()) if hasattr(operators, "job_conf") else {
         "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
         "spark.ui.killEnabled": "false"}
     log4j = checkout / "spark_jobs" / "log4j2.properties"
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
     conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    if hasattr(operators, "local_master_conf"):
-        return operators.local_master_conf(conf)
-    return {**operators.LOCAL_DRIVER_CONF, **conf}
+    return conf
 
 
 def _library_zip(checkout: Path, dest: Path) -> Path:
@@ -90,7 +92,8 @@ class Submitter:
     def __init__(self, checkout: Path, work: Path) -> None:
         self.checkout = checkout
         self.work = work
-        self.conf = _job_conf(checkout)
+        self.operators = _operators(checkout)
+        self.conf = _base_conf(self.operators, checkout)
         self.zip = _library_zip(checkout, work)
         self.events = work / "events"
         self.empty = work / "empty_job.py"
@@ -104,16 +107,34 @@ class Submitter:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
 
-    def run(self, application: Path, args: list[str], figures: Figures, label: str) -> None:
+    def submit_conf(self, dag_settings: bool) -> tuple[dict[str, str], object | None]:
+        """The DAG operator's settings for a local master (and its JVM start-up settings), or
+        spark-submit's defaults for the plain empty job."""
+        if not dag_settings:
+            return {}, None
+        if hasattr(self.operators, "local_master_conf"):
+            conf = self.operators.local_master_conf(self.conf, self.env)
+            return conf if isinstance(conf, tuple) else (conf, None)
+        return {**self.operators.LOCAL_DRIVER_CONF, **self.conf}, None
+
+    def run(self, application: Path, args: list[str], figures: Figures, label: str, *,
+            dag_settings: bool = True) -> None:
         events = self.events / f"{label}-{len(figures.walls)}"
         events.mkdir(parents=True)
-        conf = {**self.conf, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+        base, jvm = self.submit_conf(dag_settings)
+        conf = {**base, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
                 "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
         argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client",
                 "--py-files", str(self.zip)]
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
-        m = measure([*argv, str(application), *args], env=self.env)
+        try:
+            m = measure([*argv, str(application), *args], env=self.env)
+            if m.returncode >= 0 and jvm is not None:
+                jvm.publish()
+        finally:
+            if jvm is not None:
+                jvm.discard()
         figures.walls.append(m.wall_s)
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)
@@ -203,30 +224,41 @@ def main(argv: list[str]) -> int:
                 stores[store] = [empty.as_uri()]
             else:
                 p.error(f"unknown store {store!r}")
-        empty_job = Figures()
+        empty_job, empty_dag = Figures(), Figures()
         figures = {(store, step): Figures() for store in stores for step in steps}
         print(f"jobs of {checkout}; {args.repeat} round(s); work dir {work}", flush=True)
+        # Not measured: the first local run writes the JVM's class-data-sharing archive when it exits
+        # (in the DAG that is the index job, as here).
+        warm = work / "warm-up"
+        (warm / "checkpoints").mkdir(parents=True)
+        entry, job_args = _step_args("index_first", [(warm / "checkpoints").as_uri()], warm / "warehouse")
+        sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
         for round_ in range(args.repeat):
             for store, roots in stores.items():
                 warehouse = work / f"warehouse-{store}-{round_}"
                 started = time.perf_counter()
-                sub.run(sub.empty, [], empty_job, "empty")
+                sub.run(sub.empty, [], empty_job, "empty", dag_settings=False)
+                sub.run(sub.empty, [], empty_dag, "empty-dag-settings")
                 for step in steps:
                     entry, job_args = _step_args(step, roots, warehouse)
                     if step == "index" and "index_first" not in steps and not warehouse.exists():
                         sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-index")
                     sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, figures[(store, step)], step)
                 print(f"  round {round_ + 1}/{args.repeat} {store}: {time.perf_counter() - started:.0f}s", flush=True)
-        base = empty_job.median()
-        print(f"\nempty PySpark spark-submit: median {base:.1f}s over {len(empty_job.walls)} "
-              f"(min {min(empty_job.walls):.1f}, max {max(empty_job.walls):.1f}), peak RSS "
-              f"{max(empty_job.rss) / 2**20:.0f} MiB")
-        print(f"{'store':7} {'job':18} {'median s':>9} {'ratio':>6} {'peak MiB':>9} {'jobs':>5} {'stages':>6} "
-              f"{'tasks':>6}  exit")
+        base, floor = empty_job.median(), empty_dag.median()
+        print(f"\nempty PySpark spark-submit (spark-submit's defaults): median {base:.1f}s over "
+              f"{len(empty_job.walls)} (min {min(empty_job.walls):.1f}, max {max(empty_job.walls):.1f}), "
+              f"peak RSS {max(empty_job.rss) / 2**20:.0f} MiB")
+        print(f"the same empty job with the DAG's settings for a local master: median {floor:.1f}s "
+              f"({floor / base:.2f}x), peak RSS {max(empty_dag.rss) / 2**20:.0f} MiB")
+        print(f"\n{'store':7} {'job':18} {'median s':>9} {'ratio':>6} {'vs DAG floor':>12} {'peak MiB':>9} "
+              f"{'jobs':>5} {'stages':>6} {'tasks':>6}  exit")
         for (store, step), f in figures.items():
             jobs, stages, tasks = f.spark[-1]
-            print(f"{store:7} {step:18} {f.median():9.1f} {f.median() / base:6.2f} {max(f.rss) / 2**20:9.0f} "
-                  f"{jobs:5d} {stages:6d} {tasks:6d}  {sorted(set(f.codes))}")
+            print(f"{store:7} {step:18} {f.median():9.1f} {f.median() / base:6.2f} {f.median() / floor:12.2f} "
+                  f"{max(f.rss) / 2**20:9.0f} {jobs:5d} {stages:6d} {tasks:6d}  {sorted(set(f.codes))}")
+        print("ratio: to the empty spark-submit (goal <= 1.5 on the sample store); vs DAG floor: to the empty job "
+              "started as the DAG starts jobs")
         for store in stores:
             if (store, "validate") in figures and (store, "validate_no_suite") in figures:
                 suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()

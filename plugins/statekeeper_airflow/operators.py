@@ -50,6 +50,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.log import mask_secret
 from statekeeper.jobs import registry
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
+from statekeeper_airflow.jvm_startup import JvmStartup, local_startup
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
                                             scoped_environ, spark_defaults_file, write_properties_file)
 
@@ -81,32 +82,15 @@ LOCAL_DRIVER_CONF = {
 }
 # Spark's WebUI binds to $SPARK_LOCAL_IP, else 0.0.0.0 (it has no conf key for its host).
 LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
-# A local-master job is one short-lived JVM: the C2 compiler's work on Spark's planner and codegen
-# costs more CPU than it returns before the job ends. C1 only, measured on the sample store
-# (python -m bench pipeline_floor): 42% less CPU for compute_chains, 35% for an empty session.
-# Cluster executors live long enough for C2 and keep the JVM's default.
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-
-
-def local_master_conf(conf: dict[str, str]) -> dict[str, str]:
-    """`conf` (the task's, which wins) completed with what a driver on a local master needs."""
+def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None) -> tuple[dict[str, str], JvmStartup]:
+    """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
+    addresses and the JVM start-up settings of jvm_startup (whose archive the caller publishes after
+    the JVM exited)."""
     out = {**LOCAL_DRIVER_CONF, **conf}
-    java = out.get("spark.driver.extraJavaOptions", "")
-    if "TieredStopAtLevel" not in java:  # the user's own choice stays
-        out["spark.driver.extraJavaOptions"] = f"{java} {LOCAL_JVM_OPTIONS}".strip()
-    return out
-
-
-def job_conf() -> dict[str, str]:
-    """The Spark settings every Statekeeper submission carries (the benchmarks submit with them too)."""
-    return {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
-        # Anyone who reaches the UI (no authentication by default) could kill the job's stages.
-        "spark.ui.killEnabled": "false",
-    }
+    startup = local_startup(out, environ)
+    if startup.options:
+        out["spark.driver.extraJavaOptions"] = f"{out.get('spark.driver.extraJavaOptions', '')} {startup.options}".strip()
+    return out, startup
 
 
 class StatekeeperConfigError(Exception):
@@ -124,6 +108,8 @@ class Submission:
     process_env: dict[str, str] = field(default_factory=dict)
     # The 0600 properties file carrying them to a cluster-mode driver (YARN/Kubernetes only).
     properties_file: Path | None = None
+    # A local driver's start-up settings; the class-data-sharing archive its JVM writes at exit.
+    jvm: JvmStartup | None = None
 
 
 def storage_env_from_connection(conn_type: str, login: str | None, password: str | None,
@@ -269,12 +255,16 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 super().execute(context)
             except AirflowException as exc:
                 code = spark_submit_exit_code(exc)
+                if code is not None and code >= 0 and sub.jvm is not None:
+                    sub.jvm.publish()  # the JVM exited (with a job's status), so its archive is whole
                 if code in self.final_exit_codes:
                     raise AirflowFailException(
                         f"{self.job} exited {code}: {self.spec.meaning(code)}. Not retried. "
                         f"{_result_line(sub.result_file)}"
                     ) from exc
                 raise
+            if sub.jvm is not None:
+                sub.jvm.publish()
             return _read_result(sub.result_file)
 
     @contextmanager
@@ -304,9 +294,10 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             "PATH": os.environ.get("PATH", ""),
             **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
         }
+        jvm = None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
-            self.conf = local_master_conf(self.conf or {})
+            self.conf, jvm = local_master_conf(self.conf or {}, {**os.environ, **(self.env_vars or {})})
         # The source store's variables and the target store's (prefixed): both take every path below.
         storage_env = {**_connection_env(self.storage_conn_id),
                        **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
@@ -317,7 +308,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = {**env, **user_env}
         tmp = Path(tempfile.mkdtemp(prefix="statekeeper-submit-"))  # mode 0700
         sub = Submission(tmp_dir=tmp, result_file=tmp / "result.json", master=master,
-                         process_env=storage_env if on_argv else {})
+                         process_env=storage_env if on_argv else {}, jvm=jvm)
         user_properties = self.properties_file
         try:
             kind = cluster_kind(master)
@@ -334,6 +325,8 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         finally:
             self.properties_file = user_properties
             shutil.rmtree(tmp, ignore_errors=True)
+            if jvm is not None:
+                jvm.discard()
 
 
 def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
