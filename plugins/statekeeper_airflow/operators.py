@@ -82,6 +82,8 @@ LOCAL_DRIVER_CONF = {
 }
 # Spark's WebUI binds to $SPARK_LOCAL_IP, else 0.0.0.0 (it has no conf key for its host).
 LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
+
+
 def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None) -> tuple[dict[str, str], JvmStartup]:
     """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
     addresses and the JVM start-up settings of jvm_startup (whose archive the caller publishes after
@@ -91,6 +93,18 @@ def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = Non
     if startup.options:
         out["spark.driver.extraJavaOptions"] = f"{out.get('spark.driver.extraJavaOptions', '')} {startup.options}".strip()
     return out, startup
+
+
+def job_conf() -> dict[str, str]:
+    """The Spark settings every Statekeeper submission carries (the benchmarks submit with them too)."""
+    return {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        # Anyone who reaches the UI (no authentication by default) could kill the job's stages.
+        "spark.ui.killEnabled": "false",
+    }
 
 
 class StatekeeperConfigError(Exception):

@@ -275,6 +275,7 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
     # A local driver is a short-lived JVM: C1 only, next to the log4j setting the task always carries.
     java = next(a for a in argv.splitlines() if a.startswith("spark.driver.extraJavaOptions="))
     assert "-Dlog4j2.configurationFile=file:" in java and "-XX:TieredStopAtLevel=1" in java, java
+    assert "-XX:SharedArchiveFile=" in java or "-XX:ArchiveClassesAtExit=" in java, java
     assert env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
     assert env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
     assert env["STATEKEEPER_DR_AWS_SESSION_TOKEN"] == DR_TOKEN
