@@ -205,8 +205,9 @@ def report(runs: dict[str, list[StepRun]], empties: dict[int, StepRun], list_rea
     for step, rows in runs.items():
         if not rows:
             continue
-        print(f"\n  -- {step}  (xlist = wall / single-process list+stat+read of the same store)" if step == "index"
-              else f"\n  -- {step}")
+        print(f"\n  -- {step}  (xlist = wall / single-process list+stat+read of the same store; the index lists "
+              f"and parses inside its tasks, one per bin of job directories, which the event log counts as one "
+              f"record each)" if step == "index" else f"\n  -- {step}")
         print(HEADER)
         for run in rows:
             print(_row(run, empties[run.n], list_read.get(run.n) if step == "index" else None))
@@ -246,6 +247,18 @@ def run_local(args, sizes: list[int], versions: list[str], work: Path) -> dict[s
     runs: dict[str, list[StepRun]] = {s: [] for s in args.steps}
     list_read: dict[int, float] = {}
     empties: dict[int, StepRun] = {}
+    try:
+        _run_sizes(args, sizes, versions, work, runs, list_read, empties)
+    except KeyboardInterrupt:
+        # A long run stopped early still reports the sizes it measured (the last may be partial).
+        print("\ninterrupted: reporting what was measured", flush=True)
+    report(runs, empties, list_read, f"local disk, local[{args.cores}], sizes {', '.join(map(label, sizes))}")
+    print(json.dumps(summary_json(runs, empties, list_read, "local")), flush=True)
+    return runs
+
+
+def _run_sizes(args, sizes: list[int], versions: list[str], work: Path, runs: dict[str, list[StepRun]],
+               list_read: dict[int, float], empties: dict[int, StepRun]) -> None:
     for n in sizes:
         store, info = cached_store(n, metadata_for(n, args), versions, lambda m: print(m, flush=True))
         roots = [str(store / "checkpoints"), str(store / "savepoints")]
@@ -263,18 +276,16 @@ def run_local(args, sizes: list[int], versions: list[str], work: Path) -> dict[s
             run = run_step(step, n, roots, str(warehouse), work, args.cores)
             runs[step].append(run)
             print(f"  {step:9} {run.tree.wall_s:7.1f} s  exit {run.tree.returncode}  {_brief(run)}", flush=True)
+            print(_row(run, empties[n], list_read[n] if step == "index" else None), flush=True)
             if step == "index":
                 assert run.result.get("objects_listed") == info["objects"], run.result
         if not args.keep_work:
             shutil.rmtree(warehouse, ignore_errors=True)
-    report(runs, empties, list_read, f"local disk, local[{args.cores}], sizes {', '.join(map(label, sizes))}")
-    print(json.dumps(summary_json(runs, empties, list_read, "local")), flush=True)
-    return runs
 
 
 def _brief(run: StepRun) -> str:
     keys = ("status", "objects_listed", "metadata_parsed", "snapshots", "dependencies", "findings", "candidates",
-            "planned_deletes", "planned_bytes")
+            "planned", "planned_bytes")
     return json.dumps({k: run.result[k] for k in keys if k in run.result})[:200]
 
 
