@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -43,6 +42,7 @@ import time
 from pathlib import Path
 
 from bench import cache_dir
+from bench._links import link_tree, pad_job_dirs
 from bench._measure import measure
 
 NAME = "index_store"
@@ -124,20 +124,6 @@ def _sources(version: str) -> list[tuple[str, Path]]:
     return out
 
 
-def _link_tree(src: Path, dst: Path) -> int:
-    count = 0
-    for dirpath, _dirs, files in os.walk(src):
-        target = dst / Path(dirpath).relative_to(src)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            try:
-                os.link(Path(dirpath) / name, target / name)
-            except OSError:
-                shutil.copy2(Path(dirpath) / name, target / name)
-            count += 1
-    return count
-
-
 def build_store(version: str, objects: int, metadata: int) -> tuple[Path, dict]:
     """A store with >= `metadata` `_metadata` and >= `objects` objects; cached.
 
@@ -159,25 +145,13 @@ def build_store(version: str, objects: int, metadata: int) -> tuple[Path, dict]:
         for kind, src in sources:
             digest = hashlib.md5(f"{replica}/{kind}/{src}".encode()).hexdigest()
             name = digest if kind == "checkpoints" else f"savepoint-{digest[:6]}-{digest[6:18]}"
-            total += _link_tree(src, store / kind / name)
+            total += link_tree(src, store / kind / name)
             found += sum(1 for _ in (store / kind / name).rglob("_metadata"))
             if kind == "checkpoints" and (src / "shared").is_dir():
                 job_dirs.append(store / kind / name)
         replica += 1
     padding = max(0, objects - total)
-    per_job, extra = divmod(padding, max(1, len(job_dirs)))
-    for i, job_dir in enumerate(job_dirs):
-        shared = job_dir / "shared"
-        seeds = sorted(p for p in shared.iterdir() if p.is_file()) or sorted(job_dir.rglob("*"))
-        seeds = [p for p in seeds if p.is_file()]
-        for k in range(per_job + (1 if i < extra else 0)):
-            src = seeds[k % len(seeds)]
-            target = shared / f"leftover-{hashlib.md5(f'{job_dir.name}/{k}'.encode()).hexdigest()}"
-            try:
-                os.link(src, target)
-            except OSError:
-                shutil.copy2(src, target)
-            total += 1
+    total += pad_job_dirs(job_dirs, padding)
     info = {"version": version, "objects": total, "metadata": found, "replicas": replica,
             "job_and_savepoint_dirs": replica * len(sources), "padding_objects": padding}
     info_file.write_text(json.dumps(info))
