@@ -32,10 +32,12 @@ import sys
 import tempfile
 import time
 import zipfile
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._measure import measure
+from bench._submit import dag_conf, dag_env
 
 NAME = "pipeline_floor"
 DESCRIPTION = "each job as the DAG submits it (fresh JVM) vs an empty PySpark spark-submit; the DAG's wall time"
@@ -60,23 +62,6 @@ class Figures:
         return statistics.median(self.walls) if self.walls else float("nan")
 
 
-def _operators(checkout: Path):
-    sys.path[:0] = [str(checkout / "plugins"), str(checkout / "include")]
-    from statekeeper_airflow import operators
-
-    return operators
-
-
-def _base_conf(operators, checkout: Path) -> dict[str, str]:
-    conf = dict(operators.job_conf()) if hasattr(operators, "job_conf") else {
-        "spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
-        "spark.ui.killEnabled": "false"}
-    log4j = checkout / "spark_jobs" / "log4j2.properties"
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    return conf
-
-
 def _library_zip(checkout: Path, dest: Path) -> Path:
     path = dest / "statekeeper.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -92,49 +77,25 @@ class Submitter:
     def __init__(self, checkout: Path, work: Path) -> None:
         self.checkout = checkout
         self.work = work
-        self.operators = _operators(checkout)
-        self.conf = _base_conf(self.operators, checkout)
         self.zip = _library_zip(checkout, work)
         self.events = work / "events"
         self.empty = work / "empty_job.py"
         self.empty.write_text(_EMPTY_JOB)
-        python = Path(sys.executable)
-        self.binary = python.with_name("spark-submit")
-        self.env = {
-            **os.environ,
-            "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python),
-            "PYTHONPATH": str(checkout / "include"), "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-
-    def submit_conf(self, dag_settings: bool) -> tuple[dict[str, str], object | None]:
-        """The DAG operator's settings for a local master (and its JVM start-up settings), or
-        spark-submit's defaults for the plain empty job."""
-        if not dag_settings:
-            return {}, None
-        if hasattr(self.operators, "local_master_conf"):
-            conf = self.operators.local_master_conf(self.conf, self.env)
-            return conf if isinstance(conf, tuple) else (conf, None)
-        return {**self.operators.LOCAL_DRIVER_CONF, **self.conf}, None
+        self.binary = Path(sys.executable).with_name("spark-submit")
+        self.env = {**os.environ, **dag_env(checkout)}
 
     def run(self, application: Path, args: list[str], figures: Figures, label: str, *,
             dag_settings: bool = True) -> None:
         events = self.events / f"{label}-{len(figures.walls)}"
         events.mkdir(parents=True)
-        base, jvm = self.submit_conf(dag_settings)
-        conf = {**base, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
-                "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
-        argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client",
-                "--py-files", str(self.zip)]
-        for key, value in conf.items():
-            argv += ["--conf", f"{key}={value}"]
-        try:
+        with dag_conf(self.checkout, self.env) if dag_settings else nullcontext({}) as base:
+            conf = {**base, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+                    "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
+            argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client",
+                    "--py-files", str(self.zip)]
+            for key, value in conf.items():
+                argv += ["--conf", f"{key}={value}"]
             m = measure([*argv, str(application), *args], env=self.env)
-            if m.returncode >= 0 and jvm is not None:
-                jvm.publish()
-        finally:
-            if jvm is not None:
-                jvm.discard()
         figures.walls.append(m.wall_s)
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import _eventlog
+from bench._submit import dag_conf, dag_env
 from bench._procmon import TreeRun, run_tree
 from bench._scale_store import cached_store
 
@@ -93,20 +94,7 @@ class StepRun:
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """What the Airflow operator gives spark-submit on a local master (operators.py)."""
-    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "PYTHONPATH": str(REPO / "include"), "PATH": os.environ.get("PATH", ""), "SPARK_LOCAL_IP": "127.0.0.1",
-           **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")}}
-    return {**env, **(extra or {})}
-
-
-def _conf(events: Path) -> dict[str, str]:
-    log4j = REPO / "spark_jobs" / "log4j2.properties"
-    return {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
-            "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
-            "spark.ui.killEnabled": "false", "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1", **_eventlog.spark_conf(events)}
+    return dag_env(REPO, extra)
 
 
 def submit(app: Path, args: list[str], work: Path, name: str, cores: int,
@@ -118,12 +106,15 @@ def submit(app: Path, args: list[str], work: Path, name: str, cores: int,
     result.unlink(missing_ok=True)
     argv = [str(Path(sys.executable).with_name("spark-submit")), "--master", f"local[{cores}]",
             "--name", f"statekeeper-bench-{name}"]
-    for k, v in _conf(events).items():
-        argv += ["--conf", f"{k}={v}"]
     argv += [str(app), *args]
     if app.parent == REPO / "spark_jobs":
         argv += ["--result-json", str(result)]
-    tree = run_tree(argv, script=str(app), env=_env(env), log=work / f"log-{name}.txt")
+    with dag_conf(REPO, _env(env)) as conf:
+        settings = []
+        for k, v in {**conf, **_eventlog.spark_conf(events)}.items():
+            settings += ["--conf", f"{k}={v}"]
+        tree = run_tree([*argv[:5], *settings, *argv[5:]], script=str(app), env=_env(env),
+                        log=work / f"log-{name}.txt")
     stats = _eventlog.parse(events)
     mapping = json.loads(result.read_text()) if result.exists() else {}
     return tree, stats, mapping

@@ -99,6 +99,24 @@ def test_expected_version_guards_the_write(spark, tmp_path):
     assert _orphan_parquet(warehouse, "events") == set()
 
 
+def test_a_small_table_of_many_files_is_read_by_several_tasks(spark, tmp_path):
+    """Every core gets a share of a scan even when the whole table is far below one 64 MiB split (the
+    `files` listing of a store under a million objects was read by one task)."""
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    data = pa.concat_tables([arrow_rows("r", f"j{i:02d}", [i]) for i in range(12)])
+    assert engine.write(df_of(spark, data).repartition(1), warehouse, SPEC).files_added == 12
+    df = engine.read(spark, warehouse, "events")
+    wanted = min(12, 2 * spark.sparkContext.defaultParallelism)
+    assert df.rdd.getNumPartitions() >= wanted > 1
+    # Each split holds whole files, and every row is read once.
+    per_task = df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    assert sum(per_task) == 12 and max(per_task) <= -(-12 // wanted) + 1
+    assert collect(df) == sorted(("r", f"j{i:02d}", i) for i in range(12))
+    # A pruned read of one partition is one file: one split.
+    assert engine.read(spark, warehouse, "events", partitions={"job_dir": ["j03"]}).rdd.getNumPartitions() == 1
+
+
 def test_empty_table_reads_as_empty_dataframe(spark, tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     engine = DeltaRsEngine()

@@ -73,6 +73,14 @@ def _storage_option(warehouse: Warehouse) -> str:
     return json.dumps(warehouse.storage.to_mapping(include_secrets=True))
 
 
+def _min_splits(spark: Any) -> int:
+    """Read splits per table scan: two per core the session has, so no scan runs as one task."""
+    try:
+        return max(1, 2 * int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - sessions without a SparkContext (Spark Connect)
+        return 1
+
+
 class DeltaRsEngine(TableEngine):
     name = "delta-rs"
 
@@ -88,7 +96,7 @@ class DeltaRsEngine(TableEngine):
             reader = reader.option("version", str(version))
         if partitions:
             reader = reader.option("partitions", json.dumps(partitions))
-        return reader.load()
+        return reader.option("min_splits", str(_min_splits(spark))).load()
 
     def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
               replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
