@@ -40,7 +40,7 @@ demo: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Tiers by marker (tests/conftest.py adds flink/s3/spark/airflow from the fixtures a test uses, and
+# Tiers by marker (tests/conftest.py adds flink/s3/spark/airflow/cluster from the fixtures a test uses, and
 # `unit` when it has none of them and is not slow). PYTEST_ARGS still applies, e.g. a folder.
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

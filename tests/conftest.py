@@ -5,7 +5,7 @@ the real-Flink harness (fixtures written by real Flink, the oracle, the restore 
 moto S3 server on loopback, the shared local SparkSession and a private Airflow home.
 
 Tiers: a test is marked by the infrastructure its fixtures use (below), on top of any marker it
-sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/slow. So
+sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/cluster/slow. So
 `pytest -m unit` (make test-unit) never needs a JVM, a moto server or Airflow, as long as tests
 reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
 spark-submit directly must still say so with an explicit marker.
@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.flink",
     "tests.plugins.s3",
     "tests.plugins.spark",
+    "tests.plugins.spark_cluster",
 ]
 
 # Marker -> the plugin fixtures that need it. `item.fixturenames` is the whole closure, so a test
@@ -30,6 +31,7 @@ TIER_FIXTURES = {
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)
     "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow"}),  # tests/plugins/airflow.py
+    "cluster": frozenset({"spark_cluster"}),                                # tests/plugins/spark_cluster.py
 }
 NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}
 

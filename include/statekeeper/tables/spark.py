@@ -2,8 +2,10 @@
 
 Spark runs data-source code in separate Python worker processes (planning, tasks, commit), so the
 `statekeeper` package must be importable there: either installed into the interpreter Spark uses,
-or put on PYTHONPATH before the JVM starts (workers inherit the JVM's environment) and in
-`spark.executorEnv.PYTHONPATH` for executors on other hosts.
+shipped by spark-submit (`--py-files statekeeper.zip`, what the Airflow operator does: Spark puts
+the archive on every executor's Python path itself), or put on PYTHONPATH before the JVM starts
+(workers inherit the JVM's environment) and in `spark.executorEnv.PYTHONPATH` for executors that
+see the same directory (local masters, a shared mount).
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ def include_dir() -> str:
     import statekeeper
 
     return str(Path(statekeeper.__file__).resolve().parent.parent)
+
+
+def shipped() -> bool:
+    """Whether `statekeeper` was imported from an archive, i.e. spark-submit shipped it (--py-files)."""
+    return os.path.isfile(include_dir())
 
 
 def worker_pythonpath() -> str:
@@ -42,8 +49,13 @@ def prepare_environment() -> None:
 def configure_builder(builder: Any) -> Any:
     """Apply the settings every Statekeeper session needs to a `SparkSession.Builder`."""
     prepare_environment()
+    if not shipped():
+        # When the library came in a --py-files archive, Spark ships it to every executor; the
+        # driver's PYTHONPATH (its temporary copy of the archive, the checkout's include/) names paths
+        # of the driver's host, and spark.executorEnv.PYTHONPATH would replace the PYTHONPATH the
+        # cluster's executors start with (a standalone worker's, an image's) instead of adding to it.
+        builder = builder.config("spark.executorEnv.PYTHONPATH", worker_pythonpath())
     return (builder
-            .config("spark.executorEnv.PYTHONPATH", worker_pythonpath())
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
             # Python data sources need Arrow batches in and out; keep it explicit.
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
