@@ -101,12 +101,17 @@ def test_expected_version_guards_the_write(spark, tmp_path):
 
 def test_a_small_table_of_many_files_is_read_by_several_tasks(spark, tmp_path):
     """Every core gets a share of a scan even when the whole table is far below one 64 MiB split (the
-    `files` listing of a store under a million objects was read by one task)."""
+    `files` listing of a store under a million objects was read by one task), but no split is made
+    smaller than min_split_bytes."""
     warehouse = Warehouse(str(tmp_path / "wh"))
     engine = DeltaRsEngine()
     data = pa.concat_tables([arrow_rows("r", f"j{i:02d}", [i]) for i in range(12)])
     assert engine.write(df_of(spark, data).repartition(1), warehouse, SPEC).files_added == 12
-    df = engine.read(spark, warehouse, "events")
+    assert engine.read(spark, warehouse, "events").rdd.getNumPartitions() == 1  # a few KB: one task
+    # The engine's reader with a split floor below this table's size (as a listing of ~100k objects
+    # is above the default 1 MiB).
+    df = (spark.read.format("statekeeper_delta").option("warehouse", warehouse.uri).option("table", "events")
+          .option("min_splits", str(2 * spark.sparkContext.defaultParallelism)).option("min_split_bytes", "1").load())
     wanted = min(12, 2 * spark.sparkContext.defaultParallelism)
     assert df.rdd.getNumPartitions() >= wanted > 1
     # Each split holds whole files, and every row is read once.
