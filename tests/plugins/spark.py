@@ -30,13 +30,6 @@ def quiet_log4j(directory: Path) -> Path:
     return path
 
 
-# Thousands of small queries, each planned and code-generated once: C2's compilations cost more CPU
-# than they return here, as for the DAG's local drivers (plugins/statekeeper_airflow/jvm_startup.py).
-# Measured on tests/chains/test_chains_spark.py, tests/validate/test_validate_spark.py and
-# tests/gc/test_gc_rules.py (35 tests, a loaded machine): 179 s with C1 only, 198 s without.
-C1_ONLY = "-XX:TieredStopAtLevel=1"
-
-
 def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", cores: int = 2):
     from pyspark.sql import SparkSession
 
@@ -62,7 +55,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.ui.retainedJobs", "50")
                .config("spark.ui.retainedStages", "50")
                .config("spark.ui.retainedTasks", "1000")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} {C1_ONLY}")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
                .config("spark.python.worker.reuse", "true"))
