@@ -21,6 +21,11 @@ def _operators(checkout: Path):
     return operators
 
 
+def library_zip(checkout: Path, dest: Path) -> Path:
+    """The --py-files zip of the checkout's library, made by the operator's own function."""
+    return Path(_operators(checkout)._library_zip(str(dest)))
+
+
 def dag_env(checkout: Path = REPO, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the operator gives spark-submit on a local master."""
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,

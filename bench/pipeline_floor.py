@@ -31,13 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._measure import measure
-from bench._submit import dag_conf, dag_env
+from bench._submit import dag_conf, dag_env, library_zip
 
 NAME = "pipeline_floor"
 DESCRIPTION = "each job as the DAG submits it (fresh JVM) vs an empty PySpark spark-submit; the DAG's wall time"
@@ -62,22 +61,13 @@ class Figures:
         return statistics.median(self.walls) if self.walls else float("nan")
 
 
-def _library_zip(checkout: Path, dest: Path) -> Path:
-    path = dest / "statekeeper.zip"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for file in (checkout / "include" / "statekeeper").rglob("*"):
-            if file.is_file() and "__pycache__" not in file.parts:
-                zf.write(file, file.relative_to(checkout / "include"))
-    return path
-
-
 class Submitter:
     """spark-submit as the DAG's operator builds it for a local master."""
 
     def __init__(self, checkout: Path, work: Path) -> None:
         self.checkout = checkout
         self.work = work
-        self.zip = _library_zip(checkout, work)
+        self.zip = library_zip(checkout, work)
         self.events = work / "events"
         self.empty = work / "empty_job.py"
         self.empty.write_text(_EMPTY_JOB)
