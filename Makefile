@@ -14,7 +14,7 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 export PYTHONDONTWRITEBYTECODE = 1
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test test-unit test-fast bench airflow-ui clean help
+.PHONY: setup system-packages demo test test-unit test-fast bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
@@ -24,7 +24,23 @@ help:
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
 
-setup: $(STAMP)
+setup: system-packages $(STAMP)
+
+# Debian packages the Python ones cannot bring: Graphviz's `dot` (the report's lineage layout) and Chromium with
+# its matching driver (the browser test; one source package, so the two never disagree). Only what is missing is
+# installed; elsewhere set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1 and install the equivalents yourself.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium chromium-driver:chromedriver
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $${p#*:} >/dev/null 2>&1 || missing="$$missing $${p%%:*}"; done; \
+	if [ -n "$$missing" ] && [ -z "$$STATEKEEPER_SKIP_SYSTEM_PACKAGES" ]; then \
+	  if ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "make setup: missing system packages:$$missing; install them (or set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1)" >&2; exit 1; fi; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  echo "installing Debian packages:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing >/dev/null \
+	    || { DEBIAN_FRONTEND=noninteractive $$sudo apt-get update -q >/dev/null && \
+	         DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing >/dev/null; }; \
+	fi
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
