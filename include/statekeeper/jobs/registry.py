@@ -194,7 +194,23 @@ COMPACT = JobSpec(
     retried=frozenset({ExitCode.INTERNAL}),
 )
 
-JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC, DR, COMPACT)
+REPORT = JobSpec(
+    name="report",
+    label="report",
+    entry_point="build_report",
+    builder="statekeeper.report.job:BuildReport",
+    audit_table="report_runs",
+    run_id_prefix="rpt",
+    summary="write the HTML report of the warehouse (storage per job, lineage, restorability, _metadata, GC, DR, "
+            "compaction) under <warehouse>/_reports/",
+    exit_codes=_codes(
+        ok="report written (whatever it shows: a store with unrestorable jobs still gets its report)",
+        usage=_USAGE,
+        internal="internal failure; the previous report stays the latest",
+    ),
+    retried=frozenset({ExitCode.INTERNAL}),
+)
+JOBS: tuple[JobSpec, ...] = (INDEX, CHAINS, VALIDATE, GC, DR, COMPACT, REPORT)
 
 
 def job(name: str) -> JobSpec:

@@ -1,0 +1,339 @@
+"""The numbers of a report, aggregated in Spark from the warehouse's tables.
+
+Every aggregate runs in Spark over the pinned tables and only what a page shows reaches the
+driver: the top N rows of each view (`Limits`) and the totals of all rows, never a listing, a plan
+or an index. Distinct files are counted once per edge or directory even when many snapshots (or
+segments of one file) reference them, so "pinned" and the edges' bytes are bytes on storage.
+The small audit tables (`*_runs`) are read without Spark (statekeeper.tables.reader).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from statekeeper.report.model import (
+    CompactionSummary,
+    DrCopyRef,
+    DrSummary,
+    GcSummary,
+    JobHealth,
+    JobStorage,
+    LineageEdge,
+    LineageNode,
+    MetadataPoint,
+    OperatorInline,
+    OutcomeCount,
+    StorageTotals,
+    TrendPoint,
+)
+from statekeeper.layout.locate import unit_kind
+from statekeeper.tables.reader import TableReader
+from statekeeper.tables.vocabulary import (
+    Check,
+    DrCopyStatus,
+    FileKind,
+    GcOutcome,
+    GcRunStatus,
+    Severity,
+    UnitKind,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of each view a page shows (the rest is in the totals)."""
+    storage: int = 40
+    edges: int = 60
+    health: int = 200
+    metadata_jobs: int = 8
+    metadata_points: int = 120
+    operators: int = 15
+    trend_runs: int = 30
+
+
+class Gatherer:
+    """One report's aggregations over DataFrames of the pinned tables (`frames`, by table name;
+    optional derived tables may be absent) and the audit tables through `reader`."""
+
+    def __init__(self, frames: dict[str, Any], reader: TableReader, limits: Limits,
+                 keep: Callable[[Any], Any] = lambda df: df) -> None:
+        self.frames = frames
+        self.reader = reader
+        self.limits = limits
+        self._keep = keep
+        self._dirs: Any = None
+
+    # -- storage per directory ---------------------------------------------------------------------------
+    def directories(self) -> Any:
+        """One row per (root, job_dir): files, bytes, pinned, reclaimable, snapshots, `_metadata` and
+        inline bytes. Kept: every view below starts from it."""
+        if self._dirs is not None:
+            return self._dirs
+        from pyspark.sql import functions as F
+
+        files = self.frames["files"]
+        per_dir = files.groupBy("root", "job_dir").agg(
+            F.count(F.lit(1)).alias("files"), F.sum("size").alias("total_bytes"),
+            F.max("job_id").alias("job_id"))
+        refs = self.frames["references"]
+        used = (refs.where(F.col("file_root").isNotNull()
+                           & ((F.col("file_root") != F.col("root")) | (F.col("file_job_dir") != F.col("job_dir"))))
+                .select(F.col("file_uri").alias("uri")).distinct())
+        pinned = (files.join(used, "uri").groupBy("root", "job_dir")
+                  .agg(F.count(F.lit(1)).alias("pinned_files"), F.sum("size").alias("pinned_bytes")))
+        snaps = self.frames["snapshots"].groupBy("root", "job_dir").agg(
+            F.count(F.lit(1)).alias("snapshots"), F.sum("metadata_size").alias("metadata_bytes"),
+            F.sum(F.coalesce("inline_bytes", F.lit(0))).alias("inline_bytes"))
+        out = per_dir.join(pinned, ["root", "job_dir"], "left").join(snaps, ["root", "job_dir"], "left")
+        plan = self.gc_plan_frame()
+        if plan is not None:
+            reclaim = (plan.where(F.col("outcome") == GcOutcome.PLANNED.value).groupBy("root", "job_dir")
+                       .agg(F.count(F.lit(1)).alias("reclaimable_files"), F.sum("size").alias("reclaimable_bytes")))
+            out = out.join(reclaim, ["root", "job_dir"], "left")
+        else:
+            out = out.withColumn("reclaimable_files", F.lit(0)).withColumn("reclaimable_bytes", F.lit(0))
+        zero = ["pinned_files", "pinned_bytes", "reclaimable_files", "reclaimable_bytes", "snapshots",
+                "metadata_bytes", "inline_bytes"]
+        self._dirs = self._keep(out.fillna(0, subset=zero))
+        return self._dirs
+
+    def storage(self) -> tuple[StorageTotals, tuple[JobStorage, ...]]:
+        from pyspark.sql import functions as F
+
+        dirs = self.directories()
+        t = dirs.agg(F.count(F.lit(1)).alias("d"), F.sum("files").alias("f"), F.sum("total_bytes").alias("b"),
+                     F.sum("pinned_bytes").alias("p"), F.sum("reclaimable_bytes").alias("r"),
+                     F.sum("inline_bytes").alias("i"), F.sum("snapshots").alias("s")).first()
+        totals = StorageTotals(int(t["d"] or 0), int(t["f"] or 0), int(t["b"] or 0), int(t["p"] or 0),
+                               int(t["r"] or 0), int(t["i"] or 0), int(t["s"] or 0))
+        top = dirs.orderBy(F.desc("total_bytes"), "root", "job_dir").limit(self.limits.storage).collect()
+        return totals, tuple(_job_storage(r) for r in top)
+
+    # -- lineage --------------------------------------------------------------------------------------
+    def lineage(self) -> tuple[tuple[LineageNode, ...], tuple[LineageEdge, ...], int, int]:
+        """The heaviest cross-directory edges (distinct files and their bytes), their nodes, and the
+        count and bytes of all such edges."""
+        from pyspark.sql import functions as F
+
+        refs = self.frames["references"]
+        files = self.frames["files"].select("uri", "size")
+        pairs = (refs.where(F.col("file_root").isNotNull()
+                            & ((F.col("file_root") != F.col("root")) | (F.col("file_job_dir") != F.col("job_dir"))))
+                 .select("root", "job_dir", F.col("file_root").alias("target_root"),
+                         F.col("file_job_dir").alias("target_job_dir"), F.col("file_uri").alias("uri"))
+                 .distinct().join(files, "uri"))
+        edges = self._keep(pairs.groupBy("root", "job_dir", "target_root", "target_job_dir")
+                           .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes")))
+        t = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b")).first()
+        top = edges.orderBy(F.desc("bytes"), "root", "job_dir", "target_job_dir").limit(self.limits.edges).collect()
+        shown = tuple(LineageEdge(r["root"], r["job_dir"], r["target_root"], r["target_job_dir"], int(r["files"]),
+                                  int(r["bytes"] or 0)) for r in top)
+        keys = sorted({(e.root, e.job_dir) for e in shown} | {(e.target_root, e.target_job_dir) for e in shown})
+        nodes = self._nodes(keys)
+        return nodes, shown, int(t["n"] or 0), int(t["b"] or 0)
+
+    def _nodes(self, keys: list[tuple[str, str]]) -> tuple[LineageNode, ...]:
+        if not keys:
+            return ()
+        from pyspark.sql import functions as F
+
+        spark = self.frames["files"].sparkSession
+        wanted = spark.createDataFrame(keys, "root string, job_dir string")
+        info = {(r["root"], r["job_dir"]): r for r in
+                wanted.join(self.directories(), ["root", "job_dir"], "left").collect()}
+        flags: dict[tuple[str, str], bool | None] = {}
+        jobs = self.frames.get("validation_jobs")
+        if jobs is not None:
+            for r in jobs.join(F.broadcast(wanted), ["root", "job_dir"]).select(
+                    "root", "job_dir", "newest_restorable").collect():
+                flags[(r["root"], r["job_dir"])] = r["newest_restorable"]
+        nodes = []
+        for key in keys:
+            row = info.get(key)
+            nodes.append(LineageNode(key[0], key[1], row["job_id"] if row is not None else None, str(unit_kind(key[1])),
+                                     flags.get(key), int(row["total_bytes"] or 0) if row is not None else 0))
+        return tuple(nodes)
+
+    # -- health ---------------------------------------------------------------------------------------
+    def health(self) -> tuple[tuple[JobHealth, ...], int, int, int, str | None]:
+        """Per job: newest checkpoint, restorable or not with the failing checks, latest restorable,
+        last verified DR copy. Unrestorable jobs first. Returns (rows, jobs, unrestorable, directories
+        holding snapshots that no validation row covers, validation run id)."""
+        from pyspark.sql import functions as F
+
+        jobs = self.frames.get("validation_jobs")
+        dirs = self.directories()
+        with_snaps = dirs.where(F.col("snapshots") > 0)
+        if jobs is None:
+            return (), 0, 0, with_snaps.count(), None
+        # counted as the validation job counts them (validation_runs.jobs_unrestorable): job directories only
+        c = jobs.agg(F.count(F.lit(1)).alias("n"),
+                     F.sum(F.when((F.col("kind") == UnitKind.JOB.value) & (F.col("newest_restorable") == F.lit(False)),
+                                  1).otherwise(0)).alias("u"),
+                     F.max("run_id").alias("run")).first()
+        uncovered = with_snaps.join(jobs.select("root", "job_dir"), ["root", "job_dir"], "left_anti").count()
+        ranked = (jobs.join(dirs.select("root", "job_dir", "total_bytes"), ["root", "job_dir"], "left")
+                  .orderBy(F.when(F.col("newest_restorable") == F.lit(False), 0).otherwise(1),
+                           F.desc_nulls_last("total_bytes"), "root", "job_dir")
+                  .limit(self.limits.health))
+        ranked = self._keep(ranked)
+        checks: dict[str, tuple[str, ...]] = {}
+        results = self.frames.get("validation_results")
+        if results is not None:
+            bad = ranked.where(F.col("newest_restorable") == F.lit(False)).select(
+                F.col("newest_uri").alias("snapshot_uri"))
+            for r in (results.where((F.col("severity") == Severity.ERROR.value)
+                                    & (F.col("check") != Check.SNAPSHOT.value))
+                      .join(F.broadcast(bad), "snapshot_uri")
+                      .groupBy("snapshot_uri").agg(F.sort_array(F.collect_set("check")).alias("checks"))
+                      .collect()):
+                checks[r["snapshot_uri"]] = tuple(r["checks"])
+        copies = self._dr_copies(ranked)
+        rows = []
+        for r in ranked.collect():
+            rows.append(JobHealth(
+                r["root"], r["job_dir"], r["job_id"], r["kind"], r["status"], int(r["snapshots"] or 0),
+                r["newest_uri"], r["newest_checkpoint_id"], r["newest_restorable"], r["latest_restorable_uri"],
+                r["latest_restorable_checkpoint_id"], checks.get(r["newest_uri"], ()),
+                copies.get((r["root"], r["job_dir"]))))
+        return tuple(rows), int(c["n"] or 0), int(c["u"] or 0), uncovered, c["run"]
+
+    def _dr_copies(self, ranked: Any) -> dict[tuple[str, str], DrCopyRef]:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        copies = self.frames.get("dr_copies")
+        if copies is None:
+            return {}
+        keys = F.broadcast(ranked.select(F.col("root").alias("source_root"), "job_dir"))
+        newest = Window.partitionBy("source_root", "job_dir").orderBy(F.desc("finished_at"), F.desc("checkpoint_id"))
+        found = (copies.where(F.col("status") == DrCopyStatus.VERIFIED.value).join(keys, ["source_root", "job_dir"])
+                 .withColumn("n", F.row_number().over(newest)).where(F.col("n") == 1).collect())
+        return {(r["source_root"], r["job_dir"]): DrCopyRef(r["target_metadata_uri"], r["checkpoint_id"],
+                                                            r["finished_at"]) for r in found}
+
+    def dr_verified_jobs(self) -> int:
+        from pyspark.sql import functions as F
+
+        copies = self.frames.get("dr_copies")
+        if copies is None:
+            return 0
+        return (copies.where(F.col("status") == DrCopyStatus.VERIFIED.value)
+                .select("source_root", "job_dir").distinct().count())
+
+    # -- `_metadata` and inline state ----------------------------------------------------------------
+    def metadata(self) -> tuple[tuple[MetadataPoint, ...], tuple[OperatorInline, ...]]:
+        """`_metadata` size and inline bytes over checkpoints for the jobs with the largest `_metadata`
+        (their newest `metadata_points` snapshots), and the operators with the most inline bytes."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        snaps = self.frames["snapshots"].where(F.col("layout_kind") == FileKind.CHECKPOINT_METADATA.value)
+        biggest = (snaps.groupBy("root", "job_dir").agg(F.max("metadata_size").alias("m"))
+                   .orderBy(F.desc("m"), "root", "job_dir").limit(self.limits.metadata_jobs))
+        newest = Window.partitionBy("root", "job_dir").orderBy(F.desc_nulls_last("checkpoint_id"),
+                                                                F.desc("metadata_mtime"))
+        points = (snaps.join(F.broadcast(biggest.select("root", "job_dir")), ["root", "job_dir"])
+                  .withColumn("n", F.row_number().over(newest)).where(F.col("n") <= self.limits.metadata_points)
+                  .select("root", "job_dir", "checkpoint_id", "metadata_size", "inline_bytes").collect())
+        series = tuple(sorted((MetadataPoint(r["root"], r["job_dir"], r["checkpoint_id"], int(r["metadata_size"]),
+                                             int(r["inline_bytes"] or 0)) for r in points),
+                              key=lambda p: (p.root, p.job_dir, p.checkpoint_id if p.checkpoint_id is not None else -1)))
+        operators: tuple[OperatorInline, ...] = ()
+        inline = self.frames.get("inline_state")
+        if inline is not None:
+            per_snapshot = (inline.groupBy("root", "job_dir", "operator_id", "operator_name", "operator_uid",
+                                           "snapshot_uri").agg(F.sum("inline_bytes").alias("b")))
+            top = (per_snapshot.groupBy("root", "job_dir", "operator_id", "operator_name", "operator_uid")
+                   .agg(F.count(F.lit(1)).alias("snapshots"), F.sum("b").alias("inline_bytes"),
+                        F.max("b").alias("max_b"))
+                   .orderBy(F.desc("inline_bytes"), "root", "job_dir", "operator_id").limit(self.limits.operators)
+                   .collect())
+            operators = tuple(OperatorInline(r["root"], r["job_dir"],
+                                             r["operator_name"] or r["operator_uid"] or r["operator_id"] or "?",
+                                             r["operator_id"], int(r["snapshots"]), int(r["inline_bytes"] or 0),
+                                             int(r["max_b"] or 0)) for r in top)
+        return series, operators
+
+    # -- GC, compaction, DR ---------------------------------------------------------------------------
+    def newest_gc_run(self) -> dict[str, Any] | None:
+        """The newest row of the newest GC run that got as far as a plan (a run still planning, or one
+        that failed before planning, shows no plan)."""
+        if not hasattr(self, "_gc_run"):
+            rows = self.reader.read("gc_runs").to_pylist() if self.reader.state("gc_runs") is not None else []
+            newest: dict[str, dict[str, Any]] = {}
+            for r in rows:
+                if r["run_id"] not in newest or r["finished_at"] >= newest[r["run_id"]]["finished_at"]:
+                    newest[r["run_id"]] = r
+            runs = sorted(newest.values(), key=lambda r: r["finished_at"])
+            self._gc_run = runs[-1] if runs else None
+        return self._gc_run
+
+    def gc_plan_frame(self) -> Any:
+        """The newest GC run's plan rows (its plan run's partition of gc_actions), or None."""
+        run = self.newest_gc_run()
+        actions = self.frames.get("gc_actions")
+        if run is None or actions is None or run["status"] in (GcRunStatus.REQUESTED.value,):
+            return None
+        from pyspark.sql import functions as F
+
+        return actions.where(F.col("run_id") == (run["plan_run_id"] or run["run_id"]))
+
+    def gc(self) -> GcSummary | None:
+        run = self.newest_gc_run()
+        if run is None:
+            return None
+        outcomes: tuple[OutcomeCount, ...] = ()
+        plan = self.gc_plan_frame()
+        if plan is not None:
+            from pyspark.sql import functions as F
+
+            outcomes = tuple(OutcomeCount(r["reason"], r["outcome"], int(r["files"]), int(r["bytes"] or 0))
+                             for r in plan.groupBy("reason", "outcome").agg(
+                                 F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
+                             .orderBy("reason", "outcome").collect())
+        return GcSummary(run["run_id"], run["plan_run_id"] or run["run_id"], run["status"], run["mode"],
+                         run["finished_at"], run["planned"], run["planned_bytes"], run["deleted"],
+                         run["deleted_bytes"], run["already_gone"], run["changed_skipped"], run["failed"],
+                         tuple(run["blocked"] or ()), outcomes)
+
+    def compaction(self) -> CompactionSummary | None:
+        run = self.reader.newest("compaction_runs") if self.reader.state("compaction_runs") is not None else None
+        if run is None:
+            return None
+        statuses: dict[str, int] = {}
+        compactions = self.frames.get("compactions")
+        if compactions is not None:
+            from pyspark.sql import functions as F
+
+            statuses = {r["status"]: int(r["n"]) for r in compactions.where(F.col("run_id") == run["run_id"])
+                        .groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()}
+        return CompactionSummary(run["run_id"], run["status"], run["mode"], run["finished_at"], run["selected"],
+                                 run["compacted"], run["failed"], run["metadata_bytes_before"],
+                                 run["metadata_bytes_after"], tuple(run["problems"] or ()), statuses)
+
+    def dr(self) -> DrSummary | None:
+        run = self.reader.newest("dr_runs") if self.reader.state("dr_runs") is not None else None
+        if run is None:
+            return None
+        return DrSummary(run["run_id"], run["status"], run["mode"], run["finished_at"], run["snapshots"],
+                         run["verified"], run["failed"], run["bytes_copied"], tuple(run["problems"] or ()))
+
+    def trend(self, current: TrendPoint) -> tuple[TrendPoint, ...]:
+        """The report runs before this one (report_runs), oldest first, then `current`."""
+        points: list[TrendPoint] = []
+        if self.reader.state("report_runs") is not None:
+            for r in self.reader.read("report_runs").to_pylist():
+                if r["status"] == "succeeded" and r["run_id"] != current.run_id:
+                    points.append(TrendPoint(r["run_id"], r["finished_at"], r["bytes_total"], r["bytes_pinned"],
+                                             r["bytes_reclaimable"], r["bytes_inline"], r["jobs_unrestorable"]))
+        points.sort(key=lambda p: p.at)
+        return (*points[-(self.limits.trend_runs - 1):], current)
+
+
+def _job_storage(r: Any) -> JobStorage:
+    return JobStorage(r["root"], r["job_dir"], r["job_id"], int(r["files"]), int(r["total_bytes"] or 0),
+                      int(r["pinned_files"]), int(r["pinned_bytes"]), int(r["reclaimable_files"]),
+                      int(r["reclaimable_bytes"]), int(r["snapshots"]), int(r["metadata_bytes"]),
+                      int(r["inline_bytes"]))
+

@@ -1,0 +1,182 @@
+"""The report job: the warehouse's tables -> one self-contained HTML page per run.
+
+    result = (BuildReport(spark)
+              .warehouse("s3://bucket/statekeeper")
+              .out("/tmp/report")            # optional: also a local copy of the page
+              .execute())
+    result.report_uri                        # <warehouse>/_reports/runs/<run>/index.html
+
+Reads the index tables at the newest succeeded cut and the derived tables (chains, validation, GC,
+DR, compaction) at their latest versions, aggregates in Spark (statekeeper.report.gather), renders
+(statekeeper.report.render) and publishes through statekeeper.report.store. It writes nothing but
+the report's files and its `report_runs` row. Steps that have not run yet are named on the page
+instead of failing the report: the report of a store whose validation failed is the one people need.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from statekeeper.jobs.base import StatekeeperJob
+from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.inputs import PinnedInputs, pin_inputs
+from statekeeper.jobs.registry import REPORT
+from statekeeper.jobs.result import JobResult, human_size
+from statekeeper.report.gather import Gatherer, Limits
+from statekeeper.report.model import ReportData, TrendPoint
+
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+SOURCES = ("files", "snapshots", "references")
+OPTIONAL_SOURCES = ("inline_state", "validation_jobs", "validation_results", "gc_actions", "dr_copies", "compactions")
+AUDIT_SOURCES = ("gc_runs", "dr_runs", "compaction_runs", "report_runs")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportResult(JobResult):
+    source_versions: dict[str, int]
+    index_run_id: str | None = None
+    report_uri: str | None = None
+    local_copy: str | None = None
+    directories: int = 0
+    files: int = 0
+    bytes_total: int = 0
+    bytes_pinned: int = 0
+    bytes_reclaimable: int = 0
+    bytes_inline: int = 0
+    jobs: int = 0
+    jobs_unrestorable: int = 0
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        lines = [f"report run {self.run_id} {self.status} in {self.seconds:.1f}s: {self.directories} directories, "
+                 f"{self.files} objects, {human_size(self.bytes_total)} stored ({human_size(self.bytes_pinned)} pinned "
+                 f"by other jobs, {human_size(self.bytes_reclaimable)} reclaimable, {human_size(self.bytes_inline)} "
+                 f"inline in _metadata); {self.jobs_unrestorable} of {self.jobs} validated job(s) not restorable"]
+        if self.report_uri:
+            lines.append(f"  report: {self.report_uri}")
+        if self.local_copy:
+            lines.append(f"  local copy: {self.local_copy}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+
+class BuildReport(StatekeeperJob[ReportResult]):
+    """Builder for one report run."""
+
+    JOB = REPORT
+
+    def __init__(self, spark: Any) -> None:
+        super().__init__(spark)
+        self._out: str | None = None
+        self._limits = Limits()
+        self._inputs: PinnedInputs | None = None
+        self._index_run_id: str | None = None
+
+    def out(self, directory: str | None) -> BuildReport:
+        """Also write the page to this local directory (as index.html and report.json)."""
+        self._out = directory or None
+        return self
+
+    def limits(self, limits: Limits) -> BuildReport:
+        """How many rows each view shows (the rest is summed into totals)."""
+        self._limits = limits
+        return self
+
+    def _prepare(self, ctx: RunContext) -> None:
+        from statekeeper.tables.cut import latest_cut
+
+        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
+        cut = latest_cut(ctx.warehouse)
+        self._index_run_id = cut.run_id if cut is not None else None
+        ctx.log.info("%s: warehouse %s, index run %s, versions %s, derived %s", ctx.label, ctx.warehouse.uri,
+                     self._index_run_id, self._inputs.versions, self._inputs.optional)
+
+    def _pinned(self) -> PinnedInputs:
+        assert self._inputs is not None, "_prepare pins the inputs"
+        return self._inputs
+
+    def _failed(self, ctx: RunContext, error: str) -> ReportResult:
+        return ReportResult(run_id=ctx.run_id, status=FAILED, started_at=ctx.started,
+                            finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
+                            source_versions=self._pinned().versions, index_run_id=self._index_run_id, error=error)
+
+    def _run(self, ctx: RunContext) -> ReportResult:
+        from statekeeper.report.render import render
+        from statekeeper.report.store import ReportStore
+        from statekeeper.tables.reader import TableReader
+
+        clock = time.monotonic()
+        inputs = self._pinned()
+        frames = {**inputs.read(ctx.spark, ctx.engine, ctx.warehouse),
+                  **inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)}
+        reader = TableReader(ctx.warehouse)
+        versions = {**inputs.versions, **inputs.optional}
+        for name in AUDIT_SOURCES:
+            if (v := reader.version(name)) is not None and name != "report_runs":
+                versions[name] = v
+        g = Gatherer(frames, reader, self._limits, keep=ctx.keep)
+
+        ctx.beat.phase("storage per directory")
+        totals, storage = g.storage()
+        ctx.beat.phase("lineage")
+        nodes, edges, edge_count, edge_bytes = g.lineage()
+        ctx.beat.phase("health")
+        health, jobs, unrestorable, uncovered, validation_run = g.health()
+        ctx.beat.phase("_metadata and inline state")
+        series, operators = g.metadata()
+        ctx.beat.phase("gc, dr, compaction")
+        gc, compaction, dr = g.gc(), g.compaction(), g.dr()
+        now = datetime.now(timezone.utc)
+        current = TrendPoint(ctx.run_id, now, totals.total_bytes, totals.pinned_bytes, totals.reclaimable_bytes,
+                             totals.inline_bytes, unrestorable)
+        data = ReportData(
+            run_id=ctx.run_id, generated_at=now, warehouse=ctx.warehouse.uri, index_run_id=self._index_run_id or "",
+            versions=versions, totals=totals, storage=storage, lineage_nodes=nodes, lineage_edges=edges,
+            lineage_edge_count=edge_count, lineage_edge_bytes=edge_bytes, health=health, jobs=jobs,
+            jobs_unrestorable=unrestorable, jobs_not_validated=uncovered, validation_run_id=validation_run,
+            metadata_series=series, operators=operators, gc=gc, compaction=compaction, dr=dr,
+            dr_verified_jobs=g.dr_verified_jobs(), trend=g.trend(current), notes=self._notes(inputs, frames),
+            limits=self._limits.__dict__.copy())
+        ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
+
+        ctx.beat.phase("rendering")
+        page = render(data).encode("utf-8")
+        mapping = data.to_mapping()
+        ref = ReportStore(ctx.warehouse).publish(ctx.run_id, page, mapping, now)
+        local = self._write_local(page, mapping) if self._out else None
+        ctx.log.info("%s: %s written (%s, %.1fs)", ctx.label, ref.page_uri, human_size(len(page)),
+                     time.monotonic() - clock)
+        return ReportResult(
+            run_id=ctx.run_id, status=SUCCEEDED, started_at=ctx.started, finished_at=datetime.now(timezone.utc),
+            warehouse=ctx.warehouse.uri, source_versions=inputs.versions, index_run_id=self._index_run_id,
+            report_uri=ref.page_uri, local_copy=local, directories=totals.directories, files=totals.files,
+            bytes_total=totals.total_bytes, bytes_pinned=totals.pinned_bytes,
+            bytes_reclaimable=totals.reclaimable_bytes, bytes_inline=totals.inline_bytes, jobs=jobs,
+            jobs_unrestorable=unrestorable, notes=data.notes)
+
+    @staticmethod
+    def _notes(inputs: PinnedInputs, frames: dict[str, Any]) -> tuple[str, ...]:
+        notes = [f"{s}: computed from another index run than the one shown, so it may miss the newest snapshots "
+                 "(run chains/validate after the index)" for s in inputs.stale]
+        if "validation_jobs" not in frames:
+            notes.append("no validation run yet: restorability is unknown (run the validate task)")
+        if "gc_actions" not in frames:
+            notes.append("no GC run yet: nothing is counted as reclaimable")
+        return tuple(notes)
+
+    def _write_local(self, page: bytes, mapping: dict[str, Any]) -> str:
+        assert self._out is not None
+        os.makedirs(self._out, exist_ok=True)
+        path = os.path.join(self._out, "index.html")
+        with open(path, "wb") as f:
+            f.write(page)
+        with open(os.path.join(self._out, "report.json"), "w") as f:
+            json.dump(mapping, f, indent=1, sort_keys=True, default=str)
+        return path
