@@ -1,4 +1,4 @@
-"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate -> gc | compact -> maintain_warehouse.
+"""Nightly Flink checkpoint-storage maintenance: index -> chains -> validate -> gc | compact -> maintain_warehouse -> report.
 
 Thin by design: each task submits one entry point from spark_jobs/ through
 StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper. Each task's id, entry point
@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
-from statekeeper.jobs.registry import CHAINS, COMPACT, GC, INDEX, VALIDATE
+from statekeeper.jobs.registry import CHAINS, COMPACT, GC, INDEX, REPORT, VALIDATE
 from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
-from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+from statekeeper_airflow.operators import RunOutcomeOperator, StatekeeperSparkSubmitOperator
 
 DAG_DOC = """
 ### Flink checkpoint-storage maintenance
@@ -55,6 +55,13 @@ when a job still reads an older version). Scheduled runs do it on Sundays, after
 unless one of them (or `validate` before them) failed; a manual run when the form's
 `maintain_warehouse` is set. Both steps show as
 skipped when off.
+
+**Report** (`report`, see docs/reports.md) runs last, after every other task whatever their outcome
+(trigger rule `all_done`): one self-contained HTML page of where the storage goes, which jobs keep
+which other jobs' files alive, whether every job's newest checkpoint restores, `_metadata` bloat and
+the GC, DR and compaction outcomes, under `<warehouse>/_reports/runs/<run>/`. The Airflow UI shows the
+latest one under **Browse > Statekeeper**. `run_outcome` fails the run when any task before it failed
+(and is skipped otherwise), so a successful report never makes a failed run look successful.
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest
@@ -310,5 +317,21 @@ with DAG(
                "retention, never one a job still reads. Weekly.",
         **SUBMIT,
     )
+    report = StatekeeperSparkSubmitOperator(
+        task_id=REPORT.name,
+        job=REPORT.entry_point,
+        job_args=WAREHOUSE_AND_RUN,
+        # After every step whatever happened: the report of a run whose validation failed is the one
+        # people need. run_outcome keeps such a run failed.
+        trigger_rule="all_done",
+        doc_md="Writes the run's HTML report under `<warehouse>/_reports/runs/` (storage per job, lineage, "
+               "restorability, `_metadata` bloat, GC/DR/compaction outcomes); Browse > Statekeeper shows it.",
+        **SUBMIT,
+    )
+    outcome = RunOutcomeOperator(
+        task_id="run_outcome",
+        doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
+    )
     index >> chains >> validate >> [gc, compact]
-    [gc, compact] >> maintain
+    [gc, compact] >> maintain >> report
+    [index, chains, validate, gc, compact, maintain, report] >> outcome

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, Connection
+from airflow.sdk import BaseHook, BaseOperator, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.log import mask_secret
 from statekeeper.jobs import registry
@@ -279,7 +279,11 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 raise
             if sub.jvm is not None:
                 sub.jvm.publish()
-            return _read_result(sub.result_file)
+            result = _read_result(sub.result_file)
+            if self.spec.name == registry.REPORT.name and result and result.get("report_uri"):
+                self.log.info("report written to %s; in the Airflow UI: Browse > Statekeeper (%s)",
+                              result["report_uri"], report_page_url())
+            return result
 
     @contextmanager
     def prepared_submission(self) -> Iterator[Submission]:
@@ -355,6 +359,32 @@ def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
         if prefix + key in env:
             mask_secret(env[prefix + key])
     return env
+
+
+def report_page_url() -> str:
+    """Where the Airflow UI shows the latest report (statekeeper_airflow.report_page)."""
+    from airflow.configuration import conf
+
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    return f"{base}/plugin/statekeeper" if base else "/plugin/statekeeper"
+
+
+class RunOutcomeOperator(BaseOperator):
+    """A leaf that fails when any upstream task failed, so the run ends failed.
+
+    The `report` task runs after every step whatever happened (trigger rule all_done: the report of a
+    failed run is the one people need) and would otherwise be the only leaf: Airflow sets a run's state
+    from its leaves, so a successful report would mark a run whose validation failed as successful.
+    Skipped when nothing failed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "one_failed")
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException("an upstream task failed (see the run's grid and that task's log); the report "
+                                   "task still wrote this run's report")
 
 
 def spark_submit_exit_code(exc: BaseException) -> int | None:

@@ -97,10 +97,12 @@ def test_trigger_with_params_through_rest(standalone, tmp_path, flink_store_for_
     tis = _request(f"{base}/api/v2/dags/checkpoint_maintenance/dagRuns/{run_id}/taskInstances", token=token)
     # One try each: a retry would mean a first attempt failed (e.g. a template that cannot render).
     tries = {ti["task_id"]: (ti["state"], ti["try_number"]) for ti in tis["task_instances"]}
-    assert {t: tries.pop(t) for t in ("index", "chains", "validate", "gc")} == \
-        {t: ("success", 1) for t in ("index", "chains", "validate", "gc")}, tis
+    assert {t: tries.pop(t) for t in ("index", "chains", "validate", "gc", "report")} == \
+        {t: ("success", 1) for t in ("index", "chains", "validate", "gc", "report")}, tis
     # off unless enabled (the form's compact / maintain_warehouse, false by default): skipped, not failed
-    assert {t: state for t, (state, _) in tries.items()} == {"compact": "skipped", "maintain_warehouse": "skipped"}, tis
+    # nothing failed, so run_outcome (which fails a run whose tasks failed) is skipped
+    assert {t: state for t, (state, _) in tries.items()} == {"compact": "skipped", "maintain_warehouse": "skipped",
+                                                             "run_outcome": "skipped"}, tis
     assert state == "success", _request(
         f"{base}/api/v2/dags/checkpoint_maintenance/dagRuns/{run_id}/taskInstances", token=token)
     flink_store_for_airflow.check_index_run(warehouse, run_id)

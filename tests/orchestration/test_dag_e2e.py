@@ -25,7 +25,7 @@ from tests.plugins.airflow import IndexedStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ("index", "chains", "validate", "gc")
+TASKS = ("index", "chains", "validate", "gc", "report")
 
 
 @pytest.fixture
@@ -64,6 +64,12 @@ def table_rows(warehouse: str, name: str, storage_options=None) -> list[dict]:
     return DeltaTable(f"{warehouse.rstrip('/')}/{name}", storage_options=storage_options).to_pyarrow_table().to_pylist()
 
 
+def runs_unrestorable(warehouse: str, airflow_run_id: str) -> int:
+    runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == airflow_run_id]
+    assert len(runs) == 1, runs
+    return runs[0]["jobs_unrestorable"]
+
+
 def check_chains_and_validation(store: IndexedStore, warehouse: str, run, storage_options=None) -> dict:
     """What every healthy run must show beyond the index: B and C depend on A, all restorable."""
     fixture = store.fixture
@@ -97,6 +103,12 @@ def test_dag_local_store(maintenance_dag, flink_store_for_airflow, tmp_path):
     flink_store_for_airflow.check_index_run(warehouse, run.run_id)
     check_chains_and_validation(flink_store_for_airflow, warehouse, run)
     assert Path(warehouse, "_reports", "validation", "data_docs", "index.html").is_file()
+    # the last task wrote the run's report and pointed latest.json at it; nothing failed, so
+    # run_outcome was skipped
+    assert task_states(run)["run_outcome"][0] == "skipped"
+    latest = json.loads(Path(warehouse, "_reports", "latest.json").read_text())
+    assert latest["run_id"] == xcom_results(run)["report"]["run_id"]
+    assert Path(latest["page_uri"][len("file://"):]).is_file()
 
 
 @pytest.mark.s3
@@ -150,6 +162,14 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     assert states["gc"][0] == "upstream_failed", states     # never collect garbage after a failed validation
     assert states["compact"][0] == "upstream_failed", states
     assert states["maintain_warehouse"][0] == "upstream_failed", states
+    # the report is written all the same, and shows C's newest checkpoint as not restorable; the run
+    # stays failed through run_outcome
+    assert states["report"][0] == "success" and states["run_outcome"][0] == "failed", states
+    report = json.loads(Path(warehouse, "_reports", "runs", xcom_results(run)["report"]["run_id"],
+                             "report.json").read_text())
+    job_c = fixture.job("C")["job_id"]
+    assert [h["newest_restorable"] for h in report["health"] if h["job_dir"] == job_c] == [False], report["health"]
+    assert report["jobs_unrestorable"] == runs_unrestorable(warehouse, run.run_id) >= 1
 
     runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == run.run_id]
     assert len(runs) == 1 and runs[0]["status"] == "unrestorable", runs

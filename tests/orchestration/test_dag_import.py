@@ -30,8 +30,8 @@ def test_maintenance_dag_shape(dagbag):
     assert dag.doc_md and "index" in dag.doc_md
     jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py",
             "gc": "collect_garbage.py", "compact": "compact_checkpoints.py",
-            "maintain_warehouse": "compact_checkpoints.py"}
-    assert {t.task_id for t in dag.tasks} == set(jobs)
+            "maintain_warehouse": "compact_checkpoints.py", "report": "build_report.py"}
+    assert {t.task_id for t in dag.tasks} == set(jobs) | {"run_outcome"}
     for task_id, application in jobs.items():
         task = dag.get_task(task_id)
         assert task.pool == "statekeeper_spark"
@@ -45,7 +45,7 @@ def test_maintenance_dag_shape(dagbag):
     # gc plans from the index and chains tables, and only after validation passed: a run whose newest
     # checkpoint does not restore (validate exits 1) deletes nothing
     gc = dag.get_task("gc")
-    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == {"maintain_warehouse"}
+    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == {"maintain_warehouse", "run_outcome"}
     assert gc.trigger_rule == "all_success"
     # compaction, when enabled, also only after validation passed; warehouse maintenance after both,
     # unless something upstream failed (and then the run still ends failed: see test_dag_e2e)
@@ -54,6 +54,13 @@ def test_maintenance_dag_shape(dagbag):
     maintain = dag.get_task("maintain_warehouse")
     assert maintain.upstream_task_ids == {"gc", "compact"}
     assert maintain.trigger_rule == "none_failed_min_one_success"
+    # the report comes last whatever happened before it, and run_outcome keeps a failed run failed
+    # (a successful report as the only leaf would mark it successful)
+    report = dag.get_task("report")
+    assert report.upstream_task_ids == {"maintain_warehouse"} and report.trigger_rule == "all_done"
+    outcome = dag.get_task("run_outcome")
+    assert outcome.upstream_task_ids == set(jobs) and outcome.trigger_rule == "one_failed"
+    assert outcome.retries == 0 and {t.task_id for t in dag.leaves} == {"run_outcome"}
     # validate may stat referenced files under the roots; every job writes to the same warehouse
     for task_id in jobs:
         args = dag.get_task(task_id).job_args
@@ -103,9 +110,10 @@ def test_tasks_follow_the_job_registry(dagbag):
     entry_points = {spec.entry_point for spec in registry.JOBS}
     named: dict[str, str] = {}
     for dag in dagbag.dags.values():
-        # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class.
+        # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class. The one
+        # other task is run_outcome, which submits nothing (it keeps a failed run failed).
         submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
-        assert submits == list(dag.tasks), (dag.dag_id, [type(t) for t in dag.tasks])
+        assert submits == [t for t in dag.tasks if t.task_id != "run_outcome"], (dag.dag_id, [type(t) for t in dag.tasks])
         for task in submits:
             assert task.job in entry_points, (task.task_id, task.job)
             spec = registry.job(task.job)

@@ -18,6 +18,7 @@ REPORT_RUNS = TableSpec(
         _f("warehouse", pa.string(), False),
         _f("statekeeper_version", pa.string(), False),
         _f("source_versions", pa.map_(pa.string(), pa.int64())),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
         _f("index_run_id", pa.string()),
         _f("report_uri", pa.string()),
         _f("directories", pa.int64(), False),
