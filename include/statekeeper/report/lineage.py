@@ -40,7 +40,7 @@ def render(nodes: Sequence[LineageNode], edges: Sequence[LineageEdge]) -> Layout
         import graphviz
     except ImportError as exc:  # pragma: no cover - a dependency of the project
         raise LayoutUnavailable("the graphviz package is not installed") from exc
-    ids = {n.key: f"sk-node-{i}" for i, n in enumerate(nodes)}
+    ids = {n.key: f"sknode{i}" for i, n in enumerate(nodes)}  # no "-": Graphviz writes it as &#45;
     g = graphviz.Digraph("lineage", engine="dot")
     g.attr(rankdir="RL", bgcolor="transparent", nodesep="0.3", ranksep="0.9", fontname="Helvetica")
     g.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="10", penwidth="1.5")
