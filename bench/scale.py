@@ -49,7 +49,7 @@ from bench._procmon import TreeRun, run_tree
 from bench._scale_store import cached_store
 
 NAME = "scale"
-DESCRIPTION = "index/chains/validate/GC plan as spark-submit at 100k..1M objects: time, memory, task skew growth"
+DESCRIPTION = "index/chains/validate/GC plan/report as spark-submit at 100k..1M objects: time, memory, task skew growth"
 REPO = Path(__file__).resolve().parents[1]
 STEPS = {   # step -> (spark_jobs entry point, arguments besides --warehouse)
     "index": ("index_checkpoints", lambda roots: ["--roots", ",".join(roots)]),
@@ -58,6 +58,8 @@ STEPS = {   # step -> (spark_jobs entry point, arguments besides --warehouse)
     # Plan only (the job's default mode). The fixtures' files are hours old, the grace period of
     # one hour lets the plan consider them (the default 3 days would plan nothing).
     "gc": ("collect_garbage", lambda roots: ["--older-than", "1h"]),
+    # The DAG's last task: the page's aggregates over every table (only top N reach the driver).
+    "report": ("build_report", lambda roots: []),
 }
 S3_STEPS = ("index", "chains", "validate")
 # Exit codes that still mean "the step did its work": 1 = something needs attention (e.g. a

@@ -1,0 +1,48 @@
+"""Rendering without Spark: a 1,000-job store's page stays readable (top N with totals, not a
+1,000-node graph), hostile directory names stay text, and a missing `dot` degrades to a table."""
+from __future__ import annotations
+
+import re
+
+from statekeeper.report import lineage
+from statekeeper.report.gather import Limits
+from statekeeper.report.model import LineageEdge, LineageNode
+from statekeeper.report.render import others, render
+from tests.report.synthetic import synthetic_report
+
+
+def test_large_store_renders_top_n_with_totals():
+    limits = Limits()
+    data = synthetic_report(jobs=1000, snapshots_per_job=50, limits=limits)
+    page = render(data)
+    nodes = re.findall(r'<g id="sknode\d+" class="node"', page)
+    assert 0 < len(nodes) <= 2 * limits.edges and len(nodes) == len(data.lineage_nodes)
+    assert len(re.findall(r"<tr data-job-dir=", page)) == len(data.storage) + len(data.health)
+    rest = others(data)
+    assert rest.directories == 1000 - limits.storage
+    assert rest.total_bytes + sum(r.total_bytes for r in data.storage) == data.totals.total_bytes
+    assert f"{rest.directories:,} other directories" in page
+    assert f"{len(data.lineage_edges)} heaviest of {data.lineage_edge_count:,}" in page
+    # unrestorable jobs come first and are marked, whatever their size
+    assert page.count('class="unrestorable"') == data.jobs_unrestorable == 30
+    assert len(page) < 3_000_000
+
+
+def test_names_from_a_listing_stay_text():
+    hostile = '"><script>alert(1)</script>'
+    nodes = (LineageNode("file:///r", hostile, None, "directory", None, 10), LineageNode("file:///r", "a", "a", "job", True, 5))
+    edges = (LineageEdge("file:///r", hostile, "file:///r", "a", 1, 10),)
+    svg = lineage.render(nodes, edges).svg
+    assert "<script>" not in svg and "script" in svg
+    data = synthetic_report(jobs=20, snapshots_per_job=3)
+    page = render(data.__class__(**{**data.__dict__, "lineage_nodes": nodes, "lineage_edges": edges,
+                                    "notes": (hostile,)}))
+    assert "<script>" not in page
+
+
+def test_without_dot_the_edges_are_still_listed(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    data = synthetic_report(jobs=30, snapshots_per_job=3)
+    page = render(data)
+    assert "The lineage graph needs a layout" in page and "apt-get install graphviz" in page
+    assert page.count("<tr><td><code>") >= len(data.lineage_edges)
