@@ -168,6 +168,28 @@ def dr_summary(warehouse: str, airflow_run_id: str) -> str:
     return "\n".join(lines)
 
 
+def report_summary(warehouse: str) -> str:
+    """Run `statekeeper report` on the warehouse and say where the page is and how to open it."""
+    import subprocess
+
+    from statekeeper.report.store import ReportStore
+    from statekeeper.tables import Warehouse
+
+    # its own process: a Spark session of its own, its log kept out of the demo's summary
+    code = subprocess.call([sys.executable, "-m", "statekeeper.cli", "report", "--warehouse", warehouse],
+                           stdout=subprocess.DEVNULL)
+    store = ReportStore(Warehouse(warehouse))
+    latest = store.latest()
+    if code != 0 or latest is None:
+        return f"report FAILED (statekeeper report exited {code}); run it yourself: statekeeper report --warehouse {warehouse}"
+    return "\n".join([
+        f"report {latest.run_id}: {latest.page_uri}",
+        f"  open it in a browser (self-contained, no network needed): {store.latest_page_uri}",
+        "  or in the Airflow UI: `make airflow-ui`, log in, Browse > Statekeeper (the Variable statekeeper_warehouse "
+        "points at this warehouse; the run picker shows earlier reports)",
+    ])
+
+
 def gc_copy(work: Path, version: str = DEMO_FLINK_VERSION) -> list[str]:
     """A relocated copy of the failed_and_orphans sample store, every file dated two days back."""
     import shutil
@@ -236,19 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir).resolve()
     warehouse = (work / "warehouse").as_uri()
     started = time.monotonic()
-    print("1/6 sample checkpoint store (real Flink; cached after the first run)", flush=True)
+    print("1/7 sample checkpoint store (real Flink; cached after the first run)", flush=True)
     roots = sample_store_roots()
-    print("2/6 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
+    print("2/7 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
     run_id = run_dag(roots, warehouse, work / "airflow")
-    print("3/6 summary", flush=True)
+    print("3/7 summary", flush=True)
     print(summarize(warehouse, run_id))
     print(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
-    print("4/6 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
+    print("4/7 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
           "older_than=1d)", flush=True)
     copy_warehouse = (work / "gc-demo-warehouse").as_uri()
     gc_run = run_dag(gc_copy(work), copy_warehouse, work / "airflow", gc_mode="delete", older_than="1d")
     print(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
-    print("5/6 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
+    print("5/7 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
           flush=True)
     target = (work / "dr-store").as_uri()
     # The allowlist is the deployment's guard (a Variable, never a form value); the demo deployment
@@ -259,12 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     dr_run = run_dag([], warehouse, work / "airflow", dag_id="checkpoint_dr_copy", targets=[target],
                      dr_warehouse=(work / "dr-warehouse").as_uri())
     print(dr_summary(warehouse, dr_run))
-    print("6/6 compaction of an inline-heavy store (a copy) and warehouse maintenance (compact=true, "
+    print("6/7 compaction of an inline-heavy store (a copy) and warehouse maintenance (compact=true, "
           "maintain_warehouse=true)", flush=True)
     compact_warehouse = (work / "compact-demo-warehouse").as_uri()
     compact_run = run_dag(compact_copy(work), compact_warehouse, work / "airflow", compact=True,
                           compact_max_metadata_size="256KiB", maintain_warehouse=True)
     print(compact_summary(compact_warehouse, compact_run))
+    print("7/7 the report of the sample store's warehouse, again now that it has a DR copy "
+          "(statekeeper report; the DAG's last task wrote one at step 2)", flush=True)
+    print(report_summary(warehouse))
     print(f"demo finished in {time.monotonic() - started:.0f}s")
     return 0
 
