@@ -47,7 +47,7 @@ from pyspark.sql import SparkSession
 SparkSession.builder.appName("empty").getOrCreate().stop()
 """
 # The GC step plans with the DAG's default rules; the newest index run is the one just made.
-STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact")
+STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report")
 
 
 @dataclass
@@ -130,6 +130,7 @@ def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[
         "validate_no_suite": ("validate_checkpoints", [*common, *root_args, "--no-quality-suite"]),
         "gc": ("collect_garbage", [*common, "--mode", "plan"]),
         "compact": ("compact_checkpoints", [*common, "--dry-run"]),
+        "report": ("build_report", common),
     }[step]
 
 

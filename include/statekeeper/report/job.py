@@ -143,7 +143,7 @@ class BuildReport(StatekeeperJob[ReportResult]):
             jobs_unrestorable=unrestorable, jobs_not_validated=uncovered, validation_run_id=validation_run,
             metadata_series=series, operators=operators, gc=gc, compaction=compaction, dr=dr,
             dr_verified_jobs=g.dr_verified_jobs(), trend=g.trend(current), notes=self._notes(inputs, frames),
-            limits=self._limits.__dict__.copy())
+            limits=self._limits.__dict__.copy(), airflow_run_id=self._airflow_run_id)
         ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
 
         ctx.beat.phase("rendering")

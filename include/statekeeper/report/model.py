@@ -223,6 +223,7 @@ class ReportData:
     dr_verified_jobs: int
     trend: tuple[TrendPoint, ...]                # oldest first, this run last
     notes: tuple[str, ...] = ()                  # caveats the reader must see (stale tables, missing steps)
+    airflow_run_id: str | None = None            # the caller's run (the DAG run that wrote it)
     limits: dict[str, int] = field(default_factory=dict)
 
     def source(self, table: str, where: str) -> Source:

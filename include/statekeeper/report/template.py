@@ -35,7 +35,7 @@ PAGE = r"""<!DOCTYPE html>
 <body>
 <!-- statekeeper:nav -->
 <h1>Statekeeper report</h1>
-<div class="meta">run <code>{{ d.run_id }}</code> · generated {{ d.generated_at | when }} · warehouse <code>{{ d.warehouse }}</code>
+<div class="meta">run <code>{{ d.run_id }}</code>{% if d.airflow_run_id %} (Airflow run <code>{{ d.airflow_run_id }}</code>){% endif %} · generated {{ d.generated_at | when }} · warehouse <code>{{ d.warehouse }}</code>
  · index run <code>{{ d.index_run_id }}</code>{% if d.validation_run_id %} · validation run <code>{{ d.validation_run_id }}</code>{% endif %}</div>
 <div class="src">Tables read (Delta versions): {% for t, v in d.versions | dictsort %}<code>{{ t }}</code> v{{ v }}{% if not loop.last %}, {% endif %}{% endfor %}.
  Hover a number for the table and filter it comes from.</div>
