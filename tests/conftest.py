@@ -2,11 +2,12 @@
 
 Each area of real infrastructure has its own plugin module, so they can evolve independently:
 the real-Flink harness (fixtures written by real Flink, the oracle, the restore verifier), the
-moto S3 server on loopback, the shared local SparkSession and a private Airflow home.
+moto S3 server on loopback, the shared local SparkSession, a private Airflow home, and an Airflow
+API server with headless Chromium for the UI pages.
 
 Tiers: a test is marked by the infrastructure its fixtures use (below), on top of any marker it
-sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/cluster/slow. So
-`pytest -m unit` (make test-unit) never needs a JVM, a moto server or Airflow, as long as tests
+sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/cluster/browser/slow. So
+`pytest -m unit` (make test-unit) never needs a JVM, a moto server, Airflow or a browser, as long as tests
 reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
 spark-submit directly must still say so with an explicit marker.
 """
@@ -14,6 +15,7 @@ import pytest
 
 pytest_plugins = [
     "tests.plugins.airflow",
+    "tests.plugins.browser",
     "tests.plugins.fault_proxy",
     "tests.plugins.flink",
     "tests.plugins.s3",
@@ -30,7 +32,9 @@ TIER_FIXTURES = {
                      "slow_s3"}),                                                 # tests/plugins/fault_proxy.py
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)
-    "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow"}),  # tests/plugins/airflow.py
+    "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow",   # tests/plugins/airflow.py
+                          "airflow_ui"}),                                        # tests/plugins/browser.py
+    "browser": frozenset({"chromium_driver", "airflow_ui"}),               # tests/plugins/browser.py
     "cluster": frozenset({"spark_cluster"}),                                # tests/plugins/spark_cluster.py
 }
 NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}

@@ -42,6 +42,7 @@ def test_project_settings_convert_to_airflow_formats(tmp_path):
     assert (settings.variables["statekeeper_dr_keep"], settings.variables["statekeeper_dr_gc_mode"],
             settings.variables["statekeeper_dr_gc_older_than"]) == ("3", "plan", "3d")
     assert settings.variables["statekeeper_dr_storage_conn_id"] == ""
+    assert settings.variables["statekeeper_storage_conn_id"] == ""   # the report page: API server's environment
     assert settings.pools == {"statekeeper_spark": {"slots": 1, "description": "Concurrent Statekeeper spark-submit jobs", "include_deferred": False}}
     files = write_import_files(settings, tmp_path)
     assert json.loads(files["connections"].read_text())["spark_local"]["host"] == "local[2]"
