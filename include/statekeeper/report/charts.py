@@ -60,7 +60,7 @@ def storage_bars(rows: Sequence[JobStorage], limit: int = 20) -> str:
         ax.barh(labels, reclaim, left=[a + b for a, b in zip(own, pinned)], color=RECLAIMABLE, label="reclaimable (GC plan)")
         ax.scatter(inline, labels, marker="|", s=120, color=INLINE, label="inline in _metadata", zorder=3)
         ax.set_xlabel("MiB")
-        ax.legend(loc="lower right", frameon=False, fontsize=8)
+        fig.legend(loc="outside upper center", frameon=False, fontsize=8, ncols=4)
         return _svg(fig, "storage per job directory")
 
 
@@ -78,7 +78,7 @@ def trend_lines(points: Sequence[TrendPoint]) -> str:
             ax.plot(x, values, marker="o", markersize=3, color=color, label=label)
         ax.set_xticks(x, [p.at.strftime("%m-%d %H:%M") for p in points], rotation=30, ha="right", fontsize=7)
         ax.set_ylabel("MiB")
-        ax.legend(loc="upper left", frameon=False, fontsize=8, ncols=4)
+        fig.legend(loc="outside upper center", frameon=False, fontsize=8, ncols=4)
         return _svg(fig, "storage over the last report runs")
 
 
@@ -102,5 +102,5 @@ def metadata_lines(points: Sequence[MetadataPoint]) -> str:
         ax.set_xlabel("checkpoint id")
         ax.set_ylabel("KiB (solid: _metadata, dashed: inline)")
         if jobs:
-            ax.legend(loc="upper left", frameon=False, fontsize=8, ncols=4)
+            fig.legend(loc="outside upper center", frameon=False, fontsize=8, ncols=min(len(jobs), 8))
         return _svg(fig, "_metadata size and inline state per checkpoint")

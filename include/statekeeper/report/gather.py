@@ -62,6 +62,24 @@ class Gatherer:
         self.limits = limits
         self._keep = keep
         self._dirs: Any = None
+        self._cross: Any = None
+
+    def cross_uses(self) -> Any:
+        """Distinct (directory, target directory, file) where snapshots of the directory use a listed file
+        of another directory, with the file's size. Kept: pinned bytes and the lineage edges both come
+        from it (one scan of `references`)."""
+        if self._cross is None:
+            from pyspark.sql import functions as F
+
+            refs = self.frames["references"]
+            files = self.frames["files"].select("uri", "size")
+            self._cross = self._keep(
+                refs.where(F.col("file_root").isNotNull()
+                           & ((F.col("file_root") != F.col("root")) | (F.col("file_job_dir") != F.col("job_dir"))))
+                .select("root", "job_dir", F.col("file_root").alias("target_root"),
+                        F.col("file_job_dir").alias("target_job_dir"), F.col("file_uri").alias("uri"))
+                .distinct().join(files, "uri"))
+        return self._cross
 
     # -- storage per directory ---------------------------------------------------------------------------
     def directories(self) -> Any:
@@ -75,12 +93,10 @@ class Gatherer:
         per_dir = files.groupBy("root", "job_dir").agg(
             F.count(F.lit(1)).alias("files"), F.sum("size").alias("total_bytes"),
             F.max("job_id").alias("job_id"))
-        refs = self.frames["references"]
-        used = (refs.where(F.col("file_root").isNotNull()
-                           & ((F.col("file_root") != F.col("root")) | (F.col("file_job_dir") != F.col("job_dir"))))
-                .select(F.col("file_uri").alias("uri")).distinct())
-        pinned = (files.join(used, "uri").groupBy("root", "job_dir")
-                  .agg(F.count(F.lit(1)).alias("pinned_files"), F.sum("size").alias("pinned_bytes")))
+        pinned = (self.cross_uses().select(F.col("target_root").alias("root"), F.col("target_job_dir").alias("job_dir"),
+                                           "uri", "size").distinct()
+                  .groupBy("root", "job_dir").agg(F.count(F.lit(1)).alias("pinned_files"),
+                                                  F.sum("size").alias("pinned_bytes")))
         snaps = self.frames["snapshots"].groupBy("root", "job_dir").agg(
             F.count(F.lit(1)).alias("snapshots"), F.sum("metadata_size").alias("metadata_bytes"),
             F.sum(F.coalesce("inline_bytes", F.lit(0))).alias("inline_bytes"))
@@ -115,14 +131,7 @@ class Gatherer:
         count and bytes of all such edges."""
         from pyspark.sql import functions as F
 
-        refs = self.frames["references"]
-        files = self.frames["files"].select("uri", "size")
-        pairs = (refs.where(F.col("file_root").isNotNull()
-                            & ((F.col("file_root") != F.col("root")) | (F.col("file_job_dir") != F.col("job_dir"))))
-                 .select("root", "job_dir", F.col("file_root").alias("target_root"),
-                         F.col("file_job_dir").alias("target_job_dir"), F.col("file_uri").alias("uri"))
-                 .distinct().join(files, "uri"))
-        edges = self._keep(pairs.groupBy("root", "job_dir", "target_root", "target_job_dir")
+        edges = self._keep(self.cross_uses().groupBy("root", "job_dir", "target_root", "target_job_dir")
                            .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes")))
         t = edges.agg(F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("b")).first()
         top = edges.orderBy(F.desc("bytes"), "root", "job_dir", "target_job_dir").limit(self.limits.edges).collect()
@@ -138,15 +147,16 @@ class Gatherer:
         from pyspark.sql import functions as F
 
         spark = self.frames["files"].sparkSession
-        wanted = spark.createDataFrame(keys, "root string, job_dir string")
-        info = {(r["root"], r["job_dir"]): r for r in
-                wanted.join(self.directories(), ["root", "job_dir"], "left").collect()}
-        flags: dict[tuple[str, str], bool | None] = {}
+        wanted = F.broadcast(spark.createDataFrame(keys, "root string, job_dir string"))
+        found = wanted.join(self.directories().select("root", "job_dir", "job_id", "total_bytes"),
+                            ["root", "job_dir"], "left")
         jobs = self.frames.get("validation_jobs")
         if jobs is not None:
-            for r in jobs.join(F.broadcast(wanted), ["root", "job_dir"]).select(
-                    "root", "job_dir", "newest_restorable").collect():
-                flags[(r["root"], r["job_dir"])] = r["newest_restorable"]
+            found = found.join(jobs.select("root", "job_dir", "newest_restorable"), ["root", "job_dir"], "left")
+        else:
+            found = found.withColumn("newest_restorable", F.lit(None).cast("boolean"))
+        info = {(r["root"], r["job_dir"]): r for r in found.collect()}
+        flags = {key: r["newest_restorable"] for key, r in info.items()}
         nodes = []
         for key in keys:
             row = info.get(key)
@@ -175,22 +185,20 @@ class Gatherer:
         ranked = (jobs.join(dirs.select("root", "job_dir", "total_bytes"), ["root", "job_dir"], "left")
                   .orderBy(F.when(F.col("newest_restorable") == F.lit(False), 0).otherwise(1),
                            F.desc_nulls_last("total_bytes"), "root", "job_dir")
-                  .limit(self.limits.health))
-        ranked = self._keep(ranked)
+                  .limit(self.limits.health).collect())
+        # at most `limits.health` rows: their keys go back to Spark as literals
         checks: dict[str, tuple[str, ...]] = {}
         results = self.frames.get("validation_results")
-        if results is not None:
-            bad = ranked.where(F.col("newest_restorable") == F.lit(False)).select(
-                F.col("newest_uri").alias("snapshot_uri"))
+        bad = sorted({r["newest_uri"] for r in ranked if r["newest_restorable"] is False and r["newest_uri"]})
+        if results is not None and bad:
             for r in (results.where((F.col("severity") == Severity.ERROR.value)
-                                    & (F.col("check") != Check.SNAPSHOT.value))
-                      .join(F.broadcast(bad), "snapshot_uri")
+                                    & (F.col("check") != Check.SNAPSHOT.value) & F.col("snapshot_uri").isin(bad))
                       .groupBy("snapshot_uri").agg(F.sort_array(F.collect_set("check")).alias("checks"))
                       .collect()):
                 checks[r["snapshot_uri"]] = tuple(r["checks"])
-        copies = self._dr_copies(ranked)
+        copies = self._dr_copies(sorted({(r["root"], r["job_dir"]) for r in ranked}))
         rows = []
-        for r in ranked.collect():
+        for r in ranked:
             rows.append(JobHealth(
                 r["root"], r["job_dir"], r["job_id"], r["kind"], r["status"], int(r["snapshots"] or 0),
                 r["newest_uri"], r["newest_checkpoint_id"], r["newest_restorable"], r["latest_restorable_uri"],
@@ -198,14 +206,15 @@ class Gatherer:
                 copies.get((r["root"], r["job_dir"]))))
         return tuple(rows), int(c["n"] or 0), int(c["u"] or 0), uncovered, c["run"]
 
-    def _dr_copies(self, ranked: Any) -> dict[tuple[str, str], DrCopyRef]:
+    def _dr_copies(self, shown: list[tuple[str, str]]) -> dict[tuple[str, str], DrCopyRef]:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         copies = self.frames.get("dr_copies")
-        if copies is None:
+        if copies is None or not shown:
             return {}
-        keys = F.broadcast(ranked.select(F.col("root").alias("source_root"), "job_dir"))
+        spark = self.frames["files"].sparkSession
+        keys = F.broadcast(spark.createDataFrame(shown, "source_root string, job_dir string"))
         newest = Window.partitionBy("source_root", "job_dir").orderBy(F.desc("finished_at"), F.desc("checkpoint_id"))
         found = (copies.where(F.col("status") == DrCopyStatus.VERIFIED.value).join(keys, ["source_root", "job_dir"])
                  .withColumn("n", F.row_number().over(newest)).where(F.col("n") == 1).collect())
