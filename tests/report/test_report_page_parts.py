@@ -110,3 +110,25 @@ def test_app_is_behind_login_with_no_open_routes(page):
     plugin = page.StatekeeperReportPlugin
     assert plugin.fastapi_apps == [{"app": page.app, "url_prefix": "/statekeeper", "name": "Statekeeper"}]
     assert plugin.external_views[0]["href"] == "statekeeper/" and plugin.external_views[0]["url_route"] == "statekeeper"
+
+
+def test_s3_warehouse_through_the_storage_connection(page, s3_config, s3_bucket, monkeypatch):
+    """An s3:// warehouse is read with the 'aws' connection the Variable names; the API server's own
+    environment holds no S3 settings."""
+    wh = Warehouse(f"s3://{s3_bucket}/statekeeper", s3_config)
+    ReportStore(wh).publish("rpt-s3", PAGE.format("from s3").encode(), {}, T0)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "STATEKEEPER_S3_ENDPOINT", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_STATEKEEPER_PAGE_S3", json.dumps({
+        "conn_type": "aws", "login": s3_config.access_key_id, "password": s3_config.secret_access_key,
+        "extra": {"endpoint_url": s3_config.endpoint, "region_name": s3_config.region, "addressing_style": "path"}}))
+    variables = {page.WAREHOUSE_VARIABLE: wh.uri, page.STORAGE_CONN_VARIABLE: "statekeeper_page_s3"}
+    monkeypatch.setattr(page, "_variable", lambda key: variables.get(key, ""))
+    resp = page.report(None)
+    assert resp.status_code == 200 and "<h1>from s3</h1>" in body(resp), body(resp)
+    assert s3_config.secret_access_key not in body(resp)
+    assert [r["run_dir"] for r in json.loads(page.runs().body)] == ["rpt-s3"]
+    # without the connection the page says it cannot read the warehouse (and names no secret)
+    variables[page.STORAGE_CONN_VARIABLE] = ""
+    text = body(page.report(None))
+    assert "Warehouse not readable" in text and f"s3://{s3_bucket}/statekeeper" in text
