@@ -83,10 +83,30 @@ def _info(bucket: str, blob: Any) -> FileInfo:
                     str(blob.generation) if blob.generation is not None else None)
 
 
+_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
+
+
+def _key_credentials(info: Any) -> Any:
+    """Credentials of a service-account key or an authorized-user file. Other credential configurations
+    (external accounts run programs or fetch URLs named inside the file) are refused: a key handed over
+    through a connection or variable must not be able to do that."""
+    kind = info.get("type") if isinstance(info, dict) else None
+    if kind == "service_account":
+        from google.oauth2 import service_account
+
+        return service_account.Credentials.from_service_account_info(info, scopes=_SCOPES)
+    if kind == "authorized_user":
+        from google.oauth2 import credentials
+
+        return credentials.Credentials.from_authorized_user_info(info, scopes=_SCOPES)
+    raise ValueError(f"credentials of type {kind!r} are not supported (a service_account key or an "
+                     "authorized_user file is)")
+
+
 def make_gcs_client(config: StorageConfig) -> Any:
     """A google-cloud-storage Client for `config`: anonymous for an emulator (an endpoint without
     credentials) or when gcs_anonymous, else the key's JSON, the key file, or Application Default
-    Credentials, in that order."""
+    Credentials (the metadata server or gcloud's login), in that order."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
@@ -101,26 +121,23 @@ def make_gcs_client(config: StorageConfig) -> Any:
         if anonymous:
             credentials: Any = AnonymousCredentials()
             project = project or "statekeeper"  # the client wants one; anonymous calls send none
-        elif config.gcs_credentials_json:
-            from google.oauth2 import service_account
-
-            info = json.loads(config.gcs_credentials_json)
-            credentials = service_account.Credentials.from_service_account_info(
-                info, scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
-            project = project or info.get("project_id")
-        elif config.gcs_credentials_file:
-            import google.auth
-
-            credentials, found = google.auth.load_credentials_from_file(
-                config.gcs_credentials_file, scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
-            project = project or found
+        elif config.gcs_credentials_json or config.gcs_credentials_file:
+            if config.gcs_credentials_json:
+                info = json.loads(config.gcs_credentials_json)
+            else:
+                with open(config.gcs_credentials_file or "", encoding="utf-8") as key_file:
+                    info = json.load(key_file)
+            credentials = _key_credentials(info)
+            project = project or info.get("project_id") or info.get("quota_project_id")
         else:
             import google.auth
 
-            credentials, found = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+            credentials, found = google.auth.default(scopes=_SCOPES)
             project = project or found
-    except ValueError as exc:  # malformed JSON or key
-        raise StorageConfigError(f"GCS credentials are not a usable service-account key: {exc}") from None
+    except ValueError as exc:  # malformed JSON or key, or an unsupported kind
+        raise StorageConfigError(
+            f"GCS credentials are not a usable key ({exc}): GOOGLE_APPLICATION_CREDENTIALS (or "
+            "STATEKEEPER_GCS_CREDENTIALS_FILE / _JSON) must hold a service-account key") from None
     except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError and file errors
         raise StorageConfigError(
             f"no usable GCS credentials ({_describe(exc)}): set GOOGLE_APPLICATION_CREDENTIALS (or "
