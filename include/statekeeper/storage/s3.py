@@ -150,8 +150,8 @@ class S3FileIO(FileIO):
         prefix = self._dir_prefix(key)
         first = next(self._paginate(bucket, prefix, None, page_size=1), {})  # one request: is there any key?
         if not first.get("KeyCount", len(first.get("Contents", ()))):
-            raise EmptyRootError(f"no object under {self.uri_scheme}://{bucket}/{prefix} (root {directory}): the prefix does not "
-                                 "exist or is empty")
+            raise EmptyRootError(f"no object under {self.uri_scheme}://{bucket}/{prefix} (root {directory}): "
+                                 "the prefix does not exist or is empty")
 
     # -- single objects -----------------------------------------------------------------------
 
@@ -171,7 +171,8 @@ class S3FileIO(FileIO):
         mtime = head["LastModified"]
         if mtime.tzinfo is None:
             mtime = mtime.replace(tzinfo=timezone.utc)
-        return FileInfo(f"{self.uri_scheme}://{bucket}/{key}", int(head["ContentLength"]), mtime, _strip_etag(head.get("ETag")))
+        return FileInfo(f"{self.uri_scheme}://{bucket}/{key}", int(head["ContentLength"]), mtime,
+                        _strip_etag(head.get("ETag")))
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
         bucket, key = self._split(uri)
@@ -276,7 +277,8 @@ class S3FileIO(FileIO):
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
         except (ClientError, BotoCoreError) as exc:
             code = _error_code(exc)[0] if isinstance(exc, ClientError) else type(exc).__name__
-            report.failed.extend(DeleteFailure(f"{self.uri_scheme}://{bucket}/{k}", code or "Error", str(exc)) for k in keys)
+            report.failed.extend(DeleteFailure(f"{self.uri_scheme}://{bucket}/{k}", code or "Error", str(exc))
+                                 for k in keys)
             return report
         failed = {e["Key"]: e for e in response.get("Errors", ())}
         for k in keys:

@@ -12,13 +12,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from statekeeper.storage.ranged import RangedInput
 from statekeeper.storage.errors import (
     ObjectChangedError,
     ObjectNotFoundError,
     StorageError,
     UnreadableObjectError,
 )
+from statekeeper.storage.ranged import RangedInput
 
 
 class S3RangedInput(RangedInput):
