@@ -63,8 +63,6 @@ class _Server:
     name = "server"
 
     def __init__(self, argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.port = int(argv[argv.index("--port") + 1]) if "--port" in argv else int(
-            argv[argv.index("--blobPort") + 1])
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         started = time.monotonic()
