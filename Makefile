@@ -13,8 +13,13 @@ export UV_CACHE_DIR ?= $(HOME)/.cache/uv
 # Airflow from source: measured 2.1 s -> 0.8 s for `import pandas, pyarrow, deltalake, pyspark.sql`.
 export PYTHONDONTWRITEBYTECODE = 1
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+# Azurite (the Azure Blob emulator the azure-marked tests start) from npm, pinned, in the cache outside the
+# repository; installed only when missing. tests/plugins/object_stores.py reads this version from here.
+AZURITE_VERSION := 3.37.0
+AZURITE_DIR := $(STATEKEEPER_CACHE)/npm/azurite-$(AZURITE_VERSION)
+AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: setup system-packages demo test test-unit test-fast bench airflow-ui clean help
+.PHONY: setup system-packages azurite demo test test-unit test-fast bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
@@ -24,7 +29,15 @@ help:
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
 
-setup: system-packages $(STAMP)
+setup: system-packages $(STAMP) azurite
+
+azurite: $(AZURITE)
+$(AZURITE):
+	@command -v npm >/dev/null 2>&1 || { echo "make setup: npm (Node.js 20 or newer) is needed to install the Azurite emulator" >&2; exit 1; }
+	@echo "installing azurite $(AZURITE_VERSION) from npm into $(AZURITE_DIR)"
+	@mkdir -p $(AZURITE_DIR)
+	@npm install --prefix $(AZURITE_DIR) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) >/dev/null
+	@test -x $@
 
 # Debian packages the Python ones cannot bring: Graphviz's `dot` (the report's lineage layout) and Chromium with
 # its matching driver (the browser test; one source package, so the two never disagree). Only what is missing is

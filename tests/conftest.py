@@ -2,13 +2,13 @@
 
 Each area of real infrastructure has its own plugin module, so they can evolve independently:
 the real-Flink harness (fixtures written by real Flink, the oracle, the restore verifier), the
-moto S3 server on loopback, the shared local SparkSession, a private Airflow home, and an Airflow
-API server with headless Chromium for the UI pages.
+moto S3 server on loopback, the GCS and Azure emulators, the shared local SparkSession, a private
+Airflow home, and an Airflow API server with headless Chromium for the UI pages.
 
 Tiers: a test is marked by the infrastructure its fixtures use (below), on top of any marker it
-sets itself, and `unit` when it ends up with none of flink/s3/spark/airflow/cluster/browser/slow. So
-`pytest -m unit` (make test-unit) never needs a JVM, a moto server, Airflow or a browser, as long as tests
-reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
+sets itself, and `unit` when it ends up with none of flink/s3/gcs/azure/spark/airflow/cluster/browser/slow.
+So `pytest -m unit` (make test-unit) never needs a JVM, a moto server, an emulator, Airflow or a browser, as
+long as tests reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
 spark-submit directly must still say so with an explicit marker.
 """
 import pytest
@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.browser",
     "tests.plugins.fault_proxy",
     "tests.plugins.flink",
+    "tests.plugins.object_stores",
     "tests.plugins.s3",
     "tests.plugins.spark",
     "tests.plugins.spark_cluster",
@@ -30,6 +31,8 @@ TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
     "s3": frozenset({"moto_server", "s3_config", "s3_bucket", "s3_upload_tree",     # tests/plugins/s3.py
                      "slow_s3"}),                                                 # tests/plugins/fault_proxy.py
+    "gcs": frozenset({"gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
+    "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)
     "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow",   # tests/plugins/airflow.py

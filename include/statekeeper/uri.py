@@ -18,13 +18,37 @@ are different questions (docs/tables.md, "Canonical paths"):
 
 Comparing references with listings through one lossy spelling is how orphan cleaners delete live
 data (apache/iceberg#4194); a lossy address is how a delete hits the wrong object.
+
+Schemes and their canonical spelling (docs/storage-schemes.md has the reasoning):
+
+* `file:///abs/path`; `s3://bucket/key` for `s3`, `s3a`, `s3n`, `s3p` (one store: AWS or the configured
+  S3 endpoint).
+* `gs://bucket/key`: Google Cloud Storage, key verbatim.
+* `oss://bucket/key`: Alibaba OSS, key verbatim. Its own scheme, never an alias of `s3` although it is
+  reached through the S3 API: a bucket `b` on OSS and a bucket `b` on AWS are different objects.
+* `abfss://container@account.dfs.<suffix>/path`: Azure storage. `wasb://`, `wasbs://`, `abfs://` and
+  `abfss://` with the account's `blob` or `dfs` host all name the same blob of the same account (TLS and
+  endpoint are how it is reached, not what it is), so all of them map onto this one spelling; the host
+  is lower-cased (DNS names are case-insensitive), container and path are kept verbatim.
+* `hdfs://authority/path`: the authority lower-cased; a path without an authority (`hdfs:/p`, Flink's
+  `Path.toString()` of a default-namenode path, or `hdfs:///p`) resolves against `fs.defaultFS` as Hadoop
+  does, set as STATEKEEPER_HDFS_DEFAULT_FS (e.g. `hdfs://namenode:8020`). Ports are kept as written:
+  `hdfs://nn/p` and `hdfs://nn:8020/p` may differ (an HA nameservice has no port).
 """
 from __future__ import annotations
 
+import os
 import re
 
 # Flink's S3 plugins register these schemes for the same object store.
 S3_SCHEME_ALIASES = frozenset({"s3", "s3a", "s3n", "s3p"})
+# Object stores whose URIs are `scheme://bucket/key` with the key kept verbatim.
+BUCKET_SCHEMES = frozenset({"gs", "oss"})
+# Hadoop's Azure connectors: Blob (wasb) and Data Lake Gen2 (abfs), each with a TLS variant.
+AZURE_SCHEMES = frozenset({"abfs", "abfss", "wasb", "wasbs"})
+AZURE_CANONICAL_SCHEME = "abfss"
+HDFS_DEFAULT_FS_ENV = "STATEKEEPER_HDFS_DEFAULT_FS"
+_AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]+)\.(?:blob|dfs)\.(?P<suffix>[a-z0-9.\-]+)$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
 _SLASHES = re.compile(r"/{2,}")
 
@@ -48,7 +72,17 @@ def normalize_uri(uri: str) -> str:
         # characters are the object's identity.
         key = key.rstrip("/")
         return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-    # Other schemes (hdfs, gs, abfs, ...): authority kept, path verbatim but for a trailing slash.
+    if scheme in BUCKET_SCHEMES:
+        bucket, key = _bucket_and_key(uri, rest, scheme)
+        key = key.rstrip("/")
+        return f"{scheme}://{bucket}/{key}" if key else f"{scheme}://{bucket}"
+    if scheme in AZURE_SCHEMES:
+        container, account_host, path = split_azure(uri, rest)
+        path = path.rstrip("/")
+        return f"{AZURE_CANONICAL_SCHEME}://{container}@{account_host}{'/' + path if path else ''}"
+    if scheme == "hdfs":
+        return _hdfs(uri, rest)
+    # Other schemes: authority kept, path verbatim but for a trailing slash.
     if rest.startswith("//"):
         authority, slash, tail = rest[2:].partition("/")
         path = (slash + tail).rstrip("/")
@@ -117,13 +151,71 @@ def _file_path(uri: str, rest: str) -> str:
     return rest
 
 
-def _bucket_and_key(uri: str, rest: str) -> tuple[str, str]:
+def _bucket_and_key(uri: str, rest: str, scheme: str = "s3") -> tuple[str, str]:
+    store = {"gs": "GCS", "oss": "OSS"}.get(scheme, "S3")
     if not rest.startswith("//"):
-        raise ValueError(f"S3 URI without a bucket: {uri!r}")
+        raise ValueError(f"{store} URI without a bucket: {uri!r} (expected {scheme}://bucket/key)")
     bucket, _, key = rest[2:].partition("/")
     if not bucket:
-        raise ValueError(f"S3 URI without a bucket: {uri!r}")
+        raise ValueError(f"{store} URI without a bucket: {uri!r} (expected {scheme}://bucket/key)")
     return bucket, key
+
+
+def split_azure(uri: str, rest: str | None = None) -> tuple[str, str, str]:
+    """(container, canonical account host `account.dfs.<suffix>`, path without its leading slash) of an
+    Azure URI in any of its spellings (`abfs[s]://c@a.dfs.core.windows.net/p`, `wasb[s]://c@a.blob...`).
+
+    Raises ValueError, naming what is missing, for a URI without a container or an account host."""
+    if rest is None:
+        scheme, rest = _split_scheme(uri)
+        if scheme not in AZURE_SCHEMES:
+            raise ValueError(f"not an Azure URI (abfs[s]:// or wasb[s]://): {uri!r}")
+    expected = "expected abfss://container@account.dfs.core.windows.net/path"
+    if not rest.startswith("//"):
+        raise ValueError(f"Azure URI without a container and account: {uri!r} ({expected})")
+    authority, _, path = rest[2:].partition("/")
+    container, at, host = authority.rpartition("@")
+    if not at or not container:
+        raise ValueError(f"Azure URI without a container (container@account...): {uri!r} ({expected})")
+    match = _AZURE_HOST.match(host.lower())
+    if not match:
+        raise ValueError(
+            f"Azure URI without a storage account host (account.dfs.<suffix> or account.blob.<suffix>): {uri!r} "
+            f"({expected}; an emulator's address goes in STATEKEEPER_AZURE_BLOB_ENDPOINT, not in the URI)"
+        )
+    return container, f"{match['account']}.dfs.{match['suffix']}", path
+
+
+def _hdfs(uri: str, rest: str) -> str:
+    authority = None
+    if rest.startswith("//"):
+        authority, slash, tail = rest[2:].partition("/")
+        path = slash + tail
+    else:
+        path = rest
+    if not path:
+        path = "/"
+    if not path.startswith("/"):
+        raise ValueError(f"not an absolute URI or path: {uri!r}")
+    if not authority:
+        authority = hdfs_default_authority(uri)
+    return f"hdfs://{authority.lower()}{path.rstrip('/')}"
+
+
+def hdfs_default_authority(uri: str = "") -> str:
+    """The namenode authority of `fs.defaultFS` (STATEKEEPER_HDFS_DEFAULT_FS), which Hadoop uses for an
+    `hdfs:` path without one; ValueError when it is not set or is not an `hdfs://authority` URI."""
+    default = os.environ.get(HDFS_DEFAULT_FS_ENV, "").strip()
+    what = f"{uri!r} names no namenode" if uri else "an hdfs: path without a namenode"
+    if not default:
+        raise ValueError(f"{what}: set {HDFS_DEFAULT_FS_ENV} to the cluster's fs.defaultFS "
+                         "(e.g. hdfs://namenode:8020), or spell the namenode in the URI")
+    scheme, sep, tail = default.partition("://")
+    authority = tail.split("/", 1)[0]
+    if sep != "://" or scheme.lower() != "hdfs" or not authority or tail[len(authority):].strip("/"):
+        raise ValueError(f"{HDFS_DEFAULT_FS_ENV}={default!r} is not an hdfs://authority URI such as "
+                         "hdfs://namenode:8020 (Hadoop's fs.defaultFS)")
+    return authority
 
 
 def _clean_local(path: str, original: str) -> str:

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -71,7 +72,14 @@ SPARK_SUBMIT_CODE = re.compile(r"Error code is: (-?\d+)")
 # back exactly what this module writes.
 DR_ENV_PREFIX = "STATEKEEPER_DR_"
 # Variables whose values are secrets (masked in task logs), without any prefix.
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "STATEKEEPER_GCS_CREDENTIALS_JSON",
+              "STATEKEEPER_AZURE_ACCOUNT_KEY", "STATEKEEPER_AZURE_SAS_TOKEN", "STATEKEEPER_OSS_ACCESS_KEY_SECRET")
+# Connection types storage_env_from_connection maps, and what each reaches.
+STORAGE_CONN_TYPES = {
+    "aws": "s3:// (and S3-compatible endpoints)", "s3": "s3://",
+    "google_cloud_platform": "gs://",
+    "wasb": "abfss:// / wasbs:// (Azure Blob storage)", "adls": "abfss:// (Azure Data Lake Storage Gen2)",
+}
 
 
 # A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
@@ -127,17 +135,109 @@ class Submission:
 
 
 def storage_env_from_connection(conn_type: str, login: str | None, password: str | None,
-                                extra: dict[str, Any], *, prefix: str = "") -> dict[str, str]:
+                                extra: dict[str, Any], *, prefix: str = "", host: str | None = None) -> dict[str, str]:
     """Map an Airflow connection onto the environment variables statekeeper.storage reads; with a
     `prefix` (DR_ENV_PREFIX), the target store's names (AWS_REGION -> STATEKEEPER_DR_AWS_REGION,
-    STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT)."""
-    if conn_type not in ("aws", "s3"):
+    STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT).
+
+    Types: 'aws' (login = access key id, password = secret key; extra endpoint_url, region_name,
+    addressing_style), 'google_cloud_platform' (extra key_path or keyfile_dict, project; for an emulator
+    endpoint and anonymous), 'wasb' (login = account name, password = account key; extra shared_access_key,
+    sas_token, connection_string, endpoint) and 'adls' (host = account name, extra account_key, sas_token,
+    connection_string, endpoint; a service principal needs azure-identity and is refused)."""
+    if conn_type == "google_cloud_platform":
+        env = _gcs_env(extra)
+    elif conn_type in ("wasb", "adls"):
+        env = _azure_env(conn_type, login, password, extra, host)
+    elif conn_type in ("aws", "s3"):
+        env = _s3_env(login, password, extra)
+    else:
         param = "target_storage_conn_id" if prefix else "storage_conn_id"
+        kinds = ", ".join(f"'{k}' ({v})" for k, v in STORAGE_CONN_TYPES.items())
         raise StatekeeperConfigError(
-            f"{'target ' if prefix else ''}storage connection has type {conn_type!r}; Statekeeper reads S3 "
-            "storage from an 'aws' connection (login = access key id, password = secret key, extra: "
-            f"endpoint_url, region_name, addressing_style). Leave {param} empty for local or NFS paths."
+            f"{'target ' if prefix else ''}storage connection has type {conn_type!r}; Statekeeper reads storage "
+            f"settings from connections of type {kinds}. Leave {param} empty for local or NFS paths."
         )
+    return {_prefixed(k, prefix): v for k, v in env.items()}
+
+
+def _extra(extra: dict[str, Any], *names: str) -> Any:
+    """The first non-empty extra among `names`, also in the old `extra__<type>__<name>` spelling."""
+    for name in names:
+        for key, value in extra.items():
+            if (key == name or key.endswith("__" + name)) and value not in (None, ""):
+                return value
+    return None
+
+
+def _gcs_env(extra: dict[str, Any]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    key_path = _extra(extra, "key_path")
+    keyfile = _extra(extra, "keyfile_dict")
+    if key_path and keyfile:
+        raise StatekeeperConfigError("google_cloud_platform connection has both key_path and keyfile_dict; keep one")
+    if key_path:
+        env["STATEKEEPER_GCS_CREDENTIALS_FILE"] = str(key_path)
+    if keyfile:
+        env["STATEKEEPER_GCS_CREDENTIALS_JSON"] = keyfile if isinstance(keyfile, str) else json.dumps(keyfile)
+    if _extra(extra, "key_secret_name") or _extra(extra, "credential_config_file"):
+        raise StatekeeperConfigError("google_cloud_platform connection: Secret Manager keys and workload identity "
+                                     "federation files are not supported; give key_path or keyfile_dict")
+    project = _extra(extra, "project", "project_id")
+    if project:
+        env["STATEKEEPER_GCS_PROJECT"] = str(project)
+    endpoint = _extra(extra, "endpoint", "api_endpoint")
+    if endpoint:
+        env["STATEKEEPER_GCS_ENDPOINT"] = str(endpoint)
+    anonymous = _extra(extra, "anonymous")
+    if anonymous is not None:
+        env["STATEKEEPER_GCS_ANONYMOUS"] = str(anonymous).lower()
+    return env
+
+
+def _azure_env(conn_type: str, login: str | None, password: str | None, extra: dict[str, Any],
+               host: str | None) -> dict[str, str]:
+    env: dict[str, str] = {}
+    parsed: dict[str, str] = {}
+    conn_string = _extra(extra, "connection_string")
+    if conn_string:
+        for part in str(conn_string).split(";"):
+            name, sep, value = part.partition("=")
+            if sep:
+                parsed[name.strip().lower()] = value.strip()
+    if conn_type == "adls":
+        if _extra(extra, "tenant_id") or _extra(extra, "client_secret_auth_config"):
+            raise StatekeeperConfigError(
+                "adls connection uses a service principal (tenant_id): Azure AD sign-in needs azure-identity, "
+                "which Statekeeper does not ship; give the account key (extra account_key) or a SAS token")
+        account = host or _extra(extra, "account_name") or parsed.get("accountname")
+        key = _extra(extra, "account_key", "shared_access_key") or parsed.get("accountkey")
+    else:
+        host_account = None
+        if host and "://" in host:   # the wasb connection's Account URL field
+            host_account = (urlparse(host).hostname or "").split(".", 1)[0] or None
+        account = login or _extra(extra, "account_name") or parsed.get("accountname") or host_account
+        key = _extra(extra, "shared_access_key", "account_key") or password or parsed.get("accountkey")
+    sas = _extra(extra, "sas_token") or parsed.get("sharedaccesssignature")
+    endpoint = _extra(extra, "endpoint", "blob_endpoint") or parsed.get("blobendpoint")
+    if key and sas:
+        raise StatekeeperConfigError(f"{conn_type} connection has both an account key and a SAS token; keep one")
+    if not (key or sas):
+        raise StatekeeperConfigError(
+            f"{conn_type} connection has neither an account key nor a SAS token; Statekeeper authorizes Azure "
+            "storage with one of them (Azure AD sign-in needs azure-identity, which it does not ship)")
+    if account:
+        env["STATEKEEPER_AZURE_ACCOUNT_NAME"] = str(account)
+    if key:
+        env["STATEKEEPER_AZURE_ACCOUNT_KEY"] = str(key)
+    if sas:
+        env["STATEKEEPER_AZURE_SAS_TOKEN"] = str(sas)
+    if endpoint:
+        env["STATEKEEPER_AZURE_BLOB_ENDPOINT"] = str(endpoint)
+    return env
+
+
+def _s3_env(login: str | None, password: str | None, extra: dict[str, Any]) -> dict[str, str]:
     env: dict[str, str] = {}
     if login:
         env["AWS_ACCESS_KEY_ID"] = login
@@ -156,7 +256,7 @@ def storage_env_from_connection(conn_type: str, login: str | None, password: str
         if style not in ("path", "virtual"):
             raise StatekeeperConfigError(f"addressing_style must be 'path' or 'virtual', got {style!r}")
         env["STATEKEEPER_S3_PATH_STYLE"] = "true" if style == "path" else "false"
-    return {_prefixed(k, prefix): v for k, v in env.items()}
+    return env
 
 
 def _prefixed(name: str, prefix: str) -> str:
@@ -182,8 +282,9 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         "index_checkpoints") or its short name ("index").
     :param job_args: templated list of arguments for the entry point.
     :param spark_conn_id: templated; the Spark connection (its host is the master).
-    :param storage_conn_id: templated; an 'aws' connection for s3:// roots/warehouse, '' for local paths.
-    :param target_storage_conn_id: templated; an 'aws' connection for a second store the job writes to
+    :param storage_conn_id: templated; the object store's connection ('aws' for s3://, 'google_cloud_platform'
+        for gs://, 'wasb' or 'adls' for Azure; see storage_env_from_connection), '' for local paths.
+    :param target_storage_conn_id: templated; such a connection for a second store the job writes to
         (copy_to_dr's disaster-recovery targets), passed as STATEKEEPER_DR_* variables exactly the way
         storage_conn_id's are passed; '' for none (the job then reaches the targets with the storage
         connection's settings).
@@ -354,11 +455,17 @@ def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
         return {}
     conn = BaseHook.get_connection(conn_id)
     extra = conn.extra_dejson if conn.extra else {}
-    env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra, prefix=prefix)
-    for key in SECRET_ENV:
-        if prefix + key in env:
-            mask_secret(env[prefix + key])
+    env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra, prefix=prefix,
+                                      host=conn.host)
+    for key in secret_env_names(prefix):
+        if key in env:
+            mask_secret(env[key])
     return env
+
+
+def secret_env_names(prefix: str = "") -> list[str]:
+    """SECRET_ENV as a store with variable prefix `prefix` spells them."""
+    return [_prefixed(key, prefix) for key in SECRET_ENV]
 
 
 def report_page_url() -> str:

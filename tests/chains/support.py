@@ -276,13 +276,19 @@ def audit_cut(warehouse: Any, versions: dict[str, int], run_id: str = RUN, statu
 
 # -- relocated copies of harness stores ----------------------------------------------------------
 
-def relocate_store(src: Path, target: str, fileio: FileIO | None = None, *, threads: int = 8) -> str:
-    """Copy `src` (a harness store root) to `target` (a local path or s3:// URI) and rewrite every
-    `_metadata` so its absolute paths point into the copy. Returns the normalized target URI."""
+def relocate_store(src: Path, target: str, fileio: FileIO | None = None, *, threads: int = 8,
+                   metadata_spelling: str | None = None) -> str:
+    """Copy `src` (a harness store root) to `target` (a local path or an object-store URI: s3://, gs://,
+    abfss:// ..., written through `fileio`) and rewrite every `_metadata` so its absolute paths point into
+    the copy, spelled as `metadata_spelling` (another spelling of `target`, e.g. wasbs:// for an abfss://
+    copy, as a Flink job configured with it would write them; default: the canonical target). Returns the
+    normalized target URI."""
     from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
 
     src = Path(src)
     old, new = normalize_uri(str(src)), normalize_uri(target)
+    if metadata_spelling is not None:
+        assert normalize_uri(metadata_spelling) == new, (metadata_spelling, new)
     files = sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink())
 
     def dest(p: Path) -> str:
@@ -291,7 +297,7 @@ def relocate_store(src: Path, target: str, fileio: FileIO | None = None, *, thre
     def copy(p: Path) -> None:
         if p.name == "_metadata":
             model = read_metadata(p, normalize_uri(str(p)))
-            result = rewrite_prefixes(model, {old: new})
+            result = rewrite_prefixes(model, {old: metadata_spelling or new})
             assert not result.unmapped, f"{p}: paths outside the store: {result.unmapped[:3]}"
             data = to_bytes(result.model, inline_source=p)
         else:
@@ -304,7 +310,7 @@ def relocate_store(src: Path, target: str, fileio: FileIO | None = None, *, thre
             else:
                 out.write_bytes(data)
         else:
-            assert fileio is not None, "an S3 target needs a FileIO"
+            assert fileio is not None, "an object-store target needs a FileIO"
             fileio.write(dest(p), p.read_bytes() if data is None else data)
 
     if new.startswith("file://"):

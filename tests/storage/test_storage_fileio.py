@@ -25,11 +25,19 @@ from statekeeper.storage import (
 from statekeeper.storage.s3 import S3FileIO
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3), pytest.param("gcs", marks=pytest.mark.gcs),
+                        pytest.param("azure", marks=pytest.mark.azure)])
 def store(request, tmp_path):
     """(FileIO, base URI) for an empty directory on each backend."""
     if request.param == "local":
         return RoutingFileIO(), f"file://{tmp_path}/store"
+    if request.param == "gcs":
+        return RoutingFileIO(request.getfixturevalue("gcs_config")), f"gs://{request.getfixturevalue('gcs_bucket')}/store"
+    if request.param == "azure":
+        from tests.plugins.object_stores import azure_uri
+
+        container = request.getfixturevalue("azure_container")
+        return RoutingFileIO(request.getfixturevalue("azure_config")), azure_uri(container, "store")
     config = request.getfixturevalue("s3_config")
     bucket = request.getfixturevalue("s3_bucket")
     return RoutingFileIO(config), f"s3://{bucket}/store"
@@ -280,7 +288,8 @@ def test_roots_validate_and_locate(tmp_path):
     (["/data/cp", "/data/cp/job"], "overlap"),
     (["/data/cp", "file:///data/cp/"], "configured twice"),
     (["relative/dir"], "invalid root"),
-    (["hdfs://nn/cp"], "only file:// and s3://"),
+    (["hdfs://nn/cp"], "listing an HDFS root needs an HDFS client"),
+    (["ftp://host/cp"], "supported roots are file://"),
     (["/"], "top level"),
     (["s3://bucket"], "top level"),
     ([], "at least one root"),

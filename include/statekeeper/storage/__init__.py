@@ -1,4 +1,5 @@
-"""Storage layer: one FileIO interface over local/NFS files and S3, plus root guarding.
+"""Storage layer: one FileIO interface over local/NFS files, S3 (and OSS through its S3 API), Google Cloud
+Storage and Azure Blob storage, plus root guarding.
 
 No Spark or Airflow imports here: this layer runs in Spark tasks, Airflow workers and tests alike.
 """
@@ -17,6 +18,7 @@ from statekeeper.storage.errors import (
     StorageError,
     SymlinkRefusedError,
     UnreadableObjectError,
+    UnsupportedRootSchemeError,
     UnsupportedSchemeError,
 )
 from statekeeper.storage.local import LocalFileIO, local_path
@@ -26,7 +28,7 @@ from statekeeper.storage.router import RoutingFileIO, scheme_of
 
 
 def file_io(config: StorageConfig | None = None) -> RoutingFileIO:
-    """The FileIO for any supported URI, configured for S3 by `config` (or the environment)."""
+    """The FileIO for any supported URI, configured for the object stores by `config` (or the environment)."""
     return RoutingFileIO(config if config is not None else StorageConfig.from_env())
 
 
@@ -35,6 +37,7 @@ __all__ = [
     "NotRegularFileError",
     "ObjectChangedError", "ObjectExistsError", "ObjectNotFoundError", "ObjectType", "OutsideRootError", "Root",
     "RootConfigError", "RootNotFoundError", "Roots", "RoutingFileIO", "StorageConfig",
-    "StorageConfigError", "StorageError", "SymlinkRefusedError", "UnreadableObjectError", "UnsupportedSchemeError",
+    "StorageConfigError", "StorageError", "SymlinkRefusedError", "UnreadableObjectError", "UnsupportedRootSchemeError",
+    "UnsupportedSchemeError",
     "file_io", "local_path", "root_id_of", "scheme_of",
 ]

@@ -1,5 +1,9 @@
 """Storage connection settings, built from environment variables or from a mapping.
 
+One config carries the settings of every object store a process may reach: S3 (`s3://`), OSS (`oss://`,
+through its S3-compatible API), Google Cloud Storage (`gs://`) and Azure Blob storage (`abfs[s]://`,
+`wasb[s]://`). Each store reads only its own fields; fields of a store that is not used are ignored.
+
 The same `StorageConfig` travels from the driver to Spark tasks and into deltalake's storage
 options, so it is a plain frozen dataclass that pickles and never shows secrets in its repr.
 `to_mapping()` masks secrets too (mappings end up in logs, XCom and JSON); only the callers that must
@@ -41,9 +45,33 @@ _ALIASES: dict[str, str] = {
     "max_pool_connections": "max_pool_connections",
     "delete_batch_size": "delete_batch_size",
     "list_page_size": "list_page_size",
+    # Google Cloud Storage
+    "gcs_endpoint": "gcs_endpoint",
+    "gcs_project": "gcs_project",
+    "project": "gcs_project",
+    "gcs_anonymous": "gcs_anonymous",
+    "gcs_credentials_file": "gcs_credentials_file",
+    "key_path": "gcs_credentials_file",
+    "gcs_credentials_json": "gcs_credentials_json",
+    "keyfile_dict": "gcs_credentials_json",
+    # Azure Blob storage (abfs/wasb)
+    "azure_account_name": "azure_account_name",
+    "azure_account_key": "azure_account_key",
+    "azure_sas_token": "azure_sas_token",
+    "azure_blob_endpoint": "azure_blob_endpoint",
+    # Alibaba OSS through its S3-compatible endpoint (Hadoop's fs.oss.* settings)
+    "oss_endpoint": "oss_endpoint",
+    "fs.oss.endpoint": "oss_endpoint",
+    "oss_region": "oss_region",
+    "oss_access_key_id": "oss_access_key_id",
+    "fs.oss.accesskeyid": "oss_access_key_id",
+    "oss_access_key_secret": "oss_access_key_secret",
+    "fs.oss.accesskeysecret": "oss_access_key_secret",
+    "oss_path_style": "oss_path_style",
 }
 
-_SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
+_SECRET_FIELDS = frozenset({"secret_access_key", "session_token", "gcs_credentials_json", "azure_account_key",
+                            "azure_sas_token", "oss_access_key_secret"})
 
 
 def _parse_bool(name: str, value: Any) -> bool:
@@ -84,10 +112,24 @@ def prefixed_env_name(name: str, prefix: str) -> str:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    """Connection settings for `s3://` (local files need none).
+    """Connection settings for the object stores (local files need none).
 
-    `endpoint` is a full URL (`http://127.0.0.1:9000`) for S3-compatible stores; None means AWS.
+    S3: `endpoint` is a full URL (`http://127.0.0.1:9000`) for S3-compatible stores; None means AWS.
     `path_style` defaults to True whenever an endpoint is given (MinIO, moto, Ceph need it).
+
+    OSS (`oss://`): reached through its S3-compatible API at `oss_endpoint` (Hadoop's `fs.oss.endpoint`,
+    e.g. `https://oss-cn-hangzhou.aliyuncs.com`), virtual-hosted style unless `oss_path_style`, with its
+    own keys; the S3 retry, pool and batch settings apply.
+
+    GCS (`gs://`): `gcs_endpoint` (an emulator's URL; None means Google), credentials from
+    `gcs_credentials_json` (a service-account key's JSON), `gcs_credentials_file` (its path, like
+    GOOGLE_APPLICATION_CREDENTIALS), else Application Default Credentials; `gcs_anonymous` sends none
+    (emulators, public buckets). An endpoint without credentials is anonymous.
+
+    Azure (`abfs[s]://`, `wasb[s]://`): the account comes from the URI; `azure_account_key` or
+    `azure_sas_token` authorizes `azure_account_name` (when set, URIs naming another account are refused
+    rather than sent with the wrong key). `azure_blob_endpoint` replaces `https://<account>.blob.<suffix>`
+    (Azurite: `http://127.0.0.1:10000/devstoreaccount1`).
     """
 
     endpoint: str | None = None
@@ -101,14 +143,41 @@ class StorageConfig:
     max_pool_connections: int = 16
     delete_batch_size: int = 1000
     list_page_size: int = 1000
+    gcs_endpoint: str | None = None
+    gcs_project: str | None = None
+    gcs_anonymous: bool | None = None
+    gcs_credentials_file: str | None = None
+    gcs_credentials_json: str | None = None
+    azure_account_name: str | None = None
+    azure_account_key: str | None = None
+    azure_sas_token: str | None = None
+    azure_blob_endpoint: str | None = None
+    oss_endpoint: str | None = None
+    oss_region: str | None = None
+    oss_access_key_id: str | None = None
+    oss_access_key_secret: str | None = None
+    oss_path_style: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.endpoint is not None:
-            parsed = urlparse(self.endpoint)
+        for name, example in (("endpoint", "http://127.0.0.1:9000"), ("gcs_endpoint", "http://127.0.0.1:9023"),
+                              ("azure_blob_endpoint", "http://127.0.0.1:10000/devstoreaccount1"),
+                              ("oss_endpoint", "https://oss-cn-hangzhou.aliyuncs.com")):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            parsed = urlparse(value)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise StorageConfigError(
-                    f"S3 endpoint must be an http(s) URL such as http://127.0.0.1:9000, got {self.endpoint!r}"
-                )
+                store = {"endpoint": "S3 endpoint", "gcs_endpoint": "GCS endpoint",
+                         "azure_blob_endpoint": "Azure blob endpoint", "oss_endpoint": "OSS endpoint"}[name]
+                raise StorageConfigError(f"{store} must be an http(s) URL such as {example}, got {value!r}")
+        if (self.oss_access_key_id is None) != (self.oss_access_key_secret is None):
+            raise StorageConfigError("OSS credentials need both an access key id and an access key secret (or neither)")
+        if self.gcs_credentials_file and self.gcs_credentials_json:
+            raise StorageConfigError("GCS credentials given twice: a key file path and a key's JSON; keep one")
+        if self.gcs_anonymous and (self.gcs_credentials_file or self.gcs_credentials_json):
+            raise StorageConfigError("GCS: anonymous access and credentials are contradictory; keep one")
+        if self.azure_account_key and self.azure_sas_token:
+            raise StorageConfigError("Azure credentials given twice: an account key and a SAS token; keep one")
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise StorageConfigError(
                 "S3 credentials need both an access key id and a secret access key (or neither, "
@@ -125,7 +194,10 @@ class StorageConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, prefix: str = "") -> StorageConfig:
-        """Read STATEKEEPER_S3_* and the standard AWS_* variables.
+        """Read STATEKEEPER_S3_* and the standard AWS_* variables, STATEKEEPER_GCS_* (with Google's
+        GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_CLOUD_PROJECT, STORAGE_EMULATOR_HOST), STATEKEEPER_AZURE_*
+        (with the Azure CLI's AZURE_STORAGE_ACCOUNT/KEY/SAS_TOKEN) and STATEKEEPER_OSS_* (with
+        OSS_ACCESS_KEY_ID/SECRET).
 
         With a `prefix` (e.g. DR_PREFIX) every name is read with it in front (STATEKEEPER_DR_S3_ENDPOINT,
         STATEKEEPER_DR_AWS_ACCESS_KEY_ID, ...; see `prefixed_env_name`): a second store with its own
@@ -151,6 +223,21 @@ class StorageConfig:
             "max_pool_connections": first("STATEKEEPER_S3_MAX_POOL_CONNECTIONS"),
             "delete_batch_size": first("STATEKEEPER_S3_DELETE_BATCH_SIZE"),
             "list_page_size": first("STATEKEEPER_S3_LIST_PAGE_SIZE"),
+            # STORAGE_EMULATOR_HOST is what Google's own clients read for an emulator.
+            "gcs_endpoint": first("STATEKEEPER_GCS_ENDPOINT", "STORAGE_EMULATOR_HOST"),
+            "gcs_project": first("STATEKEEPER_GCS_PROJECT", "GOOGLE_CLOUD_PROJECT"),
+            "gcs_anonymous": first("STATEKEEPER_GCS_ANONYMOUS"),
+            "gcs_credentials_file": first("STATEKEEPER_GCS_CREDENTIALS_FILE", "GOOGLE_APPLICATION_CREDENTIALS"),
+            "gcs_credentials_json": first("STATEKEEPER_GCS_CREDENTIALS_JSON"),
+            "azure_account_name": first("STATEKEEPER_AZURE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT"),
+            "azure_account_key": first("STATEKEEPER_AZURE_ACCOUNT_KEY", "AZURE_STORAGE_KEY"),
+            "azure_sas_token": first("STATEKEEPER_AZURE_SAS_TOKEN", "AZURE_STORAGE_SAS_TOKEN"),
+            "azure_blob_endpoint": first("STATEKEEPER_AZURE_BLOB_ENDPOINT"),
+            "oss_endpoint": first("STATEKEEPER_OSS_ENDPOINT"),
+            "oss_region": first("STATEKEEPER_OSS_REGION"),
+            "oss_access_key_id": first("STATEKEEPER_OSS_ACCESS_KEY_ID", "OSS_ACCESS_KEY_ID"),
+            "oss_access_key_secret": first("STATEKEEPER_OSS_ACCESS_KEY_SECRET", "OSS_ACCESS_KEY_SECRET"),
+            "oss_path_style": first("STATEKEEPER_OSS_PATH_STYLE"),
         }
         return cls.from_mapping({k: v for k, v in values.items() if v is not None})
 
@@ -183,15 +270,26 @@ class StorageConfig:
             if canonical in values and values[canonical] != value:
                 raise StorageConfigError(f"storage option {canonical!r} given twice with different values")
             values[canonical] = value
-        if "path_style" in values:
-            values["path_style"] = _parse_bool("path_style", values["path_style"])
+        for name in ("path_style", "oss_path_style", "gcs_anonymous"):
+            if name in values:
+                values[name] = _parse_bool(name, values[name])
         for name, minimum in (("read_ahead_bytes", 1), ("max_attempts", 1), ("max_pool_connections", 1),
                               ("delete_batch_size", 1), ("list_page_size", 1)):
             if name in values:
                 values[name] = _parse_int(name, values[name], minimum=minimum)
-        for name in ("endpoint", "region", "access_key_id", "secret_access_key", "session_token"):
+        if isinstance(values.get("gcs_credentials_json"), Mapping):   # an Airflow keyfile_dict as a dict
+            import json
+
+            values["gcs_credentials_json"] = json.dumps(values["gcs_credentials_json"])
+        for name in ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "gcs_endpoint",
+                     "gcs_project", "gcs_credentials_file", "gcs_credentials_json", "azure_account_name",
+                     "azure_account_key", "azure_sas_token", "azure_blob_endpoint", "oss_endpoint", "oss_region",
+                     "oss_access_key_id", "oss_access_key_secret"):
             if name in values:
                 values[name] = str(values[name])
+        if "gcs_endpoint" in values and "://" not in values["gcs_endpoint"]:
+            # STORAGE_EMULATOR_HOST is often host:port alone; Google's clients then use http.
+            values["gcs_endpoint"] = "http://" + values["gcs_endpoint"]
         return cls(**values)
 
     def to_mapping(self, *, include_secrets: bool = False) -> dict[str, Any]:
@@ -219,6 +317,21 @@ class StorageConfig:
     def use_path_style(self) -> bool:
         return self.path_style if self.path_style is not None else self.endpoint is not None
 
+    def oss_s3_config(self) -> StorageConfig:
+        """The S3-API settings that reach OSS (`oss://`): its endpoint, region and keys in the S3 fields,
+        virtual-hosted style unless oss_path_style (OSS serves virtual-hosted requests)."""
+        if not self.oss_endpoint:
+            raise StorageConfigError(
+                "oss:// needs the OSS endpoint: set STATEKEEPER_OSS_ENDPOINT (Hadoop's fs.oss.endpoint), e.g. "
+                "https://oss-cn-hangzhou.aliyuncs.com"
+            )
+        region = self.oss_region or _oss_region(self.oss_endpoint)
+        return replace(StorageConfig(), endpoint=self.oss_endpoint, region=region,
+                       access_key_id=self.oss_access_key_id, secret_access_key=self.oss_access_key_secret,
+                       path_style=bool(self.oss_path_style), read_ahead_bytes=self.read_ahead_bytes,
+                       max_attempts=self.max_attempts, max_pool_connections=self.max_pool_connections,
+                       delete_batch_size=self.delete_batch_size, list_page_size=self.list_page_size)
+
     @property
     def allow_http(self) -> bool:
         return self.endpoint is not None and self.endpoint.lower().startswith("http://")
@@ -240,7 +353,18 @@ class StorageConfig:
         return opts
 
     def __repr__(self) -> str:
+        # Secrets are masked by to_mapping; unset (None) fields are left out.
         shown = ", ".join(f"{k}={v!r}" for k, v in self.to_mapping(include_secrets=False).items())
         return f"StorageConfig({shown})"
 
     __str__ = __repr__
+
+
+def _oss_region(endpoint: str) -> str:
+    """`cn-hangzhou` from `https://oss-cn-hangzhou.aliyuncs.com` (OSS's S3-compatible endpoints name their
+    region); us-east-1 for anything else (an S3-compatible test endpoint ignores it)."""
+    host = urlparse(endpoint).hostname or ""
+    first = host.split(".", 1)[0]
+    if first.startswith("oss-") and host.endswith(".aliyuncs.com"):
+        return first[len("oss-"):].removesuffix("-internal")
+    return "us-east-1"

@@ -51,6 +51,10 @@ class RootConfigError(StorageConfigError):
     """Configured roots are invalid (overlapping, relative, unsupported scheme)."""
 
 
+class UnsupportedRootSchemeError(RootConfigError, UnsupportedSchemeError):
+    """A root on a scheme Statekeeper can spell but not list (hdfs://)."""
+
+
 class RootNotFoundError(StorageError, ConfigurationError):
     """A configured root is missing (unmounted volume, missing bucket): indexing it as empty would lie."""
 

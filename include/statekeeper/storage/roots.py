@@ -20,12 +20,19 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from statekeeper.storage.base import FileIO
-from statekeeper.storage.errors import OutsideRootError, RootConfigError, StorageError, SymlinkRefusedError
+from statekeeper.storage.errors import (
+    OutsideRootError,
+    RootConfigError,
+    StorageError,
+    SymlinkRefusedError,
+    UnsupportedRootSchemeError,
+)
 from statekeeper.storage.local import file_uri, local_path, symlink_below
 from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
 from statekeeper.uri import flink_path_uri, is_under, normalize_uri
 
-_SUPPORTED = ("file://", "s3://")
+# Canonical prefixes of the schemes a FileIO lists (normalize_uri maps s3a/s3n/s3p, abfs and wasb[s] onto these).
+_SUPPORTED = ("file://", "s3://", "oss://", "gs://", "abfss://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +84,15 @@ class Roots:
                 norm = flink_path_uri(raw)
             except ValueError as exc:
                 raise RootConfigError(f"invalid root {raw!r}: {exc}") from exc
+            if norm.startswith("hdfs://"):
+                raise UnsupportedRootSchemeError(
+                    f"root {raw!r} ({norm}): HDFS paths are understood, but listing an HDFS root needs an HDFS "
+                    "client, which Statekeeper does not ship; supported roots are file://, s3:// (s3a/s3n/s3p), "
+                    "oss://, gs:// and abfss:// (abfs/wasb/wasbs)"
+                )
             if not norm.startswith(_SUPPORTED):
-                raise RootConfigError(f"root {raw!r}: only file:// and s3:// roots are supported")
+                raise RootConfigError(f"root {raw!r}: supported roots are file://, s3:// (s3a/s3n/s3p), oss://, gs:// "
+                                      "and abfss:// (abfs/wasb/wasbs)")
             if norm in ("file:///",) or norm.count("/") < 3:
                 raise RootConfigError(f"root {raw!r} is a file system or bucket top level; name a directory")
             resolved = resolved_uri(norm)

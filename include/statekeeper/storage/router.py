@@ -18,8 +18,14 @@ def scheme_of(uri: str) -> str:
     return normalize_uri(uri).partition(":")[0]
 
 
+SUPPORTED_SCHEMES = ("file://", "s3:// (s3a/s3n/s3p alias s3)", "oss:// (through its S3 API)", "gs://",
+                     "abfss:// (also abfs, wasb, wasbs)")
+
+
 class RoutingFileIO(FileIO):
-    """Dispatches on the URI scheme: `file` → LocalFileIO, `s3` (and aliases) → S3FileIO."""
+    """Dispatches on the URI scheme: `file` → LocalFileIO, `s3` (and aliases) → S3FileIO, `oss` → S3FileIO
+    on the OSS endpoint, `gs` → GcsFileIO, Azure (`abfss`, the canonical spelling of abfs/wasb/wasbs) →
+    AzureFileIO. Each client library is imported only when its scheme is used."""
 
     scheme = "*"
 
@@ -46,9 +52,27 @@ class RoutingFileIO(FileIO):
                 from statekeeper.storage.s3 import S3FileIO  # boto3 only when S3 is used
 
                 found = S3FileIO(self.config)
+            elif scheme == "oss":
+                from statekeeper.storage.s3 import S3FileIO
+
+                found = S3FileIO(self.config.oss_s3_config(), uri_scheme="oss")
+            elif scheme == "gs":
+                from statekeeper.storage.gcs import GcsFileIO
+
+                found = GcsFileIO(self.config)
+            elif scheme == "abfss":
+                from statekeeper.storage.azure import AzureFileIO
+
+                found = AzureFileIO(self.config)
+            elif scheme == "hdfs":
+                raise UnsupportedSchemeError(
+                    f"no storage backend for {uri!r}: hdfs:// paths are recognized (spelling, roots, references) "
+                    "but listing and reading HDFS needs an HDFS client, which Statekeeper does not ship; supported "
+                    f"schemes are {', '.join(SUPPORTED_SCHEMES)}"
+                )
             else:
                 raise UnsupportedSchemeError(
-                    f"no storage backend for {uri!r}: supported schemes are file:// and s3:// (s3a/s3n/s3p alias s3)"
+                    f"no storage backend for {uri!r}: supported schemes are {', '.join(SUPPORTED_SCHEMES)}"
                 )
             self._backends[scheme] = found
         return found

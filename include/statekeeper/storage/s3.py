@@ -29,10 +29,15 @@ _COPY_OBJECT_MAX = 5 * 1024 ** 3        # CopyObject's limit; larger objects nee
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, key) of a canonical `s3://bucket/key` URI; key may be empty for the bucket."""
+    return split_bucket_uri(uri, "s3")
+
+
+def split_bucket_uri(uri: str, scheme: str) -> tuple[str, str]:
+    """(bucket, key) of a canonical `<scheme>://bucket/key` URI (s3, oss); key may be empty."""
     norm = normalize_uri(uri)
-    if not norm.startswith("s3://"):
-        raise StorageError(f"not an S3 URI: {uri!r}")
-    bucket, _, key = norm[len("s3://"):].partition("/")
+    if not norm.startswith(scheme + "://"):
+        raise StorageError(f"not an {scheme.upper()} URI: {uri!r}")
+    bucket, _, key = norm[len(scheme) + 3:].partition("/")
     return bucket, key
 
 
@@ -46,22 +51,30 @@ def _strip_etag(etag: str | None) -> str | None:
 
 
 class S3FileIO(FileIO):
+    """S3, or another store reached through the S3 API under its own scheme (`uri_scheme="oss"`: URIs in
+    and out are `oss://bucket/key`, `config` holds that store's S3-API settings)."""
+
     scheme = "s3"
 
-    def __init__(self, config: StorageConfig | None = None) -> None:
+    def __init__(self, config: StorageConfig | None = None, *, uri_scheme: str = "s3") -> None:
         self.config = config or StorageConfig()
+        self.uri_scheme = uri_scheme
         self._client: Any = None
         self._lock = threading.Lock()
 
     # boto3 clients do not pickle; Spark tasks rebuild theirs from the config.
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
+        return {"config": self.config, "uri_scheme": self.uri_scheme}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["config"])  # type: ignore[misc]
+        self.__init__(state["config"], uri_scheme=str(state.get("uri_scheme", "s3")))  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        return f"S3FileIO({self.config!r})"
+        return f"S3FileIO({self.config!r})" if self.uri_scheme == "s3" else \
+            f"S3FileIO({self.config!r}, uri_scheme={self.uri_scheme!r})"
+
+    def _split(self, uri: str) -> tuple[str, str]:
+        return split_bucket_uri(uri, self.uri_scheme)
 
     @property
     def client(self) -> Any:
@@ -79,7 +92,7 @@ class S3FileIO(FileIO):
         if delimiter:
             kwargs["Delimiter"] = delimiter
         paginator = self.client.get_paginator("list_objects_v2")
-        uri = f"s3://{bucket}/{prefix}"
+        uri = f"{self.uri_scheme}://{bucket}/{prefix}"
         try:
             yield from paginator.paginate(**kwargs,
                                           PaginationConfig={"PageSize": page_size or self.config.list_page_size})
@@ -98,29 +111,29 @@ class S3FileIO(FileIO):
         return key + "/" if key else ""
 
     def list(self, directory: str, *, recursive: bool = True) -> Iterator[FileInfo]:
-        bucket, key = split_s3_uri(directory)
+        bucket, key = self._split(directory)
         for page in self._paginate(bucket, self._dir_prefix(key), None if recursive else "/"):
             for obj in page.get("Contents", ()):
                 k = obj["Key"]
                 if k.endswith("/"):
                     # Zero-byte "directory marker" objects written by consoles and some tools.
                     continue
-                yield FileInfo(f"s3://{bucket}/{k}", int(obj["Size"]), obj["LastModified"],
+                yield FileInfo(f"{self.uri_scheme}://{bucket}/{k}", int(obj["Size"]), obj["LastModified"],
                                _strip_etag(obj.get("ETag")))
 
     def list_dirs(self, directory: str) -> Iterator[str]:
-        bucket, key = split_s3_uri(directory)
+        bucket, key = self._split(directory)
         for page in self._paginate(bucket, self._dir_prefix(key), "/"):
             for common in page.get("CommonPrefixes", ()):
                 prefix = common["Prefix"].rstrip("/")
                 if prefix:
-                    yield f"s3://{bucket}/{prefix}"
+                    yield f"{self.uri_scheme}://{bucket}/{prefix}"
 
     def check_directory(self, directory: str) -> None:
         """A missing bucket raises RootNotFoundError; a prefix with no object under it (not even a
         directory marker) raises EmptyRootError: on S3 a mistyped prefix and an empty directory
         look the same, and indexing a typo as an empty root would lie."""
-        bucket, key = split_s3_uri(directory)
+        bucket, key = self._split(directory)
         try:
             self.client.head_bucket(Bucket=bucket)
         except ClientError as exc:
@@ -137,39 +150,40 @@ class S3FileIO(FileIO):
         prefix = self._dir_prefix(key)
         first = next(self._paginate(bucket, prefix, None, page_size=1), {})  # one request: is there any key?
         if not first.get("KeyCount", len(first.get("Contents", ()))):
-            raise EmptyRootError(f"no object under s3://{bucket}/{prefix} (root {directory}): the prefix does not "
-                                 "exist or is empty")
+            raise EmptyRootError(f"no object under {self.uri_scheme}://{bucket}/{prefix} (root {directory}): "
+                                 "the prefix does not exist or is empty")
 
     # -- single objects -----------------------------------------------------------------------
 
     def stat(self, uri: str) -> FileInfo:
-        bucket, key = split_s3_uri(uri)
+        bucket, key = self._split(uri)
         try:
             head = self.client.head_object(Bucket=bucket, Key=key)
         except ClientError as exc:
             code, status = _error_code(exc)
             if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
-                raise ObjectNotFoundError(f"s3://{bucket}/{key} does not exist") from exc
+                raise ObjectNotFoundError(f"{self.uri_scheme}://{bucket}/{key} does not exist") from exc
             if status == 403:
-                raise UnreadableObjectError(f"access denied to s3://{bucket}/{key}") from exc
-            raise StorageError(f"cannot stat s3://{bucket}/{key}: {code or exc}") from exc
+                raise UnreadableObjectError(f"access denied to {self.uri_scheme}://{bucket}/{key}") from exc
+            raise StorageError(f"cannot stat {self.uri_scheme}://{bucket}/{key}: {code or exc}") from exc
         except BotoCoreError as exc:
-            raise StorageError(f"cannot stat s3://{bucket}/{key}: {exc}") from exc
+            raise StorageError(f"cannot stat {self.uri_scheme}://{bucket}/{key}: {exc}") from exc
         mtime = head["LastModified"]
         if mtime.tzinfo is None:
             mtime = mtime.replace(tzinfo=timezone.utc)
-        return FileInfo(f"s3://{bucket}/{key}", int(head["ContentLength"]), mtime, _strip_etag(head.get("ETag")))
+        return FileInfo(f"{self.uri_scheme}://{bucket}/{key}", int(head["ContentLength"]), mtime,
+                        _strip_etag(head.get("ETag")))
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
-        bucket, key = split_s3_uri(uri)
+        bucket, key = self._split(uri)
         if info is None:
             info = self.stat(uri)
-        stream = S3RangedInput(self.client, bucket, key, uri=f"s3://{bucket}/{key}", size=info.size,
+        stream = S3RangedInput(self.client, bucket, key, uri=f"{self.uri_scheme}://{bucket}/{key}", size=info.size,
                                etag=info.etag, read_ahead=self.config.read_ahead_bytes)
         return stream  # type: ignore[return-value]
 
     def write(self, uri: str, data: bytes | BinaryIO, *, if_absent: bool = False, durable: bool = True) -> FileInfo:
-        bucket, key = split_s3_uri(uri)
+        bucket, key = self._split(uri)
         if not key:
             raise StorageError(f"cannot write to a bucket URI without a key: {uri}")
         try:
@@ -185,13 +199,13 @@ class S3FileIO(FileIO):
         except ClientError as exc:
             code, status = _error_code(exc)
             if if_absent and (status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict")):
-                raise ObjectExistsError(f"s3://{bucket}/{key} already exists") from exc
-            raise StorageError(f"cannot write s3://{bucket}/{key}: {code or exc}") from exc
+                raise ObjectExistsError(f"{self.uri_scheme}://{bucket}/{key} already exists") from exc
+            raise StorageError(f"cannot write {self.uri_scheme}://{bucket}/{key}: {code or exc}") from exc
         except BotoCoreError as exc:
-            raise StorageError(f"cannot write s3://{bucket}/{key}: {exc}") from exc
+            raise StorageError(f"cannot write {self.uri_scheme}://{bucket}/{key}: {exc}") from exc
         # Size and ETag come from the request/response; mtime is this client's clock (a HEAD per
         # write would double the request count of table writes). stat() gives the server's.
-        return FileInfo(f"s3://{bucket}/{key}", size, datetime.now(timezone.utc), _strip_etag(etag))
+        return FileInfo(f"{self.uri_scheme}://{bucket}/{key}", size, datetime.now(timezone.utc), _strip_etag(etag))
 
     def _put(self, bucket: str, key: str, body: bytes, if_absent: bool) -> str | None:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": body}
@@ -242,7 +256,7 @@ class S3FileIO(FileIO):
         pending: dict[str, list[str]] = {}
         limit = self.config.delete_batch_size
         for uri in uris:
-            bucket, key = split_s3_uri(uri)
+            bucket, key = self._split(uri)
             if not key:
                 report.failed.append(DeleteFailure(uri, "InvalidKey", "refusing to delete a bucket"))
                 continue
@@ -263,21 +277,22 @@ class S3FileIO(FileIO):
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
         except (ClientError, BotoCoreError) as exc:
             code = _error_code(exc)[0] if isinstance(exc, ClientError) else type(exc).__name__
-            report.failed.extend(DeleteFailure(f"s3://{bucket}/{k}", code or "Error", str(exc)) for k in keys)
+            report.failed.extend(DeleteFailure(f"{self.uri_scheme}://{bucket}/{k}", code or "Error", str(exc))
+                                 for k in keys)
             return report
         failed = {e["Key"]: e for e in response.get("Errors", ())}
         for k in keys:
             if k in failed:
                 err = failed[k]
-                report.failed.append(DeleteFailure(f"s3://{bucket}/{k}", err.get("Code", "Error"),
+                report.failed.append(DeleteFailure(f"{self.uri_scheme}://{bucket}/{k}", err.get("Code", "Error"),
                                                    err.get("Message", "")))
             else:
-                report.deleted.append(f"s3://{bucket}/{k}")
+                report.deleted.append(f"{self.uri_scheme}://{bucket}/{k}")
         return report
 
     def copy(self, source: str, target: str) -> FileInfo:
-        src_bucket, src_key = split_s3_uri(source)
-        dst_bucket, dst_key = split_s3_uri(target)
+        src_bucket, src_key = self._split(source)
+        dst_bucket, dst_key = self._split(target)
         info = self.stat(source)
         src = {"Bucket": src_bucket, "Key": src_key}
         try:
