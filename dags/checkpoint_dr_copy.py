@@ -214,7 +214,7 @@ with DAG(
         ),
         "storage_conn_id": Param(
             "", type="string", title="Storage connection",
-            description="An 'aws' connection for s3:// source roots or warehouse (e.g. statekeeper_s3_local). "
+            description="The source storage connection: 'aws' for s3:// source roots or warehouse (e.g. statekeeper_s3_local), 'google_cloud_platform' for gs://, 'wasb' or 'adls' for abfss://. "
                         "Empty for local disks and NFS mounts.",
         ),
         "dr_storage_conn_id": Param(

@@ -158,7 +158,7 @@ with DAG(
             [], type="array", items={"type": "string"},
             title="Roots",
             description="Checkpoint base directories (<root>/<job-id>/chk-N) or savepoint base directories, "
-                        "as file:// or s3:// URIs. Empty: the Variable statekeeper_roots (comma-separated).",
+                        "as file://, s3://, oss://, gs:// or abfss:// URIs. Empty: the Variable statekeeper_roots (comma-separated).",
         ),
         "job_filter": Param(
             "", type="string", title="Job filter",
@@ -176,7 +176,7 @@ with DAG(
         ),
         "storage_conn_id": Param(
             "", type="string", title="Storage connection",
-            description="An 'aws' connection for s3:// roots or warehouse (e.g. statekeeper_s3_local). "
+            description="The storage connection: 'aws' for s3:// roots or warehouse (e.g. statekeeper_s3_local), 'google_cloud_platform' for gs://, 'wasb' or 'adls' for abfss:// (docs/storage-schemes.md). "
                         "Empty for local disks and NFS mounts.",
         ),
         **spark_params(),

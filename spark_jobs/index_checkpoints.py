@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
         "snapshots, references, inline_state, index_runs). Incremental: unchanged _metadata are not re-parsed; "
         "re-runs without storage changes leave the tables unchanged.")
     ep.add_root_arguments(p, "checkpoint base dirs (<root>/<job-id>/chk-N) or savepoint base dirs; file:// "
-                             "paths, plain absolute paths or s3:// URIs")
+                             "paths, plain absolute paths, s3://, oss://, gs:// or abfss:// (abfs/wasb/wasbs) URIs")
     p.add_argument("--parallelism", type=int, default=None,
                    help="number of Spark tasks (default: 4 x the default parallelism)")
     p.add_argument("--job-filter", default="", help="only job directories whose name matches this glob")

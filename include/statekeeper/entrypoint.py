@@ -54,7 +54,7 @@ def snapshots_from(values: list[str]) -> tuple[str, ...]:
         try:
             uri = normalize_uri(value).rstrip("/")
         except ValueError as exc:
-            raise SnapshotArgumentError(f"snapshot {value!r} is not an absolute file:// or s3:// URI: {exc}") from None
+            raise SnapshotArgumentError(f"snapshot {value!r} is not an absolute URI (file://, s3://, oss://, gs://, abfss://): {exc}") from None
         out.append(uri if uri.endswith("/_metadata") else uri + "/_metadata")
     return tuple(out)
 

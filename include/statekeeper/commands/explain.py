@@ -17,7 +17,7 @@ EXIT_REFERENCED = 5  # --check: something retained references the URI
 
 def configure(parser) -> None:
     parser.add_argument("uri", help="a job directory, savepoint or checkpoint directory, `_metadata`, shared/ "
-                                    "directory or file (local path, file:// or s3:// URI)")
+                                    "directory or file (local path, or a file://, s3://, oss://, gs:// or abfss:// URI)")
     parser.add_argument("--warehouse", required=True,
                         help="where the Delta tables live (the index and chains jobs' --warehouse)")
     parser.add_argument("--json", action="store_true", help="emit the report as JSON (statekeeper.chains.explain)")

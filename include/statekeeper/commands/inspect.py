@@ -21,7 +21,7 @@ class InputNotFoundError(StatekeeperError):
 
 
 def configure(parser) -> None:
-    parser.add_argument("target", help="a `_metadata` file or a snapshot directory (local path, file:// or s3:// URI)")
+    parser.add_argument("target", help="a `_metadata` file or a snapshot directory (local path, or a file://, s3://, oss://, gs:// or abfss:// URI)")
     parser.add_argument("--json", action="store_true", help="emit the report as JSON (schema in statekeeper.inspect)")
     parser.add_argument("--top", type=int, default=5, metavar="N", help="largest inline contributors per operator (default 5)")
 
