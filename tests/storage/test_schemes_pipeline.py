@@ -155,3 +155,43 @@ def test_damage_is_flagged_like_on_local_disk(remote_run):
         if r["severity"] == "error" and r["check"] != "snapshot":
             errors.setdefault(r["snapshot_uri"], set()).add(r["check"])
     assert errors == placed.expected and placed.expected, scheme
+
+
+def test_dr_copy_to_local_disk_restores_with_the_originals_gone(spark, remote_run, stores, tmp_path):
+    """The intact chain store's newest checkpoints, copied down from the emulator by the DR job, restore in
+    real Flink after the emulator's objects are deleted (Flink could not read them anyway: no plugin)."""
+    from statekeeper.replicate.job import CopyToDr
+    from statekeeper.replicate.options import DrOptions, SavepointPolicy, TargetSpec, VerifyMode
+
+    scheme, config, placed, warehouse, _ = remote_run
+    fixtures, _ = stores
+    target = _uri(tmp_path / "dr")
+    result = (CopyToDr(spark).warehouse(warehouse).storage(config).progress_interval(0)
+              .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(target,),
+                                   savepoints=SavepointPolicy.ALL, verify=VerifyMode.CHECKSUM))
+              .target_storage(None).execute())
+    # the damaged copy's jobs have no restorable checkpoint left (or fall back): attention, not failure
+    assert result.verified > 0, result.summary()
+    copies = [r for r in table_rows(warehouse, "dr_copies") if r["run_id"] == result.run_id]
+    chain = fixtures["chain_claim"]
+    intact = placed.copies["chain_claim"]
+    old = _uri(chain.root)
+    cases = []
+    for job in chain.manifest["jobs"]:
+        if not job["retained_checkpoints"]:
+            continue
+        newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
+        source = intact + _uri(Path(newest) / "_metadata")[len(old):]
+        row = next(r for r in copies if r["source_metadata_uri"] == source)
+        assert row["status"] == "verified", row
+        cases.append((Path(row["target_metadata_uri"][len("file://"):]).parent, "chain_claim", job["name"]))
+    # the originals go: nothing on the emulator any more
+    fio = RoutingFileIO(config)
+    assert fio.delete_many([i.uri for i in fio.list(placed.base)]).ok
+    assert not list(fio.list(placed.base))
+    readings = harness.run_oracle(VERSION, [p / "_metadata" for p, _, _ in cases])
+    for reading in readings:
+        assert "error" not in reading, reading
+        assert all(_uri(f["path"]).startswith(target + "/") for f in reading["referenced_files"]), scheme
+    results = harness.verify_restore_many(VERSION, cases)
+    assert [r.ok for r in results] == [True] * len(cases), [r.output[-2000:] for r in results if not r.ok]
