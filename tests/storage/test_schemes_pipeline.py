@@ -122,7 +122,9 @@ def local_run(spark, stores, tmp_path_factory):
     return placed, warehouse, _pipeline(spark, placed, warehouse, None)
 
 
-@pytest.fixture(scope="module", params=["gcs", "azure"])
+# marked by hand: the tiers come from fixture names, and getfixturevalue hides these from them
+@pytest.fixture(scope="module", params=[pytest.param("gcs", marks=pytest.mark.gcs),
+                                        pytest.param("azure", marks=pytest.mark.azure)])
 def remote_run(request, spark, stores, tmp_path_factory):
     fixtures, truth = stores
     if request.param == "gcs":
