@@ -173,15 +173,19 @@ def report_summary(warehouse: str) -> str:
     import subprocess
 
     from statekeeper.report.store import ReportStore
+    from statekeeper.storage import local_path
     from statekeeper.tables import Warehouse
 
-    # its own process: a Spark session of its own, its log kept out of the demo's summary
-    code = subprocess.call([sys.executable, "-m", "statekeeper.cli", "report", "--warehouse", warehouse],
-                           stdout=subprocess.DEVNULL)
+    # its own process: a Spark session of its own, its log kept out of the demo's summary (in report.log)
+    log_path = Path(local_path(warehouse)).parent / "report.log"
+    with open(log_path, "wb") as log:
+        code = subprocess.call([sys.executable, "-m", "statekeeper.cli", "report", "--warehouse", warehouse],
+                               stdout=log, stderr=subprocess.STDOUT)
     store = ReportStore(Warehouse(warehouse))
     latest = store.latest()
     if code != 0 or latest is None:
-        return f"report FAILED (statekeeper report exited {code}); run it yourself: statekeeper report --warehouse {warehouse}"
+        return (f"report FAILED (statekeeper report exited {code}; its log: {log_path}); run it yourself: "
+                f"statekeeper report --warehouse {warehouse}")
     return "\n".join([
         f"report {latest.run_id}: {latest.page_uri}",
         f"  open it in a browser (self-contained, no network needed): {store.latest_page_uri}",
