@@ -159,6 +159,32 @@ def test_damage_is_flagged_like_on_local_disk(remote_run):
     assert errors == placed.expected and placed.expected, scheme
 
 
+def test_gc_deletes_exactly_the_orphans(spark, remote_run, stores):
+    """GC (delete mode) removes exactly what no retained `_metadata` references, by Flink's own reading,
+    and every referenced object stays; deletes go through the store's own conditional deletes."""
+    from statekeeper.gc.job import CollectGarbage
+
+    scheme, config, placed, warehouse, _ = remote_run
+    fixtures, truth = stores
+    fio = RoutingFileIO(config)
+    sources = {**{name: fixtures[name] for name in placed.copies}, "damaged": fixtures["chain_claim"]}
+    referenced = set()
+    for name, fx in sources.items():
+        old, new = _uri(fx.root), placed.copies.get(name, placed.damaged)
+        referenced |= {new + f[len(old):] for m, files in truth.items() if m.startswith(old + "/") for f in files}
+    before = {i.uri for r in placed.roots for i in fio.list(r)}
+    garbage = {u for u in before if u not in referenced and not u.endswith("/_metadata")}
+    assert garbage, scheme
+    time.sleep(1.5)   # the grace period below is one second
+    result = (CollectGarbage(spark).warehouse(warehouse).storage(config).mode("delete")
+              .older_than(timedelta(seconds=1)).allow_short_grace().progress_interval(0).execute())
+    assert result.status == "completed", result.summary()
+    after = {i.uri for r in placed.roots for i in fio.list(r)}
+    assert before - after == garbage, (scheme, sorted(before - after ^ garbage)[:5])
+    assert referenced & before <= after
+    assert result.deleted == len(garbage) and result.failed == 0, result.summary()
+
+
 def test_dr_copy_to_local_disk_restores_with_the_originals_gone(spark, remote_run, stores, tmp_path):
     """The intact chain store's newest checkpoints, copied down from the emulator by the DR job, restore in
     real Flink after the emulator's objects are deleted (Flink could not read them anyway: no plugin)."""
