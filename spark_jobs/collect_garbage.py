@@ -63,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-deletes-per-second", type=_optional(float), default=None, metavar="R",
                    help="limit for the whole run, shared by its tasks (default: unlimited)")
     p.add_argument("--requests-in-flight", type=int, default=4, metavar="N",
-                   help="concurrent S3 DeleteObjects requests per Spark task (default 4)")
+                   help="concurrent delete and re-check requests per Spark task on object stores (S3/OSS "
+                        "DeleteObjects, GCS and Azure batch requests; default 4)")
     p.add_argument("--index-not-before", type=_optional(_timestamp), default=None, metavar="ISO-TIMESTAMP",
                    help="refuse to delete when the newest succeeded index run finished before this (the DAG passes "
                         "its run's start)")
