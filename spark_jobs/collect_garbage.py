@@ -69,8 +69,10 @@ def parser() -> argparse.ArgumentParser:
                    help="refuse to delete when the newest succeeded index run finished before this (the DAG passes "
                         "its run's start)")
     p.add_argument("--equal-schemes", default="", metavar="SCHEMES",
-                   help="comma-separated aliases of s3 accepted in stored paths, e.g. s3a,s3n (default: none; a "
-                        "reference spelled s3a:// under an s3:// root blocks the run)")
+                   help="comma-separated aliases of s3 accepted in stored paths: s3a, s3n, s3p (default: none; a "
+                        "reference spelled s3a:// under an s3:// root blocks the run). Azure's wasb/wasbs/abfs/abfss "
+                        "spellings of one container never block; a root's bucket under another store's scheme "
+                        "(s3:// for an oss:// or gs:// root) always blocks")
     return p
 
 
@@ -98,9 +100,15 @@ def main(argv: list[str] | None = None) -> int:
                         delete=DeleteSettings(requests_in_flight=max(1, args.requests_in_flight)))
 
     def preflight() -> None:
+        from statekeeper.gc.guards import check_equal_schemes
+        from statekeeper.gc.options import GcOptionsError
         from statekeeper.tables.warehouse import Warehouse
 
         options.check()
+        try:
+            check_equal_schemes(tuple(args.equal_schemes.split(",")))
+        except ValueError as exc:
+            raise GcOptionsError(str(exc)) from None
         Warehouse(args.warehouse, storage())
 
     def execute(spark) -> ep.JobOutcome:
