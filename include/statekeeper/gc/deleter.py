@@ -47,7 +47,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from statekeeper.storage.config import StorageConfig
-from statekeeper.storage.errors import OutsideRootError, StorageConfigError, StorageError
+from statekeeper.storage.errors import (
+    OutsideRootError,
+    StorageConfigError,
+    StorageError,
+    vendor_status,
+    vendor_transient,
+)
 from statekeeper.storage.local import file_uri, local_path, object_type_of, symlink_below
 from statekeeper.storage.model import RETRIABLE_HTTP_STATUS, ConditionalDelete, ConditionalOutcome
 from statekeeper.storage.roots import Root, Roots
@@ -196,15 +202,6 @@ class _Throttle:
                         "are not logged", reason, what, delay)
 
 
-# Exceptions of google-cloud-storage's and azure-storage-blob's transports that mean "no answer came".
-_CONNECTION_ERRORS = frozenset({
-    "ConnectionError", "Timeout", "ConnectTimeout", "ReadTimeout", "ChunkedEncodingError",  # requests (GCS)
-    "TransportError", "ProtocolError", "RetryError",                                          # google-auth, urllib3
-    "ServiceRequestError", "ServiceResponseError", "ServiceRequestTimeoutError",              # azure-core
-    "ServiceResponseTimeoutError", "IncompleteReadError",
-})
-
-
 def _classify(exc: BaseException) -> tuple[bool, str]:
     """(retriable, code) of an exception raised by a boto3, google-cloud-storage or azure-storage-blob call
     (or a StorageError raised from one: the cause decides)."""
@@ -220,14 +217,11 @@ def _classify(exc: BaseException) -> tuple[bool, str]:
     link: BaseException | None = exc
     while link is not None and id(link) not in seen:
         seen.add(id(link))
-        module = type(link).__module__
-        if module.startswith(("google.", "azure.")):
-            # google.api_core's errors carry the HTTP status as `code`, azure.core's as `status_code`.
-            status = getattr(link, "status_code", None) if module.startswith("azure.") else getattr(link, "code", None)
-            if isinstance(status, int):
-                code = getattr(link, "error_code", None) or status
-                return status in RETRIABLE_HTTP_STATUS, str(getattr(code, "value", code))
-        if type(link).__name__ in _CONNECTION_ERRORS or isinstance(link, (ConnectionError, TimeoutError)):
+        status = vendor_status(link)
+        if status is not None:
+            code = getattr(link, "error_code", None) or status
+            return status in RETRIABLE_HTTP_STATUS, str(getattr(code, "value", code))
+        if vendor_transient(link) or isinstance(link, (ConnectionError, TimeoutError)):
             return True, type(link).__name__
         if isinstance(link, StorageConfigError):
             break   # settings or credentials: trying again cannot help

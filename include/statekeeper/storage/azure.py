@@ -413,11 +413,12 @@ class AzureFileIO(FileIO):
                                      retriable=True)
         return ConditionalDelete(loc.uri(), ConditionalOutcome.DELETED, 202)
 
-    def copy(self, source: str, target: str) -> FileInfo:
-        """Server-side copy (Copy Blob) within one account, pinned to the source ETag stat'ed first; between
-        accounts the bytes stream through this process (Copy Blob would need a SAS for the source)."""
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+        """Server-side copy (Copy Blob) within one account, pinned to the source ETag: `info`'s (as listed or
+        stat'ed by the caller), else one stat'ed first; between accounts the bytes stream through this
+        process (Copy Blob would need a SAS for the source). Returns the target as stat'ed after the copy."""
         src, dst = AzureLocation(source), AzureLocation(target)
-        info = self.stat(source)
+        info = info if info is not None else self.stat(source)
         if (src.account, src.suffix) != (dst.account, dst.suffix):
             with self.open_input(source, info=info) as stream:
                 return self.write(target, stream)

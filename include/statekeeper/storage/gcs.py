@@ -88,8 +88,10 @@ def _mtime(value: datetime | None) -> datetime:
 
 
 def _info(bucket: str, blob: Any) -> FileInfo:
+    # CRC32C is computed and checked by GCS for every object (MD5 is missing for composite objects).
     return FileInfo(f"gs://{bucket}/{blob.name}", int(blob.size or 0), _mtime(blob.updated),
-                    str(blob.generation) if blob.generation is not None else None)
+                    str(blob.generation) if blob.generation is not None else None,
+                    checksum=f"crc32c:{blob.crc32c}" if blob.crc32c else None)
 
 
 _SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
@@ -420,12 +422,14 @@ class GcsFileIO(FileIO):
                                              retriable=status in RETRIABLE_HTTP_STATUS))
         return out
 
-    def copy(self, source: str, target: str) -> FileInfo:
-        """Server-side rewrite, pinned to the source generation stat'ed first (a source replaced
-        meanwhile fails with ObjectChangedError instead of copying another version)."""
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+        """Server-side rewrite (within a bucket, or across buckets and projects this identity can read and
+        write), pinned to the source generation: `info`'s (as listed or stat'ed by the caller), else one
+        stat'ed first. A source replaced meanwhile fails with ObjectChangedError instead of copying another
+        version. Returns the new object as the rewrite answered (size, generation, CRC32C: no extra read)."""
         src_bucket, src_key = split_gs_uri(source)
         dst_bucket, dst_key = split_gs_uri(target)
-        info = self.stat(source)
+        info = info if info is not None else self.stat(source)
         src_blob = self.client.bucket(src_bucket).blob(src_key)
         dst_blob = self._blob(dst_bucket, dst_key)
         ex = _api_errors()
