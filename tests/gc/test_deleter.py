@@ -395,6 +395,30 @@ def test_versioned_deletes_exactly_the_unchanged_planned_objects(versioned: Vers
     assert clone._stores == {} and list(clone.run([])) == []
 
 
+def test_versioned_recheck_lists_directories_and_reads_single_candidates(versioned: Versioned, monkeypatch) -> None:
+    from statekeeper.gc import deleter as module
+
+    store = versioned
+    for i in range(10):
+        store.put(f"job1/shared/k{i:02d}")
+    store.put("job1/chk-1/_metadata")
+    items = store.plan()
+    cls = module._GcsStore if store.kind == "gcs" else module._AzureStore
+    calls: Counter = Counter()
+    for name in ("list_page", "stat"):
+        original = getattr(cls, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            calls[_name] += 1
+            return _original(self, *args)
+
+        monkeypatch.setattr(cls, name, counted)
+    results = list(store.deleter(list_page_size=4).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 11}
+    # shared/: pages of 4 on Azurite (10 objects: 3 pages), one page on the GCS emulator; chk-1/: one read.
+    assert calls == {"list_page": 3 if store.kind == "azure" else 1, "stat": 1}
+
+
 def test_versioned_wrong_spellings_missing_versions_and_outside_roots_fail(versioned: Versioned, tmp_path: Path) -> None:
     store = versioned
     item = store.put("job1/shared/k1")
