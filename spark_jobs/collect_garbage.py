@@ -63,13 +63,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-deletes-per-second", type=_optional(float), default=None, metavar="R",
                    help="limit for the whole run, shared by its tasks (default: unlimited)")
     p.add_argument("--requests-in-flight", type=int, default=4, metavar="N",
-                   help="concurrent S3 DeleteObjects requests per Spark task (default 4)")
+                   help="concurrent delete and re-check requests per Spark task on object stores (S3/OSS "
+                        "DeleteObjects, GCS and Azure batch requests; default 4)")
     p.add_argument("--index-not-before", type=_optional(_timestamp), default=None, metavar="ISO-TIMESTAMP",
                    help="refuse to delete when the newest succeeded index run finished before this (the DAG passes "
                         "its run's start)")
     p.add_argument("--equal-schemes", default="", metavar="SCHEMES",
-                   help="comma-separated aliases of s3 accepted in stored paths, e.g. s3a,s3n (default: none; a "
-                        "reference spelled s3a:// under an s3:// root blocks the run)")
+                   help="comma-separated aliases of s3 accepted in stored paths: s3a, s3n, s3p (default: none; a "
+                        "reference spelled s3a:// under an s3:// root blocks the run). Azure's wasb/wasbs/abfs/abfss "
+                        "spellings of one container never block; a root's bucket under another store's scheme "
+                        "(s3:// for an oss:// or gs:// root) always blocks")
     return p
 
 
@@ -97,9 +100,15 @@ def main(argv: list[str] | None = None) -> int:
                         delete=DeleteSettings(requests_in_flight=max(1, args.requests_in_flight)))
 
     def preflight() -> None:
+        from statekeeper.gc.guards import check_equal_schemes
+        from statekeeper.gc.options import GcOptionsError
         from statekeeper.tables.warehouse import Warehouse
 
         options.check()
+        try:
+            check_equal_schemes(tuple(args.equal_schemes.split(",")))
+        except ValueError as exc:
+            raise GcOptionsError(str(exc)) from None
         Warehouse(args.warehouse, storage())
 
     def execute(spark) -> ep.JobOutcome:

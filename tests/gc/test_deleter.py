@@ -1,5 +1,7 @@
-"""The GC deleter on real files and a real S3 endpoint (moto on loopback, optionally behind the
-fault-injecting proxy): re-check before delete, the roots guard, delete order, batching, retries."""
+"""The GC deleter on real files, a real S3 endpoint (moto on loopback, optionally behind the
+fault-injecting proxy; also standing in for OSS) and the GCS and Azure emulators: re-check before
+delete, deletes conditional on the planned version (GCS, Azure), the roots guard, exact spelling,
+delete order, batching, rate limit, retries."""
 from __future__ import annotations
 
 import logging
@@ -13,10 +15,14 @@ from pathlib import Path
 import pytest
 
 from statekeeper.gc.deleter import DeleteResult, Deleter, DeleteSettings, PlannedDelete
-from statekeeper.storage import LocalFileIO, StorageConfig
+from statekeeper.storage import LocalFileIO, RoutingFileIO, StorageConfig
+from statekeeper.storage.azure import AzureFileIO
+from statekeeper.storage.gcs import GcsFileIO
 from statekeeper.storage.local import file_uri
+from statekeeper.storage.model import ConditionalDelete, ConditionalOutcome
 from statekeeper.storage.s3 import S3FileIO, make_s3_client
 from statekeeper.tables.vocabulary import GcOutcome
+from tests.plugins.object_stores import azure_uri
 
 FAST_RETRY = {"backoff_base": 0.005, "backoff_max": 0.05}
 
@@ -318,3 +324,260 @@ def test_s3_retries_exhausted_fail_with_the_code(s3_config: StorageConfig, s3_bu
     # One warning for the episode, not one per key or per retry.
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
     assert len(remaining_keys(s3_config, s3_bucket)) == 10
+
+
+# -- GCS and Azure: re-check, then a delete conditional on the planned version ------------------------
+
+
+class Versioned:
+    """One emulator store for the deleter tests: its config, a root, and writes/listings through its FileIO."""
+
+    def __init__(self, kind: str, config: StorageConfig, root: str) -> None:
+        self.kind, self.config, self.root = kind, config, root
+        self.fileio = RoutingFileIO(config)
+
+    def put(self, path: str, body: bytes = b"chunk") -> PlannedDelete:
+        return planned(self.fileio.write(f"{self.root}/{path}", body))
+
+    def plan(self, path: str = "", order: int = 1) -> list[PlannedDelete]:
+        return [planned(i, order) for i in self.fileio.list(f"{self.root}/{path}".rstrip("/"))]
+
+    def remaining(self) -> set[str]:
+        return {i.uri for i in self.fileio.list(self.root)}
+
+    def deleter(self, settings: DeleteSettings = DeleteSettings(), progress: Progress | None = None,
+                **config) -> Deleter:
+        return Deleter(self.config.with_overrides(**config) if config else self.config, [self.root], settings, progress)
+
+
+@pytest.fixture(params=[pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)])
+def versioned(request) -> Versioned:
+    if request.param == "gcs":
+        return Versioned("gcs", request.getfixturevalue("gcs_config"), f"gs://{request.getfixturevalue('gcs_bucket')}/cp")
+    container = request.getfixturevalue("azure_container")
+    return Versioned("azure", request.getfixturevalue("azure_config"), azure_uri(container, "cp"))
+
+
+def _fileio_class(store: Versioned) -> type:
+    return GcsFileIO if store.kind == "gcs" else AzureFileIO
+
+
+def test_versioned_deletes_exactly_the_unchanged_planned_objects(versioned: Versioned) -> None:
+    store = versioned
+    dirs = ["job1/shared", "job1/chk-3", "job2/taskowned"]
+    for d in dirs:
+        for i in range(12):
+            store.put(f"{d}/k{i:03d}", b"AAAA")
+    store.put("job1/shared/sub/nested")          # below a candidate directory: never planned, must stay
+    store.put("job1/shared-sibling")             # a neighbour sharing the prefix, not the directory
+    everything = store.plan()
+    keep = {f"{store.root}/job1/shared/sub/nested", f"{store.root}/job1/shared-sibling"} | {
+        f"{store.root}/{d}/k{i:03d}" for d in dirs for i in range(0, 12, 4)}
+    items = [i for i in everything if i.uri not in keep]
+    base = f"{store.root}/job1/shared/k00"
+    store.fileio.write(base + "1", b"BBBB")      # rewritten after planning: same size, new generation / ETag
+    store.fileio.write(base + "2", b"BBBBBB")    # new size
+    store.fileio.delete_many([base + "3"])       # gone
+    progress = Progress()
+    # Small pages (Azurite pages; the GCS emulator returns one page) and batches smaller than a directory.
+    deleter = store.deleter(DeleteSettings(batch_size=5), progress, list_page_size=4)
+    results = by_uri(list(deleter.run(items)))
+    assert len(results) == len(items) == 27
+    assert results[base + "1"].outcome is GcOutcome.CHANGED_SKIPPED and "etag" in results[base + "1"].message
+    assert results[base + "2"].outcome is GcOutcome.CHANGED_SKIPPED and "size 4 -> 6" in results[base + "2"].message
+    assert results[base + "3"].outcome is GcOutcome.ALREADY_GONE
+    assert Counter(r.outcome for r in results.values()) == {GcOutcome.DELETED: 24, GcOutcome.CHANGED_SKIPPED: 2,
+                                                            GcOutcome.ALREADY_GONE: 1}
+    assert store.remaining() == keep | {base + "1", base + "2"}
+    assert store.fileio.read_bytes(base + "1") == b"BBBB"
+    assert (progress.files, progress.bytes, progress.retries) == (27, 4 * 24, 0)
+    clone = pickle.loads(pickle.dumps(deleter))      # picklable after use: clients are left behind
+    assert clone._stores == {} and list(clone.run([])) == []
+
+
+def test_versioned_recheck_lists_directories_and_reads_single_candidates(versioned: Versioned, monkeypatch) -> None:
+    from statekeeper.gc import deleter as module
+
+    store = versioned
+    for i in range(10):
+        store.put(f"job1/shared/k{i:02d}")
+    store.put("job1/chk-1/_metadata")
+    items = store.plan()
+    cls = module._GcsStore if store.kind == "gcs" else module._AzureStore
+    calls: Counter = Counter()
+    for name in ("list_page", "stat"):
+        original = getattr(cls, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            calls[_name] += 1
+            return _original(self, *args)
+
+        monkeypatch.setattr(cls, name, counted)
+    results = list(store.deleter(list_page_size=4).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 11}
+    # shared/: pages of 4 on Azurite (10 objects: 3 pages), one page on the GCS emulator; chk-1/: one read.
+    assert calls == {"list_page": 3 if store.kind == "azure" else 1, "stat": 1}
+
+
+def test_versioned_wrong_spellings_missing_versions_and_outside_roots_fail(versioned: Versioned, tmp_path: Path) -> None:
+    store = versioned
+    item = store.put("job1/shared/k1")
+    other = store.put("job1/shared/k2")
+    outside = planned(store.fileio.write(store.root.rsplit("/", 1)[0] + "/elsewhere/x", b"x"))
+    if store.kind == "azure":
+        container, _, rest = item.uri[len("abfss://"):].partition("@")
+        spelled = f"wasbs://{container}@{rest.replace('.dfs.', '.blob.', 1)}"
+    else:
+        spelled = "GS://" + item.uri[len("gs://"):]
+    wrong = [PlannedDelete(spelled, item.size, item.mtime, item.etag),
+             PlannedDelete(item.uri + "/", item.size, item.mtime, item.etag),          # trailing slash
+             PlannedDelete(other.uri, other.size, other.mtime, None),                  # no version to pin to
+             outside]
+    results = list(store.deleter().run(wrong))
+    assert [r.outcome for r in results] == [GcOutcome.FAILED] * 4
+    assert "is not spelled as the index lists objects" in results[0].message
+    assert "is not spelled as the index lists objects" in results[1].message
+    assert "cannot be made conditional" in results[2].message
+    assert "outside the configured roots" in results[3].message
+    assert all("not deleted" in r.message for r in results)
+    assert {item.uri, other.uri, outside.uri} <= store.remaining() | {outside.uri}
+    assert store.fileio.exists(outside.uri)
+
+
+def test_versioned_object_changed_between_recheck_and_delete_is_kept(versioned: Versioned, monkeypatch) -> None:
+    """The re-check passes, then the object is rewritten (same size) or removed before the delete arrives:
+    only the store's precondition can tell, and it keeps the new version."""
+    store = versioned
+    items = [store.put(f"job1/shared/k{i}", b"AAAA") for i in range(6)]
+    rewritten, removed = items[1].uri, items[2].uri
+    cls = _fileio_class(store)
+    original = cls.delete_if_unchanged
+    seen_calls = []
+
+    def race(self, pairs):
+        if not seen_calls:   # once, after every re-check of this run and before its first delete
+            store.fileio.write(rewritten, b"BBBB")
+            store.fileio.delete_many([removed])
+        seen_calls.append(len(pairs))
+        return original(self, pairs)
+
+    monkeypatch.setattr(cls, "delete_if_unchanged", race)
+    results = by_uri(list(store.deleter().run(items)))
+    assert seen_calls == [6]   # one batch: the re-check had verified all six
+    assert results[rewritten].outcome is GcOutcome.CHANGED_SKIPPED
+    assert "changed between the re-check and the delete" in results[rewritten].message
+    assert "412" in results[rewritten].message and "etag" in results[rewritten].message
+    assert results[removed].outcome is GcOutcome.ALREADY_GONE
+    assert Counter(r.outcome for r in results.values())[GcOutcome.DELETED] == 4
+    assert store.remaining() == {rewritten} and store.fileio.read_bytes(rewritten) == b"BBBB"
+
+
+def _transient(kind: str) -> Exception:
+    """A whole-request 503 as each FileIO raises it (a StorageError caused by the client's error)."""
+    from statekeeper.storage import StorageError
+
+    if kind == "gcs":
+        from google.api_core.exceptions import ServiceUnavailable
+
+        cause: Exception = ServiceUnavailable("backend unavailable")
+    else:
+        from azure.core.exceptions import HttpResponseError
+
+        cause = HttpResponseError(message="Server busy")
+        cause.status_code = 503
+    try:
+        raise StorageError("batch delete failed") from cause
+    except StorageError as exc:
+        return exc
+
+
+def test_versioned_throttling_is_retried_with_backoff_and_counted(versioned: Versioned, monkeypatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    store = versioned
+    items = [store.put(f"job1/shared/k{i}") for i in range(8)]
+    cls = _fileio_class(store)
+    original = cls.delete_if_unchanged
+    calls: list[int] = []
+
+    def flaky(self, pairs):
+        calls.append(len(pairs))
+        if len(calls) == 1:
+            raise _transient(store.kind)           # the whole request: one retry
+        if len(calls) == 2:                         # the first object throttled, the others deleted
+            throttled = ConditionalDelete(pairs[0][0], ConditionalOutcome.FAILED, 429, "rateLimitExceeded",
+                                          "slow down", retriable=True)
+            return [throttled, *original(self, pairs[1:])]
+        return original(self, pairs)
+
+    monkeypatch.setattr(cls, "delete_if_unchanged", flaky)
+    progress = Progress()
+    with caplog.at_level(logging.WARNING, logger="statekeeper.gc.deleter"):
+        results = list(store.deleter(DeleteSettings(**FAST_RETRY), progress).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 8}
+    assert calls == [8, 8, 1]
+    assert progress.retries == 2                    # one request retry, then one key retry
+    assert sorted(r.retries for r in results) == [1] * 7 + [2]
+    assert store.remaining() == set()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1   # one throttling episode
+
+    # Exhausted: FAILED with the code, never deleted.
+    items = [store.put(f"job1/shared/z{i}") for i in range(3)]
+    monkeypatch.setattr(cls, "delete_if_unchanged", lambda self, pairs: (_ for _ in ()).throw(_transient(store.kind)))
+    results = list(store.deleter(DeleteSettings(max_attempts=3, **FAST_RETRY)).run(items))
+    assert {r.outcome for r in results} == {GcOutcome.FAILED}
+    assert all("503" in r.message and "after 3 attempt(s)" in r.message and r.retries == 2 for r in results)
+    assert len(store.remaining()) == 3
+
+
+def test_versioned_rate_limit_and_delete_order(versioned: Versioned, monkeypatch) -> None:
+    store = versioned
+    meta = store.put("job1/chk-9/_metadata")
+    later = [store.put(f"job1/chk-9/f{i:02d}") for i in range(30)]
+    cls = _fileio_class(store)
+    original = cls.delete_if_unchanged
+    batches: list[int] = []
+
+    def counted(self, pairs):
+        batches.append(len(pairs))
+        return original(self, pairs)
+
+    monkeypatch.setattr(cls, "delete_if_unchanged", counted)
+    items = [PlannedDelete(i.uri, i.size, i.mtime, i.etag, 1) for i in later[:15]]
+    items += [PlannedDelete(meta.uri, meta.size, meta.mtime, meta.etag, 0)]
+    items += [PlannedDelete(i.uri, i.size, i.mtime, i.etag, 1) for i in later[15:]]
+    results = store.deleter(DeleteSettings(max_deletes_per_second=12, requests_in_flight=2)).run(items)
+    head = next(results)
+    # `_metadata` (order 0) is gone before any order-1 object is touched.
+    assert head.uri == meta.uri and head.outcome is GcOutcome.DELETED
+    assert len(store.remaining()) == 30
+    rest = list(results)
+    assert Counter(r.outcome for r in rest) == {GcOutcome.DELETED: 30}
+    # A limit below the store's batch size shrinks batches to one second's worth: 30 objects at 12/s.
+    assert batches == [1, 12, 12, 6]
+    assert store.remaining() == set()
+
+
+# -- OSS through the S3 path ---------------------------------------------------------------------------
+
+
+def test_oss_goes_through_the_s3_path_with_its_own_client(moto_server) -> None:
+    """moto stands in for OSS's S3-compatible endpoint (path style)."""
+    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY, make_bucket
+
+    config = StorageConfig(oss_endpoint=moto_server.endpoint, oss_access_key_id=MOTO_ACCESS_KEY,
+                           oss_access_key_secret=MOTO_SECRET_KEY, oss_path_style=True)
+    bucket = make_bucket(config.oss_s3_config())
+    fio = RoutingFileIO(config)
+    for i in range(6):
+        fio.write(f"oss://{bucket}/cp/job1/shared/k{i}", b"AAAA")
+    items = [planned(i) for i in fio.list(f"oss://{bucket}/cp")]
+    fio.write(f"oss://{bucket}/cp/job1/shared/k1", b"BBBB")
+    fio.delete_many([f"oss://{bucket}/cp/job1/shared/k2"])
+    alias = PlannedDelete(f"oss://{bucket}/cp/job1/shared/k3/", items[3].size, items[3].mtime, items[3].etag)
+    results = by_uri(list(Deleter(config, [f"oss://{bucket}/cp"]).run(items + [alias])))
+    uri = f"oss://{bucket}/cp/job1/shared/k"
+    assert results[uri + "1"].outcome is GcOutcome.CHANGED_SKIPPED
+    assert results[uri + "2"].outcome is GcOutcome.ALREADY_GONE
+    assert results[alias.uri].outcome is GcOutcome.FAILED and "not spelled" in results[alias.uri].message
+    assert Counter(r.outcome for r in results.values())[GcOutcome.DELETED] == 4
+    assert {i.uri for i in fio.list(f"oss://{bucket}/cp")} == {uri + "1"}

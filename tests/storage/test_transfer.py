@@ -1,4 +1,5 @@
-"""Transfer and verify_objects against local temp directories and the session's moto S3 server.
+"""Transfer and verify_objects against local temp directories, the session's moto S3 server (also
+standing in for OSS), gcp-storage-emulator and Azurite.
 
 Server-side copies are recognised by `method`: the same StorageConfig is one store and identity; the
 same moto server under another endpoint spelling (localhost for 127.0.0.1) is, as far as the copier
@@ -26,8 +27,9 @@ from statekeeper.storage.transfer import (
     VerifyItem,
     verify_objects,
 )
-from statekeeper.storage.transfer import _SizeMismatch, _SourceReader  # the size guard, tested directly
+from statekeeper.storage.transfer import _ExactStream, _SizeMismatch, _SourceReader  # the size guards, tested directly
 
+from tests.plugins.object_stores import azure_uri
 from tests.plugins.s3 import make_bucket
 
 MiB = 1024 * 1024
@@ -389,13 +391,21 @@ def test_transient_errors_are_retried_then_failed(dirs, slow_s3, s3_bucket):
 
 # -- verification ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3),
+                                     pytest.param("gcs", marks=pytest.mark.gcs),
+                                     pytest.param("azure", marks=pytest.mark.azure)])
 def test_verify_objects(backend, request, tmp_path):
     if backend == "local":
         config, base = LOCAL, f"file://{tmp_path}/dr"
-    else:
+    elif backend == "s3":
         config = request.getfixturevalue("s3_config")
         base = f"s3://{request.getfixturevalue('s3_bucket')}/dr"
+    elif backend == "gcs":
+        config = request.getfixturevalue("gcs_config")
+        base = f"gs://{request.getfixturevalue('gcs_bucket')}/dr"
+    else:
+        config = request.getfixturevalue("azure_config")
+        base = azure_uri(request.getfixturevalue("azure_container"), "dr")
     fio = RoutingFileIO(config)
     good, short, corrupt = _payload(5000, 1), _payload(120, 2), _payload(300, 3)
     _put(fio, f"{base}/good", good)
@@ -468,8 +478,233 @@ def test_source_read_other_than_its_stat_size_fails_the_copy(actual, stat_size):
         reader.finish()
 
 
+@pytest.mark.parametrize("actual, stat_size", [(b"x" * 10, 8), (b"x" * 6, 8), (b"x", 0)])
+def test_uploads_to_gcs_and_azure_never_get_the_last_bytes_of_a_source_of_another_size(actual, stat_size):
+    # The stores commit an upload when the stream ends: the end of the source is confirmed before the last
+    # bytes are handed over, so the upload fails uncommitted.
+    stream = _ExactStream(_SourceReader(io.BytesIO(actual), "file:///src/f", stat_size, None), stat_size)
+    handed = []
+    with pytest.raises(_SizeMismatch, match="changed while being copied"):
+        while data := stream.read(3):
+            handed.append(data)
+    assert sum(map(len, handed)) < max(stat_size, 1)
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="part_size"):
         TransferSettings(part_size=1024)
     with pytest.raises(ValueError, match="in_flight"):
         TransferSettings(in_flight=0)
+
+
+# -- GCS, Azure and OSS ----------------------------------------------------------------------------------
+
+def _gcs(request, path: str = "") -> tuple[StorageConfig, str]:
+    base = f"gs://{request.getfixturevalue('gcs_bucket')}"
+    return request.getfixturevalue("gcs_config"), f"{base}/{path}" if path else base
+
+
+def _azure(request, path: str = "") -> tuple[StorageConfig, str]:
+    return request.getfixturevalue("azure_config"), azure_uri(request.getfixturevalue("azure_container"), path)
+
+
+def _store(request, kind: str, path: str) -> tuple[StorageConfig, str]:
+    return _gcs(request, path) if kind == "gcs" else _azure(request, path)
+
+
+REMOTE = [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)]
+
+
+@pytest.mark.gcs
+def test_s3_to_gcs_streams_verifies_and_skips_the_second_time(request, s3_config, s3_bucket):
+    gcs_config, dr = _gcs(request, "dr")
+    small, big = _payload(300_000, 20), _payload(17 * MiB + 3, 21)   # big: above the single-upload size
+    src_io = RoutingFileIO(s3_config)
+    _put(src_io, f"s3://{s3_bucket}/cp/small", small)
+    _put(src_io, f"s3://{s3_bucket}/cp/big", big)
+    transfer = Transfer(s3_config, gcs_config, [dr], TransferSettings(checksum=True),
+                        source_roots=[f"s3://{s3_bucket}/cp"])
+    items = [TransferItem(f"s3://{s3_bucket}/cp/{n}", f"{dr}/cp/{n}", len(d)) for n, d in (("small", small), ("big", big))]
+    first = {r.target: r for r in transfer.run(items)}
+    for name, data in (("small", small), ("big", big)):
+        r = first[f"{dr}/cp/{name}"]
+        assert (r.outcome, r.method, r.size, r.checksum, r.retries) == (TransferOutcome.COPIED, "stream", len(data),
+                                                                       _sha(data), 0)
+        assert RoutingFileIO(gcs_config).read_bytes(f"{dr}/cp/{name}") == data
+    second = list(transfer.run(items))
+    assert {(r.outcome, r.checksum) for r in second} == {(TransferOutcome.SKIPPED, _sha(small)),
+                                                         (TransferOutcome.SKIPPED, _sha(big))}
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_gcs_and_azure_to_local(request, kind, dirs):
+    _, dst = dirs
+    config, cp = _store(request, kind, "cp")
+    data = _payload(5 * MiB + 17, 22)
+    _put(RoutingFileIO(config), f"{cp}/job/shared/f", data)
+    _put(RoutingFileIO(config), f"{cp}/job/shared/empty", b"")
+    transfer = Transfer(config, LOCAL, [dst], TransferSettings(checksum=True), source_roots=[cp])
+    results = {r.target: r for r in transfer.run([TransferItem(f"{cp}/job/shared/f", f"{dst}/job/shared/f", len(data)),
+                                                   TransferItem(f"{cp}/job/shared/empty", f"{dst}/job/shared/empty", 0)])}
+    assert (results[f"{dst}/job/shared/f"].outcome, results[f"{dst}/job/shared/f"].method,
+            results[f"{dst}/job/shared/f"].checksum) == (TransferOutcome.COPIED, "stream", _sha(data))
+    assert results[f"{dst}/job/shared/empty"].outcome is TransferOutcome.COPIED
+    assert RoutingFileIO().read_bytes(f"{dst}/job/shared/f") == data
+    assert os.path.getsize(f"{dst[7:]}/job/shared/empty") == 0
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_local_to_gcs_and_azure_streams_create_only(request, kind, dirs):
+    src, _ = dirs
+    config, dr = _store(request, kind, "dr")
+    data = _payload(200_000, 23)
+    _put(RoutingFileIO(), f"{src}/f", data)
+    _put(RoutingFileIO(), f"{src}/empty", b"")
+    transfer = Transfer(LOCAL, config, [dr], source_roots=[src])
+    assert _one(transfer, f"{src}/f", f"{dr}/f", len(data)).outcome is TransferOutcome.COPIED
+    assert _one(transfer, f"{src}/empty", f"{dr}/empty", 0).outcome is TransferOutcome.COPIED
+    fio = RoutingFileIO(config)
+    assert fio.read_bytes(f"{dr}/f") == data and fio.stat(f"{dr}/empty").size == 0
+    # A target of another size (an earlier copy by another tool) is replaced, as on S3 and local.
+    _put(fio, f"{dr}/f", data[:100])
+    assert _one(transfer, f"{src}/f", f"{dr}/f", len(data)).outcome is TransferOutcome.COPIED
+    assert fio.read_bytes(f"{dr}/f") == data
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_target_created_by_another_writer_after_the_stat_is_not_replaced(request, kind, dirs, monkeypatch):
+    """Absent when stat'ed, the target is written create-only; another writer's object that appears in
+    between makes the upload fail, and the next attempt finds it and skips it (same size)."""
+    src, _ = dirs
+    config, dr = _store(request, kind, "dr")
+    data = _payload(50_000, 24)
+    _put(RoutingFileIO(), f"{src}/f", data)
+    fio = RoutingFileIO(config)
+    other = fio.write(f"{dr}/f", data)          # the other writer got there first
+    transfer = Transfer(LOCAL, config, [dr], TransferSettings(backoff_base=0.01), source_roots=[src])
+    original = Transfer._stat_target
+    calls = []
+
+    def stale_first(self, target):
+        calls.append(target)
+        return None if len(calls) == 1 else original(self, target)   # the first stat predates the object
+
+    monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+    result = _one(transfer, f"{src}/f", f"{dr}/f", len(data))
+    assert (result.outcome, result.retries) == (TransferOutcome.SKIPPED, 1)
+    assert fio.stat(f"{dr}/f").etag == other.etag   # untouched: the create-only upload was refused
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_same_store_copies_server_side_pinned_to_the_stated_version(request, kind, monkeypatch):
+    config, base = _store(request, kind, "")
+    cp, dr = f"{base}/cp", f"{base}/dr"
+    fio = RoutingFileIO(config)
+    data = _payload(70_000, 25)
+    _put(fio, f"{cp}/f", data)
+    transfer = Transfer(config, None, [dr], TransferSettings(checksum=True), source_roots=[cp])
+    item = TransferItem(f"{cp}/f", f"{dr}/f", len(data))
+    first, second = transfer.copy_one(item), transfer.copy_one(item)
+    assert (first.outcome, first.method, first.checksum) == (TransferOutcome.COPIED, "server_side", _sha(data))
+    assert (second.outcome, second.checksum) == (TransferOutcome.SKIPPED, _sha(data))
+    assert fio.read_bytes(f"{dr}/f") == data
+
+    # The source is rewritten (same size) between the copier's stat and its copy: the store refuses the copy.
+    _put(fio, f"{cp}/g", data)
+    original = Transfer._stat_source
+
+    def then_rewritten(self, source):
+        info = original(self, source)
+        _put(fio, source, data[::-1])
+        return info
+
+    monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+    changed = Transfer(config, None, [dr], source_roots=[cp]).copy_one(TransferItem(f"{cp}/g", f"{dr}/g"))
+    assert (changed.outcome, changed.retries) == (TransferOutcome.SOURCE_CHANGED, 0)
+    assert "changed since it was stat'ed" in changed.message
+    assert not fio.exists(f"{dr}/g")
+
+
+@pytest.mark.gcs
+def test_gcs_checksums_catch_a_same_size_corrupted_target_in_size_mode(request):
+    config, base = _gcs(request)
+    fio = RoutingFileIO(config)
+    data = _payload(10_000, 26)
+    _put(fio, f"{base}/cp/f", data)
+    _put(fio, f"{base}/dr/f", data[::-1])   # same size, other bytes: another CRC32C
+    transfer = Transfer(config, None, [f"{base}/dr"])
+    result = transfer.copy_one(TransferItem(f"{base}/cp/f", f"{base}/dr/f"))
+    assert (result.outcome, result.method) == (TransferOutcome.COPIED, "server_side")
+    assert fio.read_bytes(f"{base}/dr/f") == data
+    assert transfer.copy_one(TransferItem(f"{base}/cp/f", f"{base}/dr/f")).outcome is TransferOutcome.SKIPPED
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_source_rewritten_while_streamed_is_source_changed_and_writes_nothing(request, kind, dirs, monkeypatch):
+    _, dst = dirs
+    config, cp = _store(request, kind, "cp")
+    data = _payload(300_000, 27)
+    fio = RoutingFileIO(config)
+    _put(fio, f"{cp}/f", data)
+    original = Transfer._open_source
+
+    def rewritten_after_open(self, src, hashed):
+        opened = original(self, src, hashed)
+        _put(fio, src.uri, data[::-1])   # the reads are pinned to the version stat'ed before
+        return opened
+
+    monkeypatch.setattr(Transfer, "_open_source", rewritten_after_open)
+    transfer = Transfer(config, LOCAL, [dst], source_roots=[cp])
+    result = _one(transfer, f"{cp}/f", f"{dst}/f", len(data))
+    assert (result.outcome, result.retries) == (TransferOutcome.SOURCE_CHANGED, 0)
+    assert os.listdir(dst[7:]) == []
+
+
+@pytest.mark.gcs
+def test_gcs_source_gone_before_the_copy_is_source_missing(request, monkeypatch):
+    config, base = _gcs(request)
+    fio = RoutingFileIO(config)
+    _put(fio, f"{base}/cp/f", b"data")
+    original = Transfer._stat_source
+
+    def then_deleted(self, source):
+        info = original(self, source)
+        fio.delete_many([source])
+        return info
+
+    monkeypatch.setattr(Transfer, "_stat_source", then_deleted)
+    result = Transfer(config, None, [f"{base}/dr"]).copy_one(TransferItem(f"{base}/cp/f", f"{base}/dr/f"))
+    assert result.outcome is TransferOutcome.SOURCE_MISSING and not fio.exists(f"{base}/dr/f")
+
+
+@pytest.mark.azure
+@pytest.mark.gcs
+def test_gcs_to_azure_streams_between_stores(request):
+    gcs_config, cp = _gcs(request, "cp")
+    azure_config, dr = _azure(request, "dr")
+    data = _payload(1 * MiB + 5, 28)
+    _put(RoutingFileIO(gcs_config), f"{cp}/f", data)
+    transfer = Transfer(gcs_config, azure_config, [dr], TransferSettings(checksum=True), source_roots=[cp])
+    result = _one(transfer, f"{cp}/f", f"{dr}/f", len(data))
+    assert (result.outcome, result.method, result.checksum) == (TransferOutcome.COPIED, "stream", _sha(data))
+    assert RoutingFileIO(azure_config).read_bytes(f"{dr}/f") == data
+
+
+@pytest.mark.s3
+def test_oss_targets_and_server_side_copies_through_the_s3_api(dirs, moto_server):
+    """moto stands in for OSS's S3-compatible endpoint (path style)."""
+    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY
+
+    src, _ = dirs
+    config = StorageConfig(oss_endpoint=moto_server.endpoint, oss_access_key_id=MOTO_ACCESS_KEY,
+                           oss_access_key_secret=MOTO_SECRET_KEY, oss_path_style=True)
+    bucket = make_bucket(config.oss_s3_config())
+    data = _payload(40_000, 29)
+    _put(RoutingFileIO(), f"{src}/f", data)
+    upload = _one(Transfer(LOCAL, config, [f"oss://{bucket}/cp"], source_roots=[src]), f"{src}/f",
+                  f"oss://{bucket}/cp/f", len(data))
+    assert (upload.outcome, upload.method) == (TransferOutcome.COPIED, "stream")
+    copied = _one(Transfer(config, None, [f"oss://{bucket}/dr"], source_roots=[f"oss://{bucket}/cp"]),
+                  f"oss://{bucket}/cp/f", f"oss://{bucket}/dr/f", len(data))
+    assert (copied.outcome, copied.method) == (TransferOutcome.COPIED, "server_side")
+    assert RoutingFileIO(config).read_bytes(f"oss://{bucket}/dr/f") == data

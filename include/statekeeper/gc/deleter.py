@@ -12,6 +12,21 @@ S3: the re-check lists each parent "directory" from just before its first candid
 go out in DeleteObjects batches, `requests_in_flight` requests at a time, under a token-bucket rate
 limit, with exponential back-off and full jitter on throttling and connection errors. botocore's own
 retries are off so that every retry is counted here (`DeleteResult.retries`, `on_progress`).
+OSS (`oss://`) takes the same path through its S3-compatible API (StorageConfig.oss_s3_config), with a
+client of its own: an OSS bucket is never confused with an S3 bucket of the same name.
+
+GCS and Azure: the same re-check (listing pages of each parent "directory", from the first candidate
+on GCS; a single candidate or sparse candidates by a metadata read), and then a delete that is itself
+conditional on the planned version: GCS `ifGenerationMatch=<planned generation>` in JSON batch requests
+of up to 100 calls, Azure `If-Match: <planned ETag>` in Blob Batch requests of up to 256 (or, on an
+account that refuses Blob Batch, single Delete Blob requests with the same If-Match). An object
+rewritten between the re-check and the delete is therefore kept by the store itself (412: CHANGED_SKIPPED,
+or ALREADY_GONE when a follow-up read finds it gone). A plan row without a version id (etag) cannot be
+pinned and is FAILED, never deleted unconditionally. Same rate limit, back-off and retry counting; the
+clients' own retries are off.
+
+Every object-store URI must be spelled exactly as the listing spells it (canonical): a URI that
+normalizes to another string (an alias scheme, a `wasbs://` spelling, a trailing slash) is FAILED.
 Local/NFS: a bounded thread pool does lstat re-check + unlink; emptied `chk-<N>` directories go.
 """
 from __future__ import annotations
@@ -32,8 +47,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from statekeeper.storage.config import StorageConfig
-from statekeeper.storage.errors import OutsideRootError, StorageError
+from statekeeper.storage.errors import (
+    OutsideRootError,
+    StorageConfigError,
+    StorageError,
+    vendor_status,
+    vendor_transient,
+)
 from statekeeper.storage.local import file_uri, local_path, object_type_of, symlink_below
+from statekeeper.storage.model import RETRIABLE_HTTP_STATUS, ConditionalDelete, ConditionalOutcome
 from statekeeper.storage.roots import Root, Roots
 from statekeeper.tables.vocabulary import GcOutcome
 from statekeeper.uri import normalize_uri
@@ -64,8 +86,8 @@ class DeleteResult:
 @dataclass(frozen=True)
 class DeleteSettings:
     max_deletes_per_second: float | None = None   # this task's share of the run's global limit; None: unlimited
-    batch_size: int = 1000                        # S3 DeleteObjects keys per request (<= 1000)
-    requests_in_flight: int = 4                   # S3: concurrent DeleteObjects / re-check requests per task
+    batch_size: int = 1000                        # keys per delete request (<= 1000; GCS uses <= 100, Azure <= 256)
+    requests_in_flight: int = 4                   # object stores: concurrent delete / re-check requests per task
     local_threads: int = 16                       # local/NFS: concurrent unlink/lstat per task
     max_attempts: int = 8                         # per request/key, throttling and connection errors
     backoff_base: float = 0.2                     # seconds; exponential with full jitter
@@ -91,6 +113,8 @@ RETRIABLE_CODES = frozenset({
 RETRIABLE_STATUS = frozenset({500, 502, 503, 504})
 _CHK_DIR = re.compile(r"chk-\d+")
 _LIST_FALLBACK_FACTOR = 4    # a listing page scanning more than 4x the remaining candidates: HEAD the rest
+_GCS_BATCH_MAX = 100         # calls per GCS JSON batch request
+_AZURE_BATCH_MAX = 256       # sub-requests per Azure Blob Batch request
 _LOCAL_CHUNK = 2000          # local items per progress report
 _EPISODE_GAP_S = 30.0        # throttling retries closer together than this are one episode (one WARNING)
 
@@ -173,13 +197,14 @@ class _Throttle:
             if new:
                 self.episodes += 1
         if new:
-            log.warning("S3 is throttling or unreachable (%s on %s); backing off with jitter (first delay %.2fs) and "
-                        "retrying up to max_attempts per request; further retries in this episode are not logged",
-                        reason, what, delay)
+            log.warning("the object store is throttling or unreachable (%s on %s); backing off with jitter (first "
+                        "delay %.2fs) and retrying up to max_attempts per request; further retries in this episode "
+                        "are not logged", reason, what, delay)
 
 
 def _classify(exc: BaseException) -> tuple[bool, str]:
-    """(retriable, code) of an exception raised by a boto3 call."""
+    """(retriable, code) of an exception raised by a boto3, google-cloud-storage or azure-storage-blob call
+    (or a StorageError raised from one: the cause decides)."""
     from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
 
     if isinstance(exc, ClientError):
@@ -188,6 +213,19 @@ def _classify(exc: BaseException) -> tuple[bool, str]:
         return (code in RETRIABLE_CODES or status in RETRIABLE_STATUS), (code or str(status or "Error"))
     if isinstance(exc, (BotoConnectionError, HTTPClientError)):
         return True, type(exc).__name__
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        status = vendor_status(link)
+        if status is not None:
+            code = getattr(link, "error_code", None) or status
+            return status in RETRIABLE_HTTP_STATUS, str(getattr(code, "value", code))
+        if vendor_transient(link) or isinstance(link, (ConnectionError, TimeoutError)):
+            return True, type(link).__name__
+        if isinstance(link, StorageConfigError):
+            break   # settings or credentials: trying again cannot help
+        link = link.__cause__ or link.__context__
     return False, type(exc).__name__
 
 
@@ -225,6 +263,18 @@ class _Outcome:
     bytes_done: int = 0
 
 
+@dataclass(frozen=True)
+class _Ops:
+    """One object store's work units, for the coordinating loop (`Deleter._run_batched`)."""
+
+    scheme: str                                          # for messages and thread names
+    batch: int                                           # keys per delete request
+    list_page: Callable[[_PrefixScan], _Outcome]         # re-check one listing page of a prefix scan
+    head: Callable[[str, _Key], _Outcome]                # re-check one key by a metadata read
+    delete: Callable[[str, list[_Key]], _Outcome]        # delete verified keys of one bucket/container
+    uri: Callable[[str, str], str]                       # (bucket/container, key) -> URI, for messages
+
+
 class Deleter:
     """Re-check and delete planned files of one Spark partition. Picklable: clients, pools and
     locks are created lazily in the process that runs it.
@@ -245,6 +295,8 @@ class Deleter:
 
     def _reset(self) -> None:
         self._client: Any = None
+        self._oss_client: Any = None
+        self._stores: dict[str, _VersionedStore] = {}
         self._lock = threading.Lock()
         self._throttle = _Throttle()
         rate = self.settings.max_deletes_per_second
@@ -280,6 +332,29 @@ class Deleter:
                                                   max_pool_connections=self.settings.requests_in_flight + 2)
         return self._client
 
+    def _s3_client(self, scheme: str) -> Any:
+        """The raw boto3 client for `s3` (the S3 settings) or `oss` (OSS's S3-compatible endpoint)."""
+        if scheme == "s3":
+            return self.client
+        if self._oss_client is None:
+            with self._lock:
+                if self._oss_client is None:
+                    from statekeeper.storage.s3 import make_s3_client
+
+                    self._oss_client = make_s3_client(self.storage.oss_s3_config(), max_attempts=1,
+                                                      max_pool_connections=self.settings.requests_in_flight + 2)
+        return self._oss_client
+
+    def _store(self, scheme: str) -> _VersionedStore:
+        found = self._stores.get(scheme)
+        if found is None:
+            with self._lock:
+                found = self._stores.get(scheme)
+                if found is None:
+                    found = self._stores[scheme] = (_GcsStore if scheme == "gs" else _AzureStore)(
+                        self.storage, self.settings.requests_in_flight)
+        return found
+
     # -- driver ---------------------------------------------------------------------------------
 
     def run(self, items: Iterable[PlannedDelete]) -> Iterator[DeleteResult]:
@@ -298,6 +373,8 @@ class Deleter:
     def _run_group(self, items: list[PlannedDelete]) -> Iterator[DeleteResult]:
         local: list[tuple[PlannedDelete, Root]] = []
         s3: list[tuple[PlannedDelete, str, str]] = []
+        oss: list[tuple[PlannedDelete, str, str]] = []
+        versioned: dict[str, list[tuple[PlannedDelete, str, str]]] = {"gs": [], "abfss": []}
         refused: list[DeleteResult] = []
         for item in items:
             try:
@@ -323,9 +400,27 @@ class Deleter:
                                                  f"(it would address s3://{bucket}/{key}); not deleted"))
                 else:
                     s3.append((item, bucket, key))
+            elif norm != item.uri:
+                # Listings spell every object canonically; another spelling (`wasbs://`, `GS://`, a trailing
+                # `/`) is not the listed object, so it is refused, not re-spelled and deleted.
+                refused.append(_failed(item, f"{item.uri} is not spelled as the index lists objects (it would "
+                                             f"address {norm}); not deleted"))
+            elif norm.startswith("oss://"):
+                bucket, _, key = norm[len("oss://"):].partition("/")
+                oss.append((item, bucket, key))
+            elif norm.startswith(("gs://", "abfss://")):
+                scheme = norm.partition(":")[0]
+                store_cls = _GcsStore if scheme == "gs" else _AzureStore
+                problem = store_cls.version_problem(item.etag)
+                if problem is not None:
+                    refused.append(_failed(item, f"{item.uri}: {problem}, so the delete cannot be made conditional on "
+                                                 "the planned version; not deleted (re-index and re-plan)"))
+                else:
+                    container, key = store_cls.split(norm)
+                    versioned[scheme].append((item, container, key))
             else:
-                refused.append(_failed(item, f"{item.uri}: no deleter for this URI scheme (file:// and s3:// "
-                                             "are supported); not deleted"))
+                refused.append(_failed(item, f"{item.uri}: no deleter for this URI scheme (file://, s3://, oss://, "
+                                             "gs:// and abfss:// are supported); not deleted"))
         if refused:
             self._progress(len(refused), 0, 0)
             yield from refused
@@ -333,6 +428,11 @@ class Deleter:
             yield from self._run_local(local)
         if s3:
             yield from self._run_s3(s3)
+        if oss:
+            yield from self._run_s3(oss, "oss")
+        for scheme, group in versioned.items():
+            if group:
+                yield from self._run_versioned(group, scheme)
 
     # -- local / NFS ----------------------------------------------------------------------------
 
@@ -443,7 +543,17 @@ class Deleter:
 
     # -- S3 -------------------------------------------------------------------------------------
 
-    def _run_s3(self, items: list[tuple[PlannedDelete, str, str]]) -> Iterator[DeleteResult]:
+    def _run_s3(self, items: list[tuple[PlannedDelete, str, str]], scheme: str = "s3") -> Iterator[DeleteResult]:
+        ops = _Ops(scheme, self._batch_size,
+                   lambda scan: self._list_page(scan, scheme),
+                   lambda bucket, key: self._head(bucket, key, scheme),
+                   lambda bucket, keys: self._delete_batch(bucket, keys, scheme),
+                   lambda bucket, key: f"{scheme}://{bucket}/{key}")
+        return self._run_batched(items, ops)
+
+    def _run_batched(self, items: list[tuple[PlannedDelete, str, str]], ops: _Ops) -> Iterator[DeleteResult]:
+        """Re-check and delete (container, key) items with `ops`: listing pages and HEADs resolve keys,
+        verified keys go out in batches; `requests_in_flight` units at a time."""
         # Group by bucket and parent "directory"; the same key twice shares one check and delete.
         groups: dict[tuple[str, str], dict[str, _Key]] = {}
         for item, bucket, key in items:
@@ -477,10 +587,10 @@ class Deleter:
             in_flight.add(future)
 
         limit = self.settings.requests_in_flight
-        batch = self._batch_size
+        batch = ops.batch
         checks_in_flight = 0
 
-        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="statekeeper-gc-s3") as pool:
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"statekeeper-gc-{ops.scheme}") as pool:
             while done < total:
                 # Deletes first (keeps the re-check -> delete window short), then re-checks, then
                 # partial batches once nothing is left to re-check.
@@ -488,33 +598,34 @@ class Deleter:
                     full = next((b for b, keys in ready.items() if len(keys) >= batch), None)
                     if full is not None:
                         keys, ready[full] = ready[full][:batch], ready[full][batch:]
-                        submit(False, full, keys, self._delete_batch, full, keys)
+                        submit(False, full, keys, ops.delete, full, keys)
                     elif scans:
                         scan = scans.popleft()
-                        submit(True, scan.bucket, scan.keys[scan.position:], self._list_page, scan)
+                        submit(True, scan.bucket, scan.keys[scan.position:], ops.list_page, scan)
                         checks_in_flight += 1
                     elif heads:
                         bucket, key = heads.popleft()
-                        submit(True, bucket, [key], self._head, bucket, key)
+                        submit(True, bucket, [key], ops.head, bucket, key)
                         checks_in_flight += 1
                     elif checks_in_flight == 0 and any(ready.values()):
                         bucket = next(b for b, keys in ready.items() if keys)
                         keys, ready[bucket] = ready[bucket][:batch], ready[bucket][batch:]
-                        submit(False, bucket, keys, self._delete_batch, bucket, keys)
+                        submit(False, bucket, keys, ops.delete, bucket, keys)
                     else:
                         break
                 if not in_flight:
-                    raise RuntimeError(f"S3 deleter stalled with {total - done} of {total} items unresolved")
+                    raise RuntimeError(f"{ops.scheme} deleter stalled with {total - done} of {total} items unresolved")
                 finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                 for future in finished:
                     is_check, bucket, unit_keys = units.pop(future)
                     checks_in_flight -= is_check
                     try:
-                        outcome = future.result()   # work units report S3 errors as results
+                        outcome = future.result()   # work units report storage errors as results
                     except Exception as exc:  # noqa: BLE001 - a bug in one unit must not stop the others
-                        log.exception("unexpected error re-checking/deleting %d key(s) in s3://%s", len(unit_keys), bucket)
+                        log.exception("unexpected error re-checking/deleting %d key(s) in %s", len(unit_keys),
+                                      ops.uri(bucket, ""))
                         outcome = _Outcome(results=[
-                            _failed(item, f"cannot {'re-check' if is_check else 'delete'} s3://{bucket}/{k.key}: "
+                            _failed(item, f"cannot {'re-check' if is_check else 'delete'} {ops.uri(bucket, k.key)}: "
                                           f"unexpected {type(exc).__name__}: {exc}; not deleted (please report this)",
                                     k.retries)
                             for k in unit_keys for item in k.items])
@@ -570,7 +681,7 @@ class Deleter:
             result = _changed(item, diffs or ["another plan row for the same key differs"])
             out.results.append(DeleteResult(result.uri, result.outcome, result.message, key.retries, result.attempted_at))
 
-    def _list_page(self, scan: _PrefixScan) -> _Outcome:
+    def _list_page(self, scan: _PrefixScan, scheme: str = "s3") -> _Outcome:
         out = _Outcome()
         remaining = len(scan.keys) - scan.position
         kwargs: dict[str, Any] = {"Bucket": scan.bucket, "Prefix": scan.prefix, "Delimiter": "/",
@@ -579,8 +690,8 @@ class Deleter:
             kwargs["ContinuationToken"] = scan.token
         else:
             kwargs["StartAfter"] = scan.start_after
-        response, retries, error = self._call(f"listing s3://{scan.bucket}/{scan.prefix}",
-                                              lambda: self.client.list_objects_v2(**kwargs))
+        response, retries, error = self._call(f"listing {scheme}://{scan.bucket}/{scan.prefix}",
+                                              lambda: self._s3_client(scheme).list_objects_v2(**kwargs))
         out.retries += retries
         if error is not None:
             # The listing keeps failing: re-check each key by HEAD instead (with its own retries).
@@ -621,17 +732,17 @@ class Deleter:
                                response["NextContinuationToken"])
         return out
 
-    def _head(self, bucket: str, key: _Key) -> _Outcome:
+    def _head(self, bucket: str, key: _Key, scheme: str = "s3") -> _Outcome:
         from botocore.exceptions import ClientError
 
         out = _Outcome()
-        uri = f"s3://{bucket}/{key.key}"
+        uri = f"{scheme}://{bucket}/{key.key}"
         absent = False
 
         def head() -> Any:
             nonlocal absent
             try:
-                return self.client.head_object(Bucket=bucket, Key=key.key)
+                return self._s3_client(scheme).head_object(Bucket=bucket, Key=key.key)
             except ClientError as exc:
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
                 if status == 404 or exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
@@ -653,7 +764,173 @@ class Deleter:
                          response.get("LastModified"), out)
         return out
 
-    def _delete_batch(self, bucket: str, keys: list[_Key]) -> _Outcome:
+    # -- GCS and Azure: deletes conditional on the planned version ------------------------------
+
+    def _run_versioned(self, items: list[tuple[PlannedDelete, str, str]], scheme: str) -> Iterator[DeleteResult]:
+        store = self._store(scheme)
+        try:
+            store.ready({container for _, container, _ in items})
+        except (StorageError, ValueError) as exc:   # credentials, an account without them
+            results = [_failed(item, f"cannot delete {item.uri}: {exc}; not deleted") for item, _, _ in items]
+            self._progress(len(results), 0, 0)
+            yield from results
+            return
+        ops = _Ops(scheme, min(self._batch_size, store.batch_max),
+                   lambda scan: self._versioned_page(store, scan),
+                   lambda container, key: self._versioned_head(store, container, key),
+                   lambda container, keys: self._versioned_delete(store, container, keys),
+                   store.uri)
+        yield from self._run_batched(items, ops)
+
+    def _verify_seen(self, container: str, key: _Key, seen: _Seen | None, out: _Outcome, uri: str) -> None:
+        if seen is not None and not seen.regular:
+            for item in key.items:
+                out.results.append(DeleteResult(item.uri, GcOutcome.CHANGED_SKIPPED,
+                                                f"{uri} is now a directory (hierarchical namespace), not the planned "
+                                                "file; not deleted", key.retries, _now()))
+            return
+        if seen is None:
+            self._verify(container, key, None, None, None, out)
+        else:
+            self._verify(container, key, seen.size, seen.etag, seen.mtime, out)
+
+    def _versioned_page(self, store: _VersionedStore, scan: _PrefixScan) -> _Outcome:
+        out = _Outcome()
+        remaining = len(scan.keys) - scan.position
+        # The first page starts at the first candidate (GCS startOffset is inclusive; Azure lists the
+        # "directory" from its start); later pages continue with the store's token.
+        start = scan.keys[scan.position].key if scan.token is None else None
+        response, retries, error = self._call(
+            f"listing {store.uri(scan.bucket, scan.prefix)}",
+            lambda: store.list_page(scan.bucket, scan.prefix, start, scan.token, self.storage.list_page_size))
+        out.retries += retries
+        if error is not None:
+            for key in scan.keys[scan.position:]:   # re-check each by a metadata read instead
+                key.retries += retries
+                out.heads.append((scan.bucket, key))
+            return out
+        seen, bound, scanned, token = response
+        position = scan.position
+        while position < len(scan.keys):
+            key = scan.keys[position]
+            if token and (bound is None or key.key > bound):
+                break   # beyond this page: a later page decides
+            key.retries += retries
+            self._verify_seen(scan.bucket, key, seen.get(key.key), out, store.uri(scan.bucket, key.key))
+            position += 1
+        if position >= len(scan.keys):
+            return out
+        if scanned > _LIST_FALLBACK_FACTOR * remaining:
+            out.heads.extend((scan.bucket, key) for key in scan.keys[position:])
+            return out
+        out.scan = _PrefixScan(scan.bucket, scan.prefix, scan.keys, position, scan.start_after, token)
+        return out
+
+    def _versioned_head(self, store: _VersionedStore, container: str, key: _Key) -> _Outcome:
+        out = _Outcome()
+        uri = store.uri(container, key.key)
+        seen, retries, error = self._call(f"reading the metadata of {uri}", lambda: store.stat(container, key.key))
+        out.retries += retries
+        key.retries += retries
+        if error is not None:
+            for item in key.items:
+                out.results.append(_failed(item, f"cannot re-check {uri} before deleting ({error}); not deleted",
+                                           key.retries))
+        else:
+            self._verify_seen(container, key, seen, out, uri)
+        return out
+
+    def _versioned_delete(self, store: _VersionedStore, container: str, keys: list[_Key]) -> _Outcome:
+        """Delete verified keys, each conditional on its planned version (all items of a key agree on it:
+        `_verify` let it through). Answers: deleted, missing (ALREADY_GONE), refused because another
+        version is live (read once more: ALREADY_GONE or CHANGED_SKIPPED), retriable (retried with
+        back-off, counted), or failed."""
+        out = _Outcome()
+        pending = {k.key: k for k in keys}
+        refused: dict[str, ConditionalDelete] = {}
+        last_error: dict[str, str] = {}
+        last_code = ""
+        request_failed = False
+        attempt = 0
+        what = f"conditional batch delete in {store.uri(container, '')}"
+        while pending and attempt < self.settings.max_attempts:
+            attempt += 1
+            if attempt > 1:
+                out.retries += 1 if request_failed else len(pending)
+                for k in pending.values():
+                    k.retries += 1
+                delay = self._backoff(attempt - 1)
+                self._throttle.hit(what, last_code, delay)
+                time.sleep(delay)
+            if self._limiter is not None:
+                self._limiter.acquire(len(pending))
+            batch = list(pending.values())
+            try:
+                answers = store.delete(container, [(k.key, str(k.items[0].etag)) for k in batch])
+                if len(answers) != len(batch):
+                    raise StorageError(f"{len(answers)} answers for {len(batch)} conditional deletes")
+            except Exception as exc:  # noqa: BLE001 - classified below
+                retriable, last_code = _classify(exc)
+                for k in batch:
+                    last_error[k.key] = f"{last_code}: {exc}"
+                if not retriable:
+                    break
+                request_failed = True
+                continue
+            request_failed = False
+            for k, answer in zip(batch, answers, strict=True):
+                if answer.outcome is ConditionalOutcome.FAILED and answer.retriable:
+                    last_code = answer.code or str(answer.status)
+                    last_error[k.key] = f"{last_code}: {answer.message}"
+                    continue   # stays pending: retried with the next attempt
+                del pending[k.key]
+                if answer.outcome is ConditionalOutcome.DELETED:
+                    for item in k.items:
+                        out.results.append(DeleteResult(item.uri, GcOutcome.DELETED, None, k.retries, _now()))
+                        out.bytes_done += item.size
+                elif answer.outcome is ConditionalOutcome.MISSING:
+                    for item in k.items:
+                        out.results.append(_gone(item, k.retries))
+                elif answer.outcome is ConditionalOutcome.CHANGED:
+                    refused[k.key] = answer
+                else:
+                    for item in k.items:
+                        out.results.append(_failed(item, f"cannot delete {answer.uri}: {answer.code}: {answer.message}; "
+                                                         "not deleted: check the permissions and re-run GC", k.retries))
+        for k in pending.values():
+            message = last_error.get(k.key, "no attempt made")
+            for item in k.items:
+                out.results.append(_failed(item, f"cannot delete {store.uri(container, k.key)} after {attempt} "
+                                                 f"attempt(s): {message}; not deleted, re-run GC later", k.retries))
+        for k in keys:
+            if k.key in refused:
+                self._after_refusal(store, container, k, refused[k.key], out)
+        return out
+
+    def _after_refusal(self, store: _VersionedStore, container: str, key: _Key, answer: ConditionalDelete,
+                       out: _Outcome) -> None:
+        """The store refused a delete pinned to the planned version: the object changed (or vanished) after
+        the re-check. One more metadata read tells which; either way nothing was deleted."""
+        uri = store.uri(container, key.key)
+        seen, retries, error = self._call(f"reading the metadata of {uri}", lambda: store.stat(container, key.key))
+        out.retries += retries
+        key.retries += retries
+        if error is None and seen is None:
+            for item in key.items:
+                out.results.append(_gone(item, key.retries))
+            return
+        for item in key.items:
+            now = "" if seen is None else (", ".join(_differences(item, seen.size, seen.etag, seen.mtime))
+                                           or "no difference visible now")
+            out.results.append(DeleteResult(
+                item.uri, GcOutcome.CHANGED_SKIPPED,
+                f"{uri} changed between the re-check and the delete: the store refused the delete conditional on the "
+                f"planned version {item.etag} ({answer.status} {answer.code}{'; ' + now if now else ''}); not deleted "
+                "(the next index run and GC plan will see the new version)", key.retries, _now()))
+
+    # -- S3 deletes -------------------------------------------------------------------------------
+
+    def _delete_batch(self, bucket: str, keys: list[_Key], scheme: str = "s3") -> _Outcome:
         out = _Outcome()
         pending = {k.key: k for k in keys}
         last_error: dict[str, str] = {}
@@ -668,13 +945,13 @@ class Deleter:
                 for k in pending.values():
                     k.retries += 1
                 delay = self._backoff(attempt - 1)
-                self._throttle.hit(f"DeleteObjects on s3://{bucket}", last_code, delay)
+                self._throttle.hit(f"DeleteObjects on {scheme}://{bucket}", last_code, delay)
                 time.sleep(delay)
             if self._limiter is not None:
                 self._limiter.acquire(len(pending))
             batch = list(pending.values())
             try:
-                response = self.client.delete_objects(
+                response = self._s3_client(scheme).delete_objects(
                     Bucket=bucket, Delete={"Objects": [{"Key": k.key} for k in batch], "Quiet": True})
             except Exception as exc:  # noqa: BLE001 - classified below
                 retriable, last_code = _classify(exc)
@@ -701,11 +978,178 @@ class Deleter:
                     continue
                 del pending[k.key]
                 for item in k.items:
-                    out.results.append(_failed(item, f"cannot delete s3://{bucket}/{k.key}: {last_error[k.key]}; "
+                    out.results.append(_failed(item, f"cannot delete {scheme}://{bucket}/{k.key}: {last_error[k.key]}; "
                                                      "check the bucket policy / permissions and re-run GC", k.retries))
         for k in pending.values():
             message = last_error.get(k.key, "no attempt made")
             for item in k.items:
-                out.results.append(_failed(item, f"cannot delete s3://{bucket}/{k.key} after {attempt} attempt(s): "
+                out.results.append(_failed(item, f"cannot delete {scheme}://{bucket}/{k.key} after {attempt} attempt(s): "
                                                  f"{message}; not deleted, re-run GC later", k.retries))
         return out
+
+
+# -- GCS and Azure through their vendor clients ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """One object as a re-check saw it."""
+
+    size: int
+    etag: str | None
+    mtime: datetime | None
+    regular: bool = True          # False: an Azure hierarchical-namespace directory entry
+
+
+class _VersionedStore:
+    """A store whose deletes can be pinned to a version (GCS generation, Azure ETag), reached through its
+    FileIO and vendor client with the client's own retries off: the deleter retries and counts.
+    Containers are strings (`gs` bucket name, Azure `abfss://container@account.dfs.<suffix>`)."""
+
+    scheme = ""
+    batch_max = 1
+
+    def __init__(self, storage: StorageConfig, pool: int) -> None:
+        self.storage = storage
+        self.pool = pool
+        self.fileio: Any = None
+
+    @staticmethod
+    def version_problem(etag: str | None) -> str | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def split(uri: str) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def uri(self, container: str, key: str) -> str:
+        raise NotImplementedError
+
+    def ready(self, containers: set[str]) -> None:
+        """Make the clients now (StorageError on missing or unusable credentials)."""
+
+    def list_page(self, container: str, prefix: str, start: str | None, token: str | None,
+                  page_size: int) -> tuple[dict[str, _Seen], str | None, int, str | None]:
+        """One listing page of the direct children of `prefix` ("" or ending in "/"): (objects by key,
+        the greatest name or sub-prefix on the page, names on the page, token of the next page or None)."""
+        raise NotImplementedError
+
+    def stat(self, container: str, key: str) -> _Seen | None:
+        raise NotImplementedError
+
+    def delete(self, container: str, pairs: list[tuple[str, str]]) -> list[ConditionalDelete]:
+        return self.fileio.delete_if_unchanged([(self.uri(container, key), etag) for key, etag in pairs])
+
+
+class _GcsStore(_VersionedStore):
+    scheme = "gs"
+    batch_max = _GCS_BATCH_MAX
+
+    @staticmethod
+    def version_problem(etag: str | None) -> str | None:
+        if not etag:
+            return "the plan has no GCS generation for it"
+        if not etag.isdigit() or int(etag) <= 0:
+            return f"its planned etag {etag!r} is not a GCS generation"
+        return None
+
+    @staticmethod
+    def split(uri: str) -> tuple[str, str]:
+        bucket, _, key = uri[len("gs://"):].partition("/")
+        return bucket, key
+
+    def uri(self, container: str, key: str) -> str:
+        return f"gs://{container}/{key}" if key else f"gs://{container}"
+
+    def ready(self, containers: set[str]) -> None:
+        from statekeeper.storage.gcs import GcsFileIO
+
+        if self.fileio is None:
+            fileio = GcsFileIO(self.storage)
+            fileio.client   # noqa: B018 - credentials are checked here, once
+            self.fileio = fileio
+
+    def list_page(self, container: str, prefix: str, start: str | None, token: str | None,
+                  page_size: int) -> tuple[dict[str, _Seen], str | None, int, str | None]:
+        iterator = self.fileio.client.list_blobs(container, prefix=prefix or None, delimiter="/",
+                                                 start_offset=start or None, page_size=page_size,
+                                                 page_token=token, retry=None)
+        page = next(iterator.pages, None)
+        seen: dict[str, _Seen] = {}
+        names: list[str] = []
+        if page is not None:
+            for blob in page:
+                names.append(blob.name)
+                if not blob.name.endswith("/"):   # "folder" placeholders are never planned
+                    seen[blob.name] = self._seen(blob)
+            names.extend(page.prefixes)
+        return seen, max(names, default=None), len(names), iterator.next_page_token
+
+    def stat(self, container: str, key: str) -> _Seen | None:
+        blob = self.fileio.client.bucket(container).get_blob(key, retry=None)
+        return None if blob is None else self._seen(blob)
+
+    @staticmethod
+    def _seen(blob: Any) -> _Seen:
+        return _Seen(int(blob.size or 0), str(blob.generation) if blob.generation is not None else None, blob.updated)
+
+
+class _AzureStore(_VersionedStore):
+    scheme = "abfss"
+    batch_max = _AZURE_BATCH_MAX
+
+    @staticmethod
+    def version_problem(etag: str | None) -> str | None:
+        return None if etag and etag.strip('"') else "the plan has no Azure ETag for it"
+
+    @staticmethod
+    def split(uri: str) -> tuple[str, str]:
+        from statekeeper.storage.azure import AzureLocation
+
+        loc = AzureLocation(uri)
+        return loc.base, loc.path
+
+    def uri(self, container: str, key: str) -> str:
+        return f"{container}/{key}" if key else container
+
+    def ready(self, containers: set[str]) -> None:
+        from statekeeper.storage.azure import AzureFileIO, AzureLocation
+
+        if self.fileio is None:
+            # max_attempts=1: the client's retry policy is off (retry_total=0), every retry is counted here.
+            self.fileio = AzureFileIO(self.storage.with_overrides(max_attempts=1))
+        for container in sorted(containers):
+            self.fileio.service(AzureLocation(container))   # one account's credentials, checked once
+
+    def _loc(self, container: str, key: str) -> Any:
+        from statekeeper.storage.azure import AzureLocation
+
+        return AzureLocation(self.uri(container, key))
+
+    def list_page(self, container: str, prefix: str, start: str | None, token: str | None,
+                  page_size: int) -> tuple[dict[str, _Seen], str | None, int, str | None]:
+        from statekeeper.storage.azure import _etag, _is_folder
+
+        # Blob listings have no start key: the first page starts at the "directory"'s first name.
+        pages = self.fileio._container(self._loc(container, "")).walk_blobs(
+            name_starts_with=prefix or None, include=["metadata"], delimiter="/",
+            results_per_page=page_size).by_page(continuation_token=token)
+        page = next(pages, None)
+        seen: dict[str, _Seen] = {}
+        names: list[str] = []
+        for item in page or ():
+            names.append(item.name)
+            if hasattr(item, "size") and not item.name.endswith("/"):   # not a BlobPrefix
+                seen[item.name] = _Seen(int(item.size), _etag(item.etag), item.last_modified, not _is_folder(item))
+        return seen, max(names, default=None), len(names), pages.continuation_token or None
+
+    def stat(self, container: str, key: str) -> _Seen | None:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        from statekeeper.storage.azure import _etag, _is_folder
+
+        try:
+            props = self.fileio._blob(self._loc(container, key)).get_blob_properties()
+        except ResourceNotFoundError:
+            return None
+        return _Seen(int(props.size), _etag(props.etag), props.last_modified, not _is_folder(props))

@@ -110,13 +110,19 @@ def snapshot_blockers(snapshots: Any, roots: list[str], storage: Any) -> list[Bl
         "checkpoint Flink never completed); then re-index. Nothing is deleted anywhere while one is unreadable"))]
 
 
-def spelling_blockers(references: Any, roots: list[str], equal_schemes: tuple[str, ...] = ()) -> list[Blocker]:
-    """A reference that names a listed object under another spelling is an error, never an orphan.
+# Azure's Hadoop schemes: one store (normalize_uri maps all of them onto abfss://container@account.dfs...).
+_AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")
+# Schemes of `scheme://bucket/key` stores that one bucket can be reached through by another API: OSS and
+# GCS serve S3-compatible APIs, so `s3://b/...` may name the objects an `oss://b` or `gs://b` root lists.
+_BUCKET_SCHEMES = ("s3", "oss", "gs")
+# S3's aliases, the only schemes --equal-schemes accepts (normalize_uri already maps them onto s3://).
+S3_ALIASES = ("s3a", "s3n", "s3p")
 
-    Statekeeper reads `s3a://`/`s3n://`/`s3p://` as `s3://` (the same store), but Iceberg deleted live
-    files after exactly such a mismatch: unless the alias is accepted (`equal_schemes`), a stored path
-    whose scheme is an alias, whose bucket differs in case from a root's, or that ends in `/` blocks.
-    """
+
+def spelling_problems(references: Any, roots: list[str], equal_schemes: tuple[str, ...] = ()) -> Any:
+    """(snapshot_uri, stored_path, file_uri, problem) of every reference whose stored spelling makes its match
+    with the listing doubtful (`problem`: "scheme alias", "another store's scheme", "bucket spelled in another
+    case", "trailing slash"); see `spelling_blockers`."""
     from pyspark.sql import functions as F
 
     stored = F.col("stored_path")
@@ -124,21 +130,54 @@ def spelling_blockers(references: Any, roots: list[str], equal_schemes: tuple[st
     authority = F.regexp_extract(stored, r"^[A-Za-z][A-Za-z0-9+.\-]*://([^/]*)", 1)
     canonical_scheme = F.regexp_extract(F.col("file_uri"), r"^([a-z0-9+.\-]+)://", 1)
     canonical_authority = F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://([^/]*)", 1)
+    canonical_path = F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://[^/]*(/.*)?$", 1)
     accepted = [s.lower() for s in equal_schemes]
     in_root = F.col("file_root").isNotNull()
-    alias = in_root & (scheme != "") & (scheme != canonical_scheme) & (scheme != "file") & ~scheme.isin(accepted)
-    case = (scheme != "") & (authority != canonical_authority)
-    lowered = F.concat(canonical_scheme, F.lit("://"), F.lower(canonical_authority),
-                       F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://[^/]*(/.*)?$", 1))
-    root_case = F.col("file_root").isNull() & F.lit(False)
+    outside = F.col("file_root").isNull()
+    # Azure: wasb[s]/abfs[s] and the blob/dfs host (in any case: DNS names) reach one blob of one account,
+    # so neither the scheme nor the host part of `container@host` can make a reference ambiguous; the
+    # container is compared verbatim (a container in another case is another name).
+    azure = scheme.isin(*_AZURE_SCHEMES)
+    alias = in_root & (scheme != "") & (scheme != canonical_scheme) & (scheme != "file") & ~azure
+    if accepted:
+        alias = alias & ~scheme.isin(*accepted)
+    container = F.regexp_extract(authority, r"^(.*)@[^@]*$", 1)
+    canonical_container = F.regexp_extract(canonical_authority, r"^(.*)@[^@]*$", 1)
+    case = (scheme != "") & F.when(azure, container != canonical_container).otherwise(authority != canonical_authority)
+    lowered = F.concat(canonical_scheme, F.lit("://"), F.lower(canonical_authority), canonical_path)
+    # Outside every root as spelled, but a root's bucket under another bucket store's scheme: the listing
+    # cannot match it whatever it names, and it may name the root's objects (e.g. Flink's s3:// filesystem
+    # pointed at an OSS or GCS endpoint), so its files would look unreferenced.
+    scheme_free = F.concat(F.lower(canonical_authority), canonical_path)
+    root_case = F.lit(False)
+    other_store = F.lit(False)
     for root in roots:
-        root_case = root_case | (F.col("file_root").isNull() & lowered.startswith(root.rstrip("/") + "/"))
+        root_case = root_case | (outside & lowered.startswith(root.rstrip("/") + "/"))
+        root_scheme, _, root_rest = root.partition("://")
+        if root_scheme in _BUCKET_SCHEMES:
+            other_store = other_store | (outside & canonical_scheme.isin(*_BUCKET_SCHEMES)
+                                         & (canonical_scheme != root_scheme)
+                                         & scheme_free.startswith(root_rest.lower().rstrip("/") + "/"))
     slash = in_root & stored.endswith("/") & (F.col("scope") != "file_merging_managed_dir")
     problem = (F.when(alias, F.lit("scheme alias"))
+               .when(other_store, F.lit("another store's scheme"))
                .when(root_case | (in_root & case), F.lit("bucket spelled in another case"))
                .when(slash, F.lit("trailing slash")))
-    bad = references.select("snapshot_uri", "stored_path", "file_uri", problem.alias("problem")) \
+    return references.select("snapshot_uri", "stored_path", "file_uri", problem.alias("problem")) \
         .where(F.col("problem").isNotNull())
+
+
+def spelling_blockers(references: Any, roots: list[str], equal_schemes: tuple[str, ...] = ()) -> list[Blocker]:
+    """A reference that names a listed object under another spelling is an error, never an orphan.
+
+    Statekeeper reads `s3a://`/`s3n://`/`s3p://` as `s3://` (the same store), but Iceberg deleted live
+    files after exactly such a mismatch: unless the alias is accepted (`equal_schemes`), a stored path
+    whose scheme is an S3 alias, whose bucket differs in case from a root's, or that ends in `/` blocks; so
+    does a root's bucket under another bucket store's scheme (`s3://b/...` with an `oss://b` or `gs://b`
+    root, or the reverse), which no flag can accept. Azure's spellings of one account and container
+    (`wasb[s]://c@a.blob...`, `abfs[s]://c@a.dfs...`, the host in any case) are one store and never block.
+    """
+    bad = spelling_problems(references, roots, equal_schemes)
     rows = bad.orderBy("snapshot_uri", "stored_path").limit(_EXAMPLES).collect()
     if not rows:
         return []
@@ -150,7 +189,23 @@ def spelling_blockers(references: Any, roots: list[str], equal_schemes: tuple[st
         f"{total} reference(s) spell a location under the roots differently from the listing: {named}{more}. "
         "Configure the roots with the spelling Flink writes; if Flink writes s3a:// (or s3n://, s3p://) for the "
         "same bucket, pass --equal-schemes s3a (Iceberg's equal_schemes) after checking that both spellings reach "
-        "the same store"))]
+        "the same store. A root's bucket under another store's scheme (s3:// for an oss:// or gs:// root, or the "
+        "reverse) cannot be accepted: configure the root with the scheme Flink writes. Azure's wasb://, wasbs://, "
+        "abfs:// and abfss:// spellings of one container need nothing"))]
+
+
+def check_equal_schemes(schemes: tuple[str, ...]) -> tuple[str, ...]:
+    """`schemes` for --equal-schemes, normalized (lower case, no `://`); ValueError for anything but an S3
+    alias: Azure spellings need no flag, and oss://, gs:// and s3:// are different stores."""
+    out = tuple(s.strip().lower().rstrip(":/") for s in schemes if s.strip())
+    wrong = [s for s in out if s not in S3_ALIASES]
+    if wrong:
+        hint = ("Azure's wasb/wasbs/abfs/abfss spellings of one container are the same store and need no flag"
+                if all(s in _AZURE_SCHEMES for s in wrong) else
+                "oss://, gs:// and s3:// are different stores: configure the roots with the scheme Flink writes")
+        raise ValueError(f"--equal-schemes {','.join(wrong)}: only S3's aliases ({', '.join(S3_ALIASES)}) can be "
+                         f"accepted as s3://; {hint}")
+    return out
 
 
 def summary(blockers: list[Blocker]) -> str:

@@ -168,8 +168,17 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         return self
 
     def equal_schemes(self, *schemes: str) -> CollectGarbage:
-        """Scheme aliases of s3:// accepted in stored paths (s3a, s3n, s3p): Iceberg's equal_schemes."""
-        self._equal_schemes = tuple(s.lower().rstrip(":/") for s in schemes)
+        """Scheme aliases of s3:// accepted in stored paths (s3a, s3n, s3p): Iceberg's equal_schemes.
+        Nothing else can be accepted (GcOptionsError): Azure's wasb/wasbs/abfs/abfss spellings of one
+        container never block, and oss://, gs:// and s3:// are different stores whose references cannot
+        match each other's listings."""
+        from statekeeper.gc.guards import check_equal_schemes
+        from statekeeper.gc.options import GcOptionsError
+
+        try:
+            self._equal_schemes = check_equal_schemes(schemes)
+        except ValueError as exc:
+            raise GcOptionsError(str(exc)) from None
         return self
 
     def delete_settings(self, settings: DeleteSettings) -> CollectGarbage:

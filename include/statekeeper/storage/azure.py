@@ -20,9 +20,10 @@ credentials would need azure-identity, which is not installed.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
@@ -39,12 +40,24 @@ from statekeeper.storage.errors import (
     StorageError,
     UnreadableObjectError,
 )
-from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.model import (
+    RETRIABLE_HTTP_STATUS,
+    ConditionalDelete,
+    ConditionalOutcome,
+    DeleteFailure,
+    DeleteReport,
+    FileInfo,
+)
 from statekeeper.storage.ranged import RangedInput
 from statekeeper.uri import AZURE_CANONICAL_SCHEME, normalize_uri, split_azure
 
+log = logging.getLogger("statekeeper.storage.azure")
+
 # Blob batch requests carry at most 256 sub-requests.
 _AZURE_BATCH_MAX = 256
+# Statuses with which an account refuses a Blob Batch request as such (the feature, not one blob); the
+# same deletes then go as single requests. 403 (credentials) and 404 (container) are real failures.
+_BATCH_REFUSED = frozenset({400, 405, 409, 501})
 _COPY_POLL_S = 0.2
 _COPY_TIMEOUT_S = 600.0
 
@@ -104,6 +117,7 @@ class AzureFileIO(FileIO):
     def __init__(self, config: StorageConfig | None = None) -> None:
         self.config = config or StorageConfig()
         self._services: dict[tuple[str, str], Any] = {}
+        self._no_batch: set[tuple[str, str]] = set()   # accounts that refused a Blob Batch request
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -321,11 +335,90 @@ class AzureFileIO(FileIO):
                 report.failed.append(DeleteFailure(loc.uri(name), str(status), str(response.reason or "")[:300]))
         return report
 
-    def copy(self, source: str, target: str) -> FileInfo:
-        """Server-side copy (Copy Blob) within one account, pinned to the source ETag stat'ed first; between
-        accounts the bytes stream through this process (Copy Blob would need a SAS for the source)."""
+    # At most this many version-pinned deletes per `delete_if_unchanged` call: one Blob Batch request.
+    CONDITIONAL_DELETE_MAX = _AZURE_BATCH_MAX
+
+    def delete_if_unchanged(self, items: Sequence[tuple[str, str]]) -> list[ConditionalDelete]:
+        """Delete each `(uri, etag)` only while `etag` is the blob's current ETag: one Blob Batch request of up
+        to 256 Delete Blob calls, all in one container, each with `If-Match: "<etag>"`. Azure evaluates the
+        condition when it deletes, so a blob rewritten after the caller looked at it is kept (412
+        ConditionNotMet: CHANGED) and no other version than the one named can be deleted. One answer per
+        item, in order.
+
+        An account that refuses Blob Batch as such (400/405/409/501 for the whole request: the API has not
+        always been available on hierarchical-namespace accounts) gets the same deletes as single Delete Blob
+        requests, each with the same If-Match, one after the other (and for the rest of this FileIO's life):
+        never an unconditional batch.
+
+        Retries are the client's (`config.max_attempts`; the GC deleter sets 1 and retries itself). Raises
+        ValueError for items that cannot be pinned (no blob name, several containers, no ETag) and
+        StorageError, caused by the client's error, when the batch request as a whole fails."""
+        if not items:
+            return []
+        if len(items) > self.CONDITIONAL_DELETE_MAX:
+            raise ValueError(f"at most {self.CONDITIONAL_DELETE_MAX} conditional deletes per batch, got {len(items)}")
+        first: AzureLocation | None = None
+        calls: list[tuple[AzureLocation, str]] = []
+        for uri, etag in items:
+            loc = AzureLocation(uri)
+            if not loc.path:
+                raise ValueError(f"refusing to delete a container: {uri}")
+            if first is not None and (loc.account, loc.suffix, loc.container) != (first.account, first.suffix,
+                                                                                 first.container):
+                raise ValueError(f"one container per conditional batch delete: {uri} is not in {first.base}")
+            if not etag or not str(etag).strip('"'):
+                raise ValueError(f"{uri}: no ETag to pin the delete to")
+            first = first or loc
+            calls.append((loc, str(etag).strip('"')))
+        assert first is not None
+        from azure.core import MatchConditions
+
+        ex = _errors()
+        account = (first.account, first.suffix)
+        if account not in self._no_batch:
+            blobs = [{"name": loc.path, "etag": f'"{etag}"', "match_condition": MatchConditions.IfNotModified}
+                     for loc, etag in calls]
+            try:
+                responses = list(self._container(first).delete_blobs(*blobs, raise_on_any_failure=False))
+            except ex.HttpResponseError as exc:
+                if getattr(exc, "status_code", None) not in _BATCH_REFUSED:
+                    raise StorageError(f"batch delete of {len(calls)} blob(s) in {first.base} failed: "
+                                       f"{_describe(exc)}") from exc
+                with self._lock:
+                    self._no_batch.add(account)
+                log.warning("storage account %s refused a Blob Batch request (%s); deleting one blob per request "
+                            "instead, each still conditional on its ETag", first.account, _describe(exc))
+            else:
+                if len(responses) != len(calls):
+                    raise StorageError(f"batch delete in {first.base}: {len(responses)} answers for {len(calls)} "
+                                       "deletes")
+                return [_conditional_answer(loc.uri(), etag, int(r.status_code),
+                                            str(r.headers.get("x-ms-error-code") or ""), str(r.reason or ""))
+                        for (loc, etag), r in zip(calls, responses, strict=True)]
+        return [self._delete_one_if_unchanged(loc, etag) for loc, etag in calls]
+
+    def _delete_one_if_unchanged(self, loc: AzureLocation, etag: str) -> ConditionalDelete:
+        from azure.core import MatchConditions
+
+        ex = _errors()
+        try:
+            self._blob(loc).delete_blob(etag=f'"{etag}"', match_condition=MatchConditions.IfNotModified)
+        except ex.HttpResponseError as exc:
+            status = getattr(exc, "status_code", None)
+            code = getattr(exc, "error_code", None) or ""
+            return _conditional_answer(loc.uri(), etag, int(status) if status else 0,
+                                       str(getattr(code, "value", code)), _describe(exc))
+        except ex.AzureError as exc:   # no answer: the connection broke or timed out
+            return ConditionalDelete(loc.uri(), ConditionalOutcome.FAILED, None, type(exc).__name__, _describe(exc),
+                                     retriable=True)
+        return ConditionalDelete(loc.uri(), ConditionalOutcome.DELETED, 202)
+
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+        """Server-side copy (Copy Blob) within one account, pinned to the source ETag: `info`'s (as listed or
+        stat'ed by the caller), else one stat'ed first; between accounts the bytes stream through this
+        process (Copy Blob would need a SAS for the source). Returns the target as stat'ed after the copy."""
         src, dst = AzureLocation(source), AzureLocation(target)
-        info = self.stat(source)
+        info = info if info is not None else self.stat(source)
         if (src.account, src.suffix) != (dst.account, dst.suffix):
             with self.open_input(source, info=info) as stream:
                 return self.write(target, stream)
@@ -355,6 +448,18 @@ class AzureFileIO(FileIO):
         except ex.AzureError as exc:
             raise self._fail(exc, "copying", src, missing=f"{source} does not exist") from exc
         return self.stat(target)
+
+
+def _conditional_answer(uri: str, etag: str, status: int, code: str, reason: str) -> ConditionalDelete:
+    if 200 <= status < 300:
+        return ConditionalDelete(uri, ConditionalOutcome.DELETED, status)
+    if status == 404:
+        return ConditionalDelete(uri, ConditionalOutcome.MISSING, status, code or "BlobNotFound", reason)
+    if status == 412:
+        return ConditionalDelete(uri, ConditionalOutcome.CHANGED, status, code or "ConditionNotMet",
+                                 f"ETag {etag} is no longer the blob's: {reason}")
+    return ConditionalDelete(uri, ConditionalOutcome.FAILED, status or None, code or str(status), reason[:300],
+                             retriable=not status or status in RETRIABLE_HTTP_STATUS)
 
 
 class AzureRangedInput(RangedInput):

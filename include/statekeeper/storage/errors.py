@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from statekeeper.errors import ConfigurationError, StatekeeperError
+from statekeeper.storage.model import RETRIABLE_HTTP_STATUS
 
 
 class StorageError(StatekeeperError):
@@ -61,3 +62,43 @@ class RootNotFoundError(StorageError, ConfigurationError):
 
 class EmptyRootError(RootNotFoundError):
     """An object-store root has no object under it: a mistyped prefix looks exactly like this."""
+
+
+# Exceptions of google-cloud-storage's and azure-storage-blob's transports that mean "no answer came".
+_NO_ANSWER = frozenset({
+    "ConnectionError", "Timeout", "ConnectTimeout", "ReadTimeout", "ChunkedEncodingError",  # requests (GCS)
+    "TransportError", "ProtocolError", "RetryError",                                          # google-auth, urllib3
+    "ServiceRequestError", "ServiceResponseError", "ServiceRequestTimeoutError",              # azure-core
+    "ServiceResponseTimeoutError", "IncompleteReadError",
+})
+_VENDORS = ("google", "azure", "requests", "urllib3")
+
+
+def vendor_status(exc: BaseException) -> int | None:
+    """The HTTP status of an error raised by google-cloud-storage (`code`) or azure-storage-blob
+    (`status_code`), None for anything else."""
+    module = type(exc).__module__
+    if module.startswith("azure."):
+        status = getattr(exc, "status_code", None)
+    elif module.startswith("google."):
+        status = getattr(exc, "code", None)
+    else:
+        return None
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def vendor_transient(exc: BaseException) -> bool | None:
+    """Whether an error of the GCS or Azure client (or their HTTP transports) is worth retrying: throttling,
+    a 5xx or 408, or no answer at all. None when `exc` is not one of theirs (boto3's are judged elsewhere)."""
+    status = vendor_status(exc)
+    if status is not None:
+        return status in RETRIABLE_HTTP_STATUS
+    if type(exc).__module__.split(".")[0] in _VENDORS:
+        return type(exc).__name__ in _NO_ANSWER or None
+    return None
+
+
+def is_vendor_error(exc: BaseException) -> bool:
+    """An exception raised by the GCS or Azure client libraries or their transports (a storage problem to
+    report, not a programming error)."""
+    return type(exc).__module__.split(".")[0] in _VENDORS

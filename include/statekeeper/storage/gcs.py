@@ -21,10 +21,11 @@ instead of splicing two versions; copies send `ifSourceGenerationMatch`.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
@@ -40,7 +41,14 @@ from statekeeper.storage.errors import (
     StorageError,
     UnreadableObjectError,
 )
-from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.model import (
+    RETRIABLE_HTTP_STATUS,
+    ConditionalDelete,
+    ConditionalOutcome,
+    DeleteFailure,
+    DeleteReport,
+    FileInfo,
+)
 from statekeeper.storage.ranged import RangedInput
 from statekeeper.uri import normalize_uri
 
@@ -50,6 +58,7 @@ _GCS_BATCH_MAX = 100
 # 256 KiB); the object appears only when the last chunk is committed.
 _UPLOAD_CHUNK = 16 * 1024 * 1024
 _SINGLE_UPLOAD_MAX = 16 * 1024 * 1024
+_REASON = re.compile(r'"reason"\s*:\s*"([^"]+)"')
 
 
 def split_gs_uri(uri: str) -> tuple[str, str]:
@@ -79,8 +88,10 @@ def _mtime(value: datetime | None) -> datetime:
 
 
 def _info(bucket: str, blob: Any) -> FileInfo:
+    # CRC32C is computed and checked by GCS for every object (MD5 is missing for composite objects).
     return FileInfo(f"gs://{bucket}/{blob.name}", int(blob.size or 0), _mtime(blob.updated),
-                    str(blob.generation) if blob.generation is not None else None)
+                    str(blob.generation) if blob.generation is not None else None,
+                    checksum=f"crc32c:{blob.crc32c}" if blob.crc32c else None)
 
 
 _SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
@@ -350,12 +361,75 @@ class GcsFileIO(FileIO):
                 report.failed.append(DeleteFailure(uri, str(status), (response.text or "")[:300]))
         return report
 
-    def copy(self, source: str, target: str) -> FileInfo:
-        """Server-side rewrite, pinned to the source generation stat'ed first (a source replaced
-        meanwhile fails with ObjectChangedError instead of copying another version)."""
+    # At most this many version-pinned deletes per `delete_if_unchanged` call: one batch request.
+    CONDITIONAL_DELETE_MAX = _GCS_BATCH_MAX
+
+    def delete_if_unchanged(self, items: Sequence[tuple[str, str]]) -> list[ConditionalDelete]:
+        """Delete each `(uri, generation)` only while `generation` is the live one: one batch request of up
+        to 100 calls, all in one bucket, each carrying `ifGenerationMatch=<generation>`. GCS evaluates the
+        precondition when it deletes, so an object rewritten after the caller looked at it is kept (412:
+        CHANGED) and no other version than the one named can be deleted. One answer per item, in order.
+
+        One attempt and no library retries: the caller retries what comes back `retriable` (and counts it).
+        Raises ValueError for items that cannot be pinned (no object name, several buckets, a generation
+        that is not a positive integer) and StorageError, caused by the client's error, when the batch
+        request as a whole fails (a broken connection propagates as the transport's own exception)."""
+        if not items:
+            return []
+        if len(items) > self.CONDITIONAL_DELETE_MAX:
+            raise ValueError(f"at most {self.CONDITIONAL_DELETE_MAX} conditional deletes per batch, got {len(items)}")
+        bucket: str | None = None
+        calls: list[tuple[str, str, int]] = []
+        for uri, generation in items:
+            b, key = split_gs_uri(uri)
+            if not key:
+                raise ValueError(f"refusing to delete a bucket: {uri}")
+            if bucket is not None and b != bucket:
+                raise ValueError(f"one bucket per conditional batch delete: {uri} is not in gs://{bucket}")
+            bucket = b
+            if not str(generation).isdigit() or int(generation) <= 0:
+                # ifGenerationMatch=0 means "only if absent": never a delete condition.
+                raise ValueError(f"{uri}: {generation!r} is not an object generation")
+            calls.append((f"gs://{b}/{key}", key, int(generation)))
+        assert bucket is not None
+        ex = _api_errors()
+        handle = self.client.bucket(bucket)
+        try:
+            with self.client.batch(raise_exception=False) as batch:
+                for _, key, generation in calls:
+                    handle.delete_blob(key, if_generation_match=generation, retry=None)
+            responses = list(batch._responses)   # one per deferred call, in order (see _delete_batch)
+        except ex.GoogleAPICallError as exc:
+            raise StorageError(f"batch delete of {len(calls)} object(s) in gs://{bucket} failed: "
+                               f"{_describe(exc)}") from exc
+        if len(responses) != len(calls):
+            raise StorageError(f"batch delete in gs://{bucket}: {len(responses)} answers for {len(calls)} deletes")
+        out = []
+        for (uri, _, generation), response in zip(calls, responses, strict=True):
+            status = int(response.status_code)
+            text = response.text or ""
+            if 200 <= status < 300:
+                out.append(ConditionalDelete(uri, ConditionalOutcome.DELETED, status))
+            elif status == 404:
+                out.append(ConditionalDelete(uri, ConditionalOutcome.MISSING, status, "notFound"))
+            elif status == 412:
+                out.append(ConditionalDelete(uri, ConditionalOutcome.CHANGED, status, "conditionNotMet",
+                                             f"generation {generation} is no longer the live one"))
+            else:
+                reason = _REASON.search(text)
+                out.append(ConditionalDelete(uri, ConditionalOutcome.FAILED, status,
+                                             reason.group(1) if reason else str(status), text[:300],
+                                             retriable=status in RETRIABLE_HTTP_STATUS))
+        return out
+
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+        """Server-side rewrite (within a bucket, or across buckets and projects this identity can read and
+        write), pinned to the source generation: `info`'s (as listed or stat'ed by the caller), else one
+        stat'ed first. A source replaced meanwhile fails with ObjectChangedError instead of copying another
+        version. Returns the new object as the rewrite answered (size, generation, CRC32C: no extra read)."""
         src_bucket, src_key = split_gs_uri(source)
         dst_bucket, dst_key = split_gs_uri(target)
-        info = self.stat(source)
+        info = info if info is not None else self.stat(source)
         src_blob = self.client.bucket(src_bucket).blob(src_key)
         dst_blob = self._blob(dst_bucket, dst_key)
         ex = _api_errors()

@@ -32,6 +32,11 @@ class FileInfo:
     inode, mtime (ns) and size, so an atomic replace with equal size and mtime still differs.
     `mtime` is timezone-aware UTC. `object_type` is FILE except for local non-regular objects
     (their size, mtime and etag are those of the object itself, e.g. a symlink's own lstat).
+    `checksum` is a content checksum the store computed and verifies itself, as `<algorithm>:<value>`
+    (GCS: `crc32c:<base64>`), where the store has one that identifies the bytes wherever they are stored
+    (an S3 ETag does not: it depends on the upload and on the encryption); None elsewhere. Objects with
+    checksums of one algorithm have the same bytes exactly when the checksums are equal (to CRC32C's
+    confidence: a corruption check, not a cryptographic one).
     """
 
     uri: str
@@ -39,6 +44,7 @@ class FileInfo:
     mtime: datetime
     etag: str | None = None
     object_type: ObjectType = ObjectType.FILE
+    checksum: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +74,28 @@ class DeleteReport:
         self.deleted.extend(other.deleted)
         self.missing.extend(other.missing)
         self.failed.extend(other.failed)
+
+
+class ConditionalOutcome(StrEnum):
+    """What a delete pinned to one version (GCS `ifGenerationMatch`, Azure `If-Match`) did to one object."""
+
+    DELETED = "deleted"      # the object was that version and is gone now
+    MISSING = "missing"      # no live object with that name (404)
+    CHANGED = "changed"      # another version is live: the store refused the delete (412), nothing was deleted
+    FAILED = "failed"        # any other answer; `retriable` says whether trying again may help
+
+
+# HTTP statuses of a request (or of one call in a batch) that mean "try again later".
+RETRIABLE_HTTP_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionalDelete:
+    """The answer to one version-pinned delete (`delete_if_unchanged`)."""
+
+    uri: str
+    outcome: ConditionalOutcome
+    status: int | None = None    # HTTP status of the call (None: no answer, e.g. the connection broke)
+    code: str = ""               # the store's error code, or the status as text
+    message: str = ""
+    retriable: bool = False      # FAILED only: throttling, a 5xx or a broken connection (trying again may help)

@@ -7,31 +7,47 @@ Runs inside Spark tasks (one Transfer per task, many items each), so: no Spark o
 Transfer pickles (clients are created on first use), and `run` holds a bounded window of items.
 
 Per item: stat the source (gone: SOURCE_MISSING; not the size the index recorded: SOURCE_CHANGED), stat
-the target (same size, and where comparable the same ETag or SHA-256: SKIPPED), then copy one of three
-ways:
+the target (same size, and where comparable the same ETag, store checksum or SHA-256: SKIPPED), then copy
+one of three ways:
 
-* server_side: both on S3 of one store and identity (same endpoint, region and access key). CopyObject,
-  or above `server_side_max` UploadPartCopy parts, every request pinned to the stat'ed source ETag with
-  CopySourceIfMatch, so a source rewritten meanwhile fails the copy (SOURCE_CHANGED) instead of copying a
-  different version. No byte passes through this process, except with `checksum`: SHA-256 needs the
-  bytes, so the source is then read once in full (a download per object: server-side copies lose most of
-  their advantage; checksum mode costs one full read of everything copied, whichever way).
+* server_side: source and target in one store reached with one identity, every copy pinned to the
+  stat'ed source version, so a source rewritten meanwhile fails the copy (SOURCE_CHANGED) instead of
+  copying a different version:
+  - S3 (same endpoint, region and access key), and OSS through its S3 API (same OSS endpoint, region and
+    key): CopyObject, or above `server_side_max` UploadPartCopy parts, with CopySourceIfMatch;
+  - GCS (same endpoint, project and credentials; any buckets they reach): a rewrite with
+    ifSourceGenerationMatch (GcsFileIO.copy);
+  - Azure (one account, same endpoint and credentials): Copy Blob with the source's If-Match
+    (AzureFileIO.copy).
+  No byte passes through this process, except with `checksum`: SHA-256 needs the bytes, so the source is
+  then read once in full (a download per object: server-side copies lose most of their advantage;
+  checksum mode costs one full read of everything copied, whichever way).
 * local: file to file. A kernel copy (copy_file_range, else sendfile) into a temp file beside the target,
   fsync (settings.durable), rename; with `checksum` a read/hash/write loop instead.
-* stream: everything else. The source is read once, pinned to its stat'ed version (a change mid-read
-  is ObjectChangedError -> SOURCE_CHANGED), hashed and counted on the way, into a single PUT up to
-  `part_size` or a multipart upload of `part_size` parts (aborted on any failure), or a local temp file.
+* stream: everything else, across schemes and identities. The source is read once through its FileIO,
+  ranged and pinned to its stat'ed version (a change mid-read is ObjectChangedError -> SOURCE_CHANGED),
+  hashed and counted on the way, into a single PUT up to `part_size` or a multipart upload of
+  `part_size` parts (S3, OSS; aborted on any failure), a local temp file, or the target FileIO's atomic
+  write (GCS, Azure): create-only (`ifGenerationMatch=0`, `If-None-Match: *`) when the target was absent
+  when stat'ed, so an object another writer created meanwhile is never replaced blindly (the attempt
+  is retried and the new stat decides); a replace where a target of other content was found, as for S3.
 
 The written size must equal the stat'ed source size: a local temp file of the wrong size is never
-renamed into place, a multipart upload is aborted and a single PUT is never sent.
+renamed into place, a multipart upload is aborted, and a single PUT or a GCS/Azure upload is never
+committed (the last bytes are handed over only after the end of the source was confirmed). Copies whose
+result carries a store checksum (GCS CRC32C) must also match the source's, where it has one.
 
 Memory: a stream to S3 buffers one part (or the whole object up to part_size) per transfer in flight:
 up to in_flight x part_size (16 x 64 MiB = 1 GiB at the defaults). Lower in_flight or part_size on
-small executors; 5 MiB is S3's minimum part size.
+small executors; 5 MiB is S3's minimum part size. A stream to Azure buffers one block (the client's
+4 MiB); to GCS up to 16 MiB, and larger objects are spooled to a local temporary file first (GcsFileIO:
+a resumable upload must be able to re-send a chunk), so an executor needs in_flight x the largest
+object of free temporary disk.
 
-Skips in size mode trust the size where no content fingerprint is comparable (local files, different
-stores, multipart ETags): Flink never rewrites a checkpoint file under the same name, and checksum mode
-(or verify_objects with checksums) is there for when that is not good enough.
+Skips in size mode trust the size where no content fingerprint is comparable (local files, Azure,
+different stores, multipart ETags): Flink never rewrites a checkpoint file under the same name, and
+checksum mode (or verify_objects with checksums) is there for when that is not good enough. Comparable:
+S3/OSS plain-MD5 ETags within one store and identity, GCS CRC32C checksums anywhere.
 
 Safety: a target must lie below one of `target_roots` (GuardedFileIO: also no symlink on the way below
 the root) and never at or below a `source_roots` entry, lexically or after resolving local symlinks.
@@ -70,16 +86,19 @@ from statekeeper.storage.config import StorageConfig
 from statekeeper.storage.errors import (
     NotRegularFileError,
     ObjectChangedError,
+    ObjectExistsError,
     ObjectNotFoundError,
     OutsideRootError,
     RootConfigError,
     StorageError,
+    is_vendor_error,
+    vendor_transient,
 )
 from statekeeper.storage.local import file_uri, local_path
 from statekeeper.storage.model import FileInfo
 from statekeeper.storage.roots import GuardedFileIO, Roots, resolved_uri
 from statekeeper.storage.router import RoutingFileIO, scheme_of
-from statekeeper.uri import is_under, normalize_uri
+from statekeeper.uri import is_under, normalize_uri, split_azure
 
 log = logging.getLogger("statekeeper.storage.transfer")
 
@@ -215,6 +234,31 @@ def _same_store(a: StorageConfig, b: StorageConfig) -> bool:
     return endpoint(a) == endpoint(b) and a.region == b.region and a.access_key_id == b.access_key_id
 
 
+def _url(value: str | None) -> str | None:
+    return value.rstrip("/").lower() if value else None
+
+
+def _same_identities(a: StorageConfig, b: StorageConfig) -> dict[str, bool]:
+    """Per canonical scheme: whether `a` and `b` reach one store with one identity, so that a server-side
+    copy can read the source and write the target (and a URI names one object on both sides)."""
+    return {
+        "file": True,
+        "s3": _same_store(a, b),
+        "oss": (_url(a.oss_endpoint) == _url(b.oss_endpoint) and a.oss_region == b.oss_region
+                and a.oss_access_key_id == b.oss_access_key_id),
+        "gs": (_url(a.gcs_endpoint) == _url(b.gcs_endpoint) and a.gcs_project == b.gcs_project
+               and a.gcs_anonymous == b.gcs_anonymous and a.gcs_credentials_file == b.gcs_credentials_file
+               and a.gcs_credentials_json == b.gcs_credentials_json),
+        "abfss": (_url(a.azure_blob_endpoint) == _url(b.azure_blob_endpoint)
+                  and a.azure_account_name == b.azure_account_name and a.azure_account_key == b.azure_account_key
+                  and a.azure_sas_token == b.azure_sas_token),
+    }
+
+
+def _azure_account(uri: str) -> str:
+    return split_azure(uri)[1]
+
+
 def _below(uri: str, root: str) -> bool:
     """`uri` is `root` or below it; both canonical (the per-item path: no re-normalizing)."""
     return uri == root or uri.startswith(root + "/")
@@ -233,7 +277,8 @@ def _part_size_for(size: int, part_size: int) -> int:
 
 
 def _s3_parts(uri: str) -> tuple[str, str]:
-    bucket, _, key = normalize_uri(uri)[len("s3://"):].partition("/")
+    """(bucket, key) of an `s3://` or `oss://` URI (both reached through the S3 API)."""
+    bucket, _, key = normalize_uri(uri).partition("://")[2].partition("/")
     return bucket, key
 
 
@@ -257,6 +302,9 @@ def _is_transient(exc: BaseException) -> bool:
     """Whether trying again may help: throttling, 5xx, connection trouble, I/O hiccups (NFS). Access
     denied, a missing bucket, a full disk or bad parameters stay as they are, so they fail at once."""
     for link in _chain(exc):
+        judged = vendor_transient(link)   # GCS and Azure clients: throttling, 5xx, no answer
+        if judged is not None:
+            return judged
         if isinstance(link, ClientError):
             code, status = _client_error(link)
             return (code in _RETRIABLE_CODES or status in (408, 429)
@@ -317,6 +365,38 @@ class _SourceReader:
     @property
     def checksum(self) -> str | None:
         return self._hasher.hexdigest() if self._hasher is not None else None
+
+
+class _ExactStream:
+    """What a FileIO's `write` reads when streaming a source to GCS or Azure: exactly the stat'ed size, and
+    the last bytes only after the end of the source was confirmed, so an upload of a source that grew or
+    shrank fails before it is committed (the stores make an object visible when its upload completes)."""
+
+    def __init__(self, reader: _SourceReader, size: int) -> None:
+        self._reader = reader
+        self._size = size
+        self._done = 0
+        self._finished = False
+
+    def read(self, size: int = -1) -> bytes:
+        remaining = self._size - self._done
+        if remaining <= 0:
+            if not self._finished:      # an empty source: nothing was handed over yet
+                self._reader.finish()
+                self._finished = True
+            return b""
+        want = remaining if size is None or size < 0 else min(size, remaining)
+        if want == 0:
+            return b""
+        data = self._reader.read_exact(want)
+        self._done += len(data)
+        if self._done == self._size:
+            self._reader.finish()       # one more byte would be a mismatch: raised before the last bytes go
+            self._finished = True
+        return data
+
+    def readable(self) -> bool:
+        return True
 
 
 def _write_local(path: str, size: int, fill: Callable[[int], None], *, durable: bool) -> None:
@@ -440,6 +520,7 @@ class Transfer:
         self.target_roots = Roots(target_roots)
         self.source_roots = Roots(source_roots) if source_roots else None
         self._same_store = _same_store(self.source, self.target)
+        self._same_identity = _same_identities(self.source, self.target)
         self._resolved_source_roots = [resolved_uri(r.uri) for r in self.source_roots or ()]
         self._check_roots_apart()
         self._lock = threading.Lock()
@@ -483,9 +564,14 @@ class Transfer:
                     target_io = source_io if self.target == self.source else RoutingFileIO(sized(self.target))
                     for router in (source_io, target_io):
                         # RoutingFileIO makes backends on first use without a lock; threads racing there
-                        # would each build an S3 client. Made here, under ours, they are made once.
+                        # would each build a client. Made here, under ours, they are made once (no
+                        # connection is opened yet; OSS only where it is configured).
                         router.backend("file:///")
                         router.backend("s3://bucket/key")
+                        router.backend("gs://bucket/key")
+                        router.backend("abfss://container@account.dfs.core.windows.net/key")
+                        if router.config.oss_endpoint:
+                            router.backend("oss://bucket/key")
                     self._ios = (source_io, target_io, GuardedFileIO(target_io, self.target_roots))
         return self._ios
 
@@ -506,8 +592,9 @@ class Transfer:
         while True:
             try:
                 return self._attempt(item, source, target, seen, attempt)
-            except (_SourceGone, _SourceChanged, _SizeMismatch, StatekeeperError, ClientError, BotoCoreError,
-                    OSError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, _EXPECTED) and not is_vendor_error(exc):
+                    raise   # a programming error
                 outcome, message, transient = self._judge(exc, source, target)
             if not transient or attempt + 1 >= self.settings.max_attempts:
                 if transient:
@@ -527,8 +614,7 @@ class Transfer:
             source, target = normalize_uri(item.source), normalize_uri(item.target)
         except ValueError as exc:
             raise _Refused(f"cannot copy {item.source!r} to {item.target!r}: {exc}") from None
-        local = scheme_of(source) == "file" and scheme_of(target) == "file"
-        if source == target and (local or self._same_store):
+        if source == target and self._same_identity.get(scheme_of(source), False):
             raise _Refused(f"source and target are the same object ({source}); nothing to copy")
         root = self._source_root_containing(target)
         if root is not None:
@@ -571,24 +657,30 @@ class Transfer:
                 return self._result(item, TransferOutcome.SKIPPED, size=src.size, checksum=known_checksum,
                                     retries=attempt)
         method = self._method(source, target)
-        if method is CopyMethod.SERVER_SIDE:
+        if method is CopyMethod.SERVER_SIDE and target.startswith(("s3://", "oss://")):
             checksum = self._copy_server_side(src, target, known_checksum)
+        elif method is CopyMethod.SERVER_SIDE:
+            checksum = self._copy_with_fileio(src, target, known_checksum)
         elif method is CopyMethod.LOCAL:
             checksum = self._copy_to_local(src, target, kernel=not self.settings.checksum)
         elif target.startswith("file://"):
             checksum = self._copy_to_local(src, target, kernel=False)
-        else:
+        elif target.startswith(("s3://", "oss://")):
             checksum = self._stream_to_s3(src, target)
+        else:
+            checksum = self._stream_to_fileio(src, target, create_only=dst is None)
         return self._result(item, TransferOutcome.COPIED, size=src.size, checksum=checksum, method=method,
                             retries=attempt)
 
     def _method(self, source: str, target: str) -> CopyMethod:
         schemes = (scheme_of(source), scheme_of(target))
-        if schemes == ("s3", "s3") and self._same_store:
-            return CopyMethod.SERVER_SIDE
         if schemes == ("file", "file"):
             return CopyMethod.LOCAL
-        return CopyMethod.STREAM
+        if schemes[0] != schemes[1] or not self._same_identity.get(schemes[0], False):
+            return CopyMethod.STREAM
+        if schemes[0] == "abfss" and _azure_account(source) != _azure_account(target):
+            return CopyMethod.STREAM   # Copy Blob across accounts would need a SAS for the source
+        return CopyMethod.SERVER_SIDE
 
     def _stat_source(self, source: str) -> FileInfo:
         try:
@@ -611,9 +703,12 @@ class Transfer:
 
     def _same_content(self, src: FileInfo, dst: FileInfo) -> tuple[bool, str | None]:
         """Whether a same-size target already holds the source's bytes: (same, source SHA-256 if computed)."""
-        comparable = (self._same_store and src.uri.startswith("s3://") and dst.uri.startswith("s3://")
+        scheme = scheme_of(src.uri)
+        comparable = (scheme in ("s3", "oss") and scheme_of(dst.uri) == scheme and self._same_identity[scheme]
                       and _plain_md5(src.etag) and _plain_md5(dst.etag))
         if comparable and src.etag != dst.etag:
+            return False, None
+        if _checksums_differ(src, dst):
             return False, None
         if not self.settings.checksum:
             return True, None
@@ -691,6 +786,56 @@ class Transfer:
             _abort(client, bucket, key, upload_id)
             raise
 
+    def _stream_to_fileio(self, src: FileInfo, target: str, *, create_only: bool) -> str | None:
+        """Stream the source into the target FileIO's atomic write (GCS, Azure). Create-only when the target
+        was absent when stat'ed: an object that appeared since (another copier) is not replaced blindly; the
+        ObjectExistsError is retried, and the next attempt's stat decides (skip, or replace)."""
+        stream, reader = self._open_source(src, hashed=self.settings.checksum)
+        with stream:
+            written = self._fileios()[2].write(target, _ExactStream(reader, src.size), if_absent=create_only)
+        self._check_written(src, written, "upload")
+        return reader.checksum
+
+    def _copy_with_fileio(self, src: FileInfo, target: str, known_checksum: str | None) -> str | None:
+        """Server-side copy through the target store's FileIO (GCS rewrite, Azure Copy Blob), pinned to the
+        stat'ed source version."""
+        checksum = known_checksum
+        if self.settings.checksum and checksum is None:
+            checksum = self._hash_source(src)   # first: the copy below is pinned to the same version
+        backend = self._fileios()[1].backend(target)
+        try:
+            written = backend.copy(src.uri, target, info=src)  # type: ignore[call-arg]
+        except (ObjectChangedError, ObjectNotFoundError) as exc:
+            # A precondition on a source that is gone may answer 412 or 404 (stores differ): one more stat says
+            # which it is, and whether a 404 was about the source at all (or the target's bucket).
+            if self._source_gone(src.uri):
+                raise _SourceGone(f"{src.uri} does not exist any more (a running job may have subsumed its "
+                                  "checkpoint); nothing was copied") from exc
+            if isinstance(exc, ObjectChangedError):
+                raise _SourceChanged(f"{src.uri} changed since it was stat'ed (version {src.etag} no longer "
+                                     "current); the copy was refused by the store") from exc
+            raise
+        self._check_written(src, written, "server-side copy")
+        return checksum
+
+    def _source_gone(self, uri: str) -> bool:
+        try:
+            self._fileios()[0].stat(uri)
+        except NotRegularFileError:
+            return False
+        except ObjectNotFoundError:
+            return True
+        return False
+
+    @staticmethod
+    def _check_written(src: FileInfo, written: FileInfo, how: str) -> None:
+        if written.size != src.size:
+            raise _SizeMismatch(f"the {how} of {src.uri} ({src.size} bytes) left {written.size} bytes at "
+                                f"{written.uri}; re-run the copy (a target of another size is overwritten)")
+        if _checksums_differ(src, written):
+            raise _SizeMismatch(f"the {how} of {src.uri} left other bytes at {written.uri} ({written.checksum}, "
+                                f"the source has {src.checksum}); re-run the copy (the target is overwritten)")
+
     def _copy_server_side(self, src: FileInfo, target: str, known_checksum: str | None) -> str | None:
         # Hash first: a source that vanishes meanwhile costs nothing at the target, and the copy below
         # is pinned to the same ETag, so the checksum is of the bytes copied.
@@ -763,6 +908,11 @@ class Transfer:
             return TransferOutcome.FAILED, str(exc), False
         if isinstance(exc, (ConfigurationError, OutsideRootError, NotRegularFileError)):
             return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", False
+        if isinstance(exc, ObjectExistsError):
+            # A create-only upload met an object another writer made after the stat: the next attempt
+            # stats it again and skips it (same content) or replaces it.
+            return (TransferOutcome.FAILED, f"cannot copy {source} to {target}: {target} appeared while it was being "
+                                            f"copied ({exc})", True)
         if isinstance(exc, ClientError):
             code, status = _client_error(exc)
             hint = _client_error_hint(code, status)
@@ -774,6 +924,17 @@ class Transfer:
     def _result(item: TransferItem, outcome: TransferOutcome, *, size: int = 0, checksum: str | None = None,
                 method: CopyMethod = CopyMethod.NONE, message: str | None = None, retries: int = 0) -> TransferResult:
         return TransferResult(item.source, item.target, outcome, size, checksum, method.value, message, retries)
+
+
+def _checksums_differ(a: FileInfo, b: FileInfo) -> bool:
+    """Both carry a store checksum of one algorithm (GCS CRC32C), and the checksums differ."""
+    if not a.checksum or not b.checksum:
+        return False
+    return a.checksum.partition(":")[0] == b.checksum.partition(":")[0] and a.checksum != b.checksum
+
+
+# What an attempt may raise for a storage reason (besides the GCS and Azure clients' own errors).
+_EXPECTED = (_SourceGone, _SourceChanged, _SizeMismatch, StatekeeperError, ClientError, BotoCoreError, OSError)
 
 
 def _abort(client: Any, bucket: str, key: str, upload_id: str) -> None:
@@ -811,7 +972,10 @@ def verify_objects(items: Iterable[VerifyItem], target: StorageConfig, *, checks
         for attempt in range(max_attempts):
             try:
                 return _verify_one(fio, item, checksum)
-            except (StatekeeperError, ClientError, BotoCoreError, OSError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, (StatekeeperError, ClientError, BotoCoreError, OSError)) \
+                        and not is_vendor_error(exc):
+                    raise   # a programming error
                 if not _is_transient(exc) or attempt + 1 >= max_attempts:
                     return VerifyResult(item.target, False, None,
                                         f"could not verify {item.target}: {exc}; re-run the verification")
