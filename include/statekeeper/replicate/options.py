@@ -51,7 +51,7 @@ def _canonical(uri: str, what: str) -> str:
     try:
         return normalize_uri(uri.strip()).rstrip("/")
     except ValueError as exc:
-        raise DrOptionsError(f"{what} {uri!r} is not an absolute file:// or s3:// URI: {exc}") from None
+        raise DrOptionsError(f"{what} {uri!r} is not an absolute URI (file://, s3://, oss://, gs://, abfss://): {exc}") from None
 
 
 def _segments(uri: str) -> list[str]:
