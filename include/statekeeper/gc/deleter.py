@@ -845,63 +845,33 @@ class Deleter:
         `_verify` let it through). Answers: deleted, missing (ALREADY_GONE), refused because another
         version is live (read once more: ALREADY_GONE or CHANGED_SKIPPED), retriable (retried with
         back-off, counted), or failed."""
-        out = _Outcome()
-        pending = {k.key: k for k in keys}
         refused: dict[str, ConditionalDelete] = {}
-        last_error: dict[str, str] = {}
-        last_code = ""
-        request_failed = False
-        attempt = 0
-        what = f"conditional batch delete in {store.uri(container, '')}"
-        while pending and attempt < self.settings.max_attempts:
-            attempt += 1
-            if attempt > 1:
-                out.retries += 1 if request_failed else len(pending)
-                for k in pending.values():
-                    k.retries += 1
-                delay = self._backoff(attempt - 1)
-                self._throttle.hit(what, last_code, delay)
-                time.sleep(delay)
-            if self._limiter is not None:
-                self._limiter.acquire(len(pending))
-            batch = list(pending.values())
-            try:
-                answers = store.delete(container, [(k.key, str(k.items[0].etag)) for k in batch])
-                if len(answers) != len(batch):
-                    raise StorageError(f"{len(answers)} answers for {len(batch)} conditional deletes")
-            except Exception as exc:  # noqa: BLE001 - classified below
-                retriable, last_code = _classify(exc)
-                for k in batch:
-                    last_error[k.key] = f"{last_code}: {exc}"
-                if not retriable:
-                    break
-                request_failed = True
-                continue
-            request_failed = False
-            for k, answer in zip(batch, answers, strict=True):
-                if answer.outcome is ConditionalOutcome.FAILED and answer.retriable:
-                    last_code = answer.code or str(answer.status)
-                    last_error[k.key] = f"{last_code}: {answer.message}"
-                    continue   # stays pending: retried with the next attempt
-                del pending[k.key]
-                if answer.outcome is ConditionalOutcome.DELETED:
-                    for item in k.items:
-                        out.results.append(DeleteResult(item.uri, GcOutcome.DELETED, None, k.retries, _now()))
-                        out.bytes_done += item.size
-                elif answer.outcome is ConditionalOutcome.MISSING:
-                    for item in k.items:
-                        out.results.append(_gone(item, k.retries))
-                elif answer.outcome is ConditionalOutcome.CHANGED:
-                    refused[k.key] = answer
-                else:
-                    for item in k.items:
-                        out.results.append(_failed(item, f"cannot delete {answer.uri}: {answer.code}: {answer.message}; "
-                                                         "not deleted: check the permissions and re-run GC", k.retries))
-        for k in pending.values():
-            message = last_error.get(k.key, "no attempt made")
-            for item in k.items:
-                out.results.append(_failed(item, f"cannot delete {store.uri(container, k.key)} after {attempt} "
-                                                 f"attempt(s): {message}; not deleted, re-run GC later", k.retries))
+
+        def send(batch: list[_Key]) -> list[ConditionalDelete]:
+            answers = store.delete(container, [(k.key, str(k.items[0].etag)) for k in batch])
+            if len(answers) != len(batch):
+                raise StorageError(f"{len(answers)} answers for {len(batch)} conditional deletes")
+            return answers
+
+        def judge(k: _Key, answer: ConditionalDelete, out: _Outcome) -> tuple[str, str] | None:
+            if answer.outcome is ConditionalOutcome.FAILED and answer.retriable:
+                code = answer.code or str(answer.status)
+                return code, f"{code}: {answer.message}"
+            if answer.outcome is ConditionalOutcome.DELETED:
+                _deleted(k, out)
+            elif answer.outcome is ConditionalOutcome.MISSING:
+                for item in k.items:
+                    out.results.append(_gone(item, k.retries))
+            elif answer.outcome is ConditionalOutcome.CHANGED:
+                refused[k.key] = answer
+            else:
+                for item in k.items:
+                    out.results.append(_failed(item, f"cannot delete {answer.uri}: {answer.code}: {answer.message}; "
+                                                     "not deleted: check the permissions and re-run GC", k.retries))
+            return None
+
+        out = self._delete_with_retries(keys, f"conditional batch delete in {store.uri(container, '')}", send, judge,
+                                        lambda k: store.uri(container, k.key))
         for k in keys:
             if k.key in refused:
                 self._after_refusal(store, container, k, refused[k.key], out)
@@ -931,6 +901,38 @@ class Deleter:
     # -- S3 deletes -------------------------------------------------------------------------------
 
     def _delete_batch(self, bucket: str, keys: list[_Key], scheme: str = "s3") -> _Outcome:
+        def send(batch: list[_Key]) -> list[dict[str, Any] | None]:
+            response = self._s3_client(scheme).delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k.key} for k in batch], "Quiet": True})
+            errors = {e.get("Key"): e for e in response.get("Errors", ())}
+            return [errors.get(k.key) for k in batch]
+
+        def judge(k: _Key, err: dict[str, Any] | None, out: _Outcome) -> tuple[str, str] | None:
+            if err is None:
+                _deleted(k, out)
+                return None
+            code = err.get("Code", "Error")
+            message = f"{code}: {err.get('Message', '')}"
+            if code in RETRIABLE_CODES:
+                return code, message
+            for item in k.items:
+                out.results.append(_failed(item, f"cannot delete {scheme}://{bucket}/{k.key}: {message}; "
+                                                 "check the bucket policy / permissions and re-run GC", k.retries))
+            return None
+
+        return self._delete_with_retries(keys, f"DeleteObjects on {scheme}://{bucket}", send, judge,
+                                         lambda k: f"{scheme}://{bucket}/{k.key}")
+
+    # -- the retry loop both delete paths share -----------------------------------------------------
+
+    def _delete_with_retries(self, keys: list[_Key], what: str, send: Callable[[list[_Key]], list[Any]],
+                             judge: Callable[[_Key, Any, _Outcome], tuple[str, str] | None],
+                             uri_of: Callable[[_Key], str]) -> _Outcome:
+        """Send the pending keys as one request per attempt until each is settled or the attempts run out.
+        `send(batch)` answers per key, in order (an exception fails the whole request: retried when
+        transient); `judge(key, answer, out)` settles a key (its results appended to `out`) and returns
+        None, or returns (code, message) to keep it pending for the next attempt. Retries are counted when
+        they happen: one per request after a failed request, else one per pending key."""
         out = _Outcome()
         pending = {k.key: k for k in keys}
         last_error: dict[str, str] = {}
@@ -940,19 +942,17 @@ class Deleter:
         while pending and attempt < self.settings.max_attempts:
             attempt += 1
             if attempt > 1:
-                # Counted here, when the retry really happens: one per request, or one per key.
                 out.retries += 1 if request_failed else len(pending)
                 for k in pending.values():
                     k.retries += 1
                 delay = self._backoff(attempt - 1)
-                self._throttle.hit(f"DeleteObjects on {scheme}://{bucket}", last_code, delay)
+                self._throttle.hit(what, last_code, delay)
                 time.sleep(delay)
             if self._limiter is not None:
                 self._limiter.acquire(len(pending))
             batch = list(pending.values())
             try:
-                response = self._s3_client(scheme).delete_objects(
-                    Bucket=bucket, Delete={"Objects": [{"Key": k.key} for k in batch], "Quiet": True})
+                answers = send(batch)
             except Exception as exc:  # noqa: BLE001 - classified below
                 retriable, last_code = _classify(exc)
                 for k in batch:
@@ -962,30 +962,24 @@ class Deleter:
                 request_failed = True
                 continue
             request_failed = False
-            errors = {e.get("Key"): e for e in response.get("Errors", ())}
-            for k in batch:
-                err = errors.get(k.key)
-                if err is None:
+            for k, answer in zip(batch, answers, strict=True):
+                retry = judge(k, answer, out)
+                if retry is None:
                     del pending[k.key]
-                    for item in k.items:
-                        out.results.append(DeleteResult(item.uri, GcOutcome.DELETED, None, k.retries, _now()))
-                        out.bytes_done += item.size
-                    continue
-                code = err.get("Code", "Error")
-                last_error[k.key] = f"{code}: {err.get('Message', '')}"
-                if code in RETRIABLE_CODES:
-                    last_code = code   # stays pending: retried with the next attempt
-                    continue
-                del pending[k.key]
-                for item in k.items:
-                    out.results.append(_failed(item, f"cannot delete {scheme}://{bucket}/{k.key}: {last_error[k.key]}; "
-                                                     "check the bucket policy / permissions and re-run GC", k.retries))
+                else:
+                    last_code, last_error[k.key] = retry
         for k in pending.values():
             message = last_error.get(k.key, "no attempt made")
             for item in k.items:
-                out.results.append(_failed(item, f"cannot delete {scheme}://{bucket}/{k.key} after {attempt} attempt(s): "
-                                                 f"{message}; not deleted, re-run GC later", k.retries))
+                out.results.append(_failed(item, f"cannot delete {uri_of(k)} after {attempt} attempt(s): {message}; "
+                                                 "not deleted, re-run GC later", k.retries))
         return out
+
+
+def _deleted(k: _Key, out: _Outcome) -> None:
+    for item in k.items:
+        out.results.append(DeleteResult(item.uri, GcOutcome.DELETED, None, k.retries, _now()))
+        out.bytes_done += item.size
 
 
 # -- GCS and Azure through their vendor clients ---------------------------------------------------------
