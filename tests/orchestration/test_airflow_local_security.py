@@ -19,16 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.orchestration.support import plugin_module
+from tests.plugins.loopback import free_port
 
 pytestmark = pytest.mark.airflow
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = {"127.0.0.1", "::1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stats() -> dict[int, list[str]]:
@@ -101,7 +96,7 @@ def _health(base: str) -> dict:
 @pytest.mark.slow
 def test_airflow_ui_binds_loopback_and_keeps_its_home_private(tmp_path):
     home = tmp_path / "airflow"
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     # No nightly run starts Spark jobs while the sockets are inspected.
     env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -15,14 +14,9 @@ from pathlib import Path
 import pytest
 
 from statekeeper.airflow_local import airflow_bin, local_airflow_env, prepare
+from tests.plugins.loopback import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _request(url: str, *, method: str = "GET", body: dict | None = None, token: str | None = None) -> dict:
@@ -38,7 +32,7 @@ def _request(url: str, *, method: str = "GET", body: dict | None = None, token: 
 @pytest.fixture
 def standalone(tmp_path):
     home = tmp_path / "airflow"
-    port = _free_port()
+    port = free_port()
     env = local_airflow_env(home, api_port=port)
     # Otherwise the scheduler starts the nightly run for the latest interval as soon as the DAG
     # appears (possibly before the API server listens), and max_active_runs=1 queues ours behind it.

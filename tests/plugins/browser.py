@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -36,17 +35,12 @@ from typing import Any
 import pytest
 
 from statekeeper.airflow_local import PRIVATE_UMASK, airflow_bin, local_airflow_env, prepare
+from tests.plugins.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 _READY_TIMEOUT_S = 240.0
 _STOP_TIMEOUT_S = 30.0
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(url: str, *, method: str = "GET", body: dict | None = None, token: str | None = None,
@@ -139,7 +133,7 @@ def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..
 
     def start(warehouse: str, env: dict[str, str] | None = None) -> AirflowUI:
         work = tmp_path_factory.mktemp("airflow-ui")
-        home, port = work / "airflow", _free_port()
+        home, port = work / "airflow", free_port()
         environ = local_airflow_env(home, api_port=port)
         environ["STATEKEEPER_WAREHOUSE"] = warehouse   # what airflow_settings.yaml puts into the Variable
         environ.update(env or {})

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -30,20 +27,13 @@ from pathlib import Path
 import pytest
 
 from statekeeper.storage import StorageConfig
+from tests.plugins.loopback import STARTUP_TIMES, LoopbackServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 AZURITE_ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (the same for every installation; not a secret).
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 GCS_PROJECT = "statekeeper-test"
-_START_TIMEOUT_S = 60.0
-_STARTUP_TIMES: dict[str, float] = {}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def azurite_version() -> str:
@@ -59,52 +49,11 @@ def azurite_binary() -> Path:
     return cache / "npm" / f"azurite-{azurite_version()}" / "node_modules" / ".bin" / "azurite-blob"
 
 
-class _Server:
-    name = "server"
-
-    def __init__(self, argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        started = time.monotonic()
-        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
-                                        env=env, start_new_session=True)
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        _STARTUP_TIMES[self.name] = time.monotonic() - started
-
-    def _healthy(self) -> bool:
-        raise NotImplementedError
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log_path}:\n"
-                                   f"{self.log_path.read_text(errors='replace')[-2000:]}")
-            if self._healthy():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not become healthy in {_START_TIMEOUT_S:.0f}s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()  # by PID: only the server we started
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self._log.close()
-
-
-class GcsEmulator(_Server):
+class GcsEmulator(LoopbackServer):
     name = "gcp-storage-emulator"
 
     def __init__(self, data_dir: Path) -> None:
-        port = _free_port()
+        port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         env = dict(os.environ, STORAGE_BASE=str(data_dir), STORAGE_DIR="gcs",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), str(REPO / "include"),
@@ -124,7 +73,7 @@ class GcsEmulator(_Server):
         return base.with_overrides(**overrides) if overrides else base
 
 
-class Azurite(_Server):
+class Azurite(LoopbackServer):
     name = "azurite"
 
     def __init__(self, data_dir: Path) -> None:
@@ -132,7 +81,7 @@ class Azurite(_Server):
         if not binary.exists():
             raise RuntimeError(f"Azurite is not installed at {binary}: run `make setup` (it installs azurite "
                                f"{azurite_version()} from npm into $STATEKEEPER_CACHE/npm)")
-        port = _free_port()
+        port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
         super().__init__([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
                           str(data_dir), "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"],
@@ -268,6 +217,6 @@ def _upload(fileio, local_dir: str | os.PathLike[str], target_uri: str, threads:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if _STARTUP_TIMES:
-        shown = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(_STARTUP_TIMES.items()))
-        terminalreporter.write_line(f"object-store emulators started: {shown}")
+    if STARTUP_TIMES:
+        shown = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(STARTUP_TIMES.items()))
+        terminalreporter.write_line(f"object-store servers started: {shown}")

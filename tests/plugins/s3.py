@@ -8,10 +8,7 @@ directory tree (e.g. a harness fixture store) into a bucket with a few client th
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,57 +18,32 @@ from pathlib import Path
 import pytest
 
 from statekeeper.storage import StorageConfig
+from tests.plugins.loopback import LoopbackServer, free_port
 
 MOTO_ACCESS_KEY = "statekeeper-test"
 MOTO_SECRET_KEY = "statekeeper-test-secret"
-_START_TIMEOUT_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class MotoServer(LoopbackServer):
+    name = "moto_server"
+    start_timeout_s = 30.0
 
-
-class MotoServer:
     def __init__(self, log_path: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         binary = Path(sys.executable).parent / "moto_server"
         if not binary.exists():
             raise RuntimeError(f"moto_server not found beside {sys.executable}; is moto[server] installed?")
         env = dict(os.environ, AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY,
                    AWS_DEFAULT_REGION="us-east-1")
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [str(binary), "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
-        self._wait_healthy(log_path)
+        super().__init__([str(binary), "-H", "127.0.0.1", "-p", str(self.port)], log_path, env=env)
 
-    def _wait_healthy(self, log_path: Path) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self.process.returncode}; see {log_path}")
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/moto-api/data.json", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"moto_server did not become healthy in {_START_TIMEOUT_S}s; see {log_path}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()  # by PID: only the server we started
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self._log.close()
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/data.json", timeout=1) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
 
     def config(self, **overrides: object) -> StorageConfig:
         base = StorageConfig(endpoint=self.endpoint, region="us-east-1", access_key_id=MOTO_ACCESS_KEY,

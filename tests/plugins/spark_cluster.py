@@ -28,7 +28,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.plugins.s3 import _free_port
+from tests.plugins.loopback import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 CLUSTER_SITE = Path(__file__).resolve().parent / "cluster_site"
@@ -61,8 +61,8 @@ class Daemon:
 @dataclass
 class StandaloneCluster:
     base: Path
-    master_port: int = field(default_factory=_free_port)
-    webui_port: int = field(default_factory=_free_port)
+    master_port: int = field(default_factory=free_port)
+    webui_port: int = field(default_factory=free_port)
     daemons: list[Daemon] = field(default_factory=list)
 
     @property
@@ -125,7 +125,7 @@ class StandaloneCluster:
             work = self.base / f"worker-{i}" / "work"
             work.mkdir(parents=True)
             self._spawn(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                        "--port", str(_free_port()), "--webui-port", str(_free_port()),
+                                        "--port", str(free_port()), "--webui-port", str(free_port()),
                                         "--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work),
                                         self.master_url], work_dir=work)
         self._wait_for_workers()
