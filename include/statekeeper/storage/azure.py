@@ -45,8 +45,10 @@ from statekeeper.storage.model import (
     ConditionalDelete,
     ConditionalOutcome,
     DeleteFailure,
+    DeleteRefused,
     DeleteReport,
     FileInfo,
+    delete_in_batches,
 )
 from statekeeper.storage.ranged import RangedInput
 from statekeeper.uri import AZURE_CANONICAL_SCHEME, normalize_uri, split_azure
@@ -290,28 +292,17 @@ class AzureFileIO(FileIO):
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         """Blob batch deletes (up to 256 per request, or delete_batch_size if lower), per container.
         202 is deleted, 404 missing, anything else a failure."""
-        report = DeleteReport()
-        pending: dict[tuple[str, str, str], tuple[AzureLocation, list[str]]] = {}
-        limit = min(self.config.delete_batch_size, _AZURE_BATCH_MAX)
-        for uri in uris:
+        def locate(uri: str) -> tuple[tuple[str, str, str], AzureLocation, str]:
             try:
                 loc = AzureLocation(uri)
             except (StorageError, ValueError) as exc:
-                report.failed.append(DeleteFailure(uri, "InvalidUri", str(exc)))
-                continue
+                raise DeleteRefused("InvalidUri", str(exc)) from exc
             if not loc.path:
-                report.failed.append(DeleteFailure(uri, "InvalidKey", "refusing to delete a container"))
-                continue
-            key = (loc.account, loc.suffix, loc.container)
-            _, names = pending.setdefault(key, (loc, []))
-            names.append(loc.path)
-            if len(names) >= limit:
-                report.extend(self._delete_batch(loc, names))
-                pending[key] = (loc, [])
-        for loc, names in pending.values():
-            if names:
-                report.extend(self._delete_batch(loc, names))
-        return report
+                raise DeleteRefused("InvalidKey", "refusing to delete a container")
+            return (loc.account, loc.suffix, loc.container), loc, loc.path
+
+        return delete_in_batches(uris, locate, min(self.config.delete_batch_size, _AZURE_BATCH_MAX),
+                                 self._delete_batch)
 
     def _delete_batch(self, loc: AzureLocation, names: list[str]) -> DeleteReport:
         report = DeleteReport()

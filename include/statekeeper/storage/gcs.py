@@ -46,8 +46,10 @@ from statekeeper.storage.model import (
     ConditionalDelete,
     ConditionalOutcome,
     DeleteFailure,
+    DeleteRefused,
     DeleteReport,
     FileInfo,
+    delete_in_batches,
 )
 from statekeeper.storage.ranged import RangedInput
 from statekeeper.uri import normalize_uri
@@ -314,23 +316,13 @@ class GcsFileIO(FileIO):
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
         """Batched deletes: up to 100 objects per batch request (GCS's limit, or delete_batch_size if
         lower). A 404 for one object is reported as missing; other per-object errors as failures."""
-        report = DeleteReport()
-        pending: dict[str, list[str]] = {}
-        limit = min(self.config.delete_batch_size, _GCS_BATCH_MAX)
-        for uri in uris:
+        def locate(uri: str) -> tuple[str, str, str]:
             bucket, key = split_gs_uri(uri)
             if not key:
-                report.failed.append(DeleteFailure(uri, "InvalidKey", "refusing to delete a bucket"))
-                continue
-            batch = pending.setdefault(bucket, [])
-            batch.append(key)
-            if len(batch) >= limit:
-                report.extend(self._delete_batch(bucket, batch))
-                pending[bucket] = []
-        for bucket, batch in pending.items():
-            if batch:
-                report.extend(self._delete_batch(bucket, batch))
-        return report
+                raise DeleteRefused("InvalidKey", "refusing to delete a bucket")
+            return bucket, bucket, key
+
+        return delete_in_batches(uris, locate, min(self.config.delete_batch_size, _GCS_BATCH_MAX), self._delete_batch)
 
     def _delete_batch(self, bucket: str, keys: list[str]) -> DeleteReport:
         report = DeleteReport()

@@ -1,9 +1,11 @@
 """Value objects returned by FileIO implementations."""
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 
 class ObjectType(StrEnum):
@@ -74,6 +76,38 @@ class DeleteReport:
         self.deleted.extend(other.deleted)
         self.missing.extend(other.missing)
         self.failed.extend(other.failed)
+
+
+class DeleteRefused(Exception):
+    """An object `delete_in_batches` must not send (no key, an unparseable URI): reported as failed."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def delete_in_batches(uris: Iterable[str], locate: Callable[[str], tuple[Hashable, Any, str]], limit: int,
+                      send: Callable[[Any, list[str]], DeleteReport]) -> DeleteReport:
+    """Group deletes into batch requests of at most `limit` objects per bucket/container, in order:
+    `locate(uri)` gives (batch key, what `send` needs for that batch, the object's name in it), or raises
+    DeleteRefused; `send(target, names)` deletes one batch and reports every name."""
+    report = DeleteReport()
+    pending: dict[Hashable, tuple[Any, list[str]]] = {}
+    for uri in uris:
+        try:
+            key, target, name = locate(uri)
+        except DeleteRefused as refused:
+            report.failed.append(DeleteFailure(uri, refused.code, refused.message))
+            continue
+        _, names = pending.setdefault(key, (target, []))
+        names.append(name)
+        if len(names) >= limit:
+            report.extend(send(target, names))
+            pending[key] = (target, [])
+    for target, names in pending.values():
+        if names:
+            report.extend(send(target, names))
+    return report
 
 
 class ConditionalOutcome(StrEnum):

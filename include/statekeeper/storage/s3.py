@@ -18,7 +18,7 @@ from statekeeper.storage.errors import (
     StorageError,
     UnreadableObjectError,
 )
-from statekeeper.storage.model import DeleteFailure, DeleteReport, FileInfo
+from statekeeper.storage.model import DeleteFailure, DeleteRefused, DeleteReport, FileInfo, delete_in_batches
 from statekeeper.storage.s3_stream import S3RangedInput
 from statekeeper.uri import normalize_uri
 
@@ -252,23 +252,13 @@ class S3FileIO(FileIO):
     # -- bulk operations ----------------------------------------------------------------------
 
     def delete_many(self, uris: Iterable[str]) -> DeleteReport:
-        report = DeleteReport()
-        pending: dict[str, list[str]] = {}
-        limit = self.config.delete_batch_size
-        for uri in uris:
+        def locate(uri: str) -> tuple[str, str, str]:
             bucket, key = self._split(uri)
             if not key:
-                report.failed.append(DeleteFailure(uri, "InvalidKey", "refusing to delete a bucket"))
-                continue
-            batch = pending.setdefault(bucket, [])
-            batch.append(key)
-            if len(batch) >= limit:
-                report.extend(self._delete_batch(bucket, batch))
-                pending[bucket] = []
-        for bucket, batch in pending.items():
-            if batch:
-                report.extend(self._delete_batch(bucket, batch))
-        return report
+                raise DeleteRefused("InvalidKey", "refusing to delete a bucket")
+            return bucket, bucket, key
+
+        return delete_in_batches(uris, locate, self.config.delete_batch_size, self._delete_batch)
 
     def _delete_batch(self, bucket: str, keys: list[str]) -> DeleteReport:
         report = DeleteReport()
