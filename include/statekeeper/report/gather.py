@@ -39,6 +39,9 @@ from statekeeper.tables.vocabulary import (
 )
 
 
+_UNREAD = object()   # a cached read not made yet (None is a valid answer)
+
+
 @dataclass(frozen=True)
 class Limits:
     """How much of each view a page shows (the rest is in the totals)."""
@@ -63,6 +66,7 @@ class Gatherer:
         self._keep = keep
         self._dirs: Any = None
         self._cross: Any = None
+        self._gc_run: Any = _UNREAD
 
     def cross_uses(self) -> Any:
         """Distinct (directory, target directory, file) where snapshots of the directory use a listed file
@@ -266,16 +270,9 @@ class Gatherer:
 
     # -- GC, compaction, DR ---------------------------------------------------------------------------
     def newest_gc_run(self) -> dict[str, Any] | None:
-        """The newest row of the newest GC run that got as far as a plan (a run still planning, or one
-        that failed before planning, shows no plan)."""
-        if not hasattr(self, "_gc_run"):
-            rows = self.reader.read("gc_runs").to_pylist() if self.reader.state("gc_runs") is not None else []
-            newest: dict[str, dict[str, Any]] = {}
-            for r in rows:
-                if r["run_id"] not in newest or r["finished_at"] >= newest[r["run_id"]]["finished_at"]:
-                    newest[r["run_id"]] = r
-            runs = sorted(newest.values(), key=lambda r: r["finished_at"])
-            self._gc_run = runs[-1] if runs else None
+        """The newest row of `gc_runs` (an event log: the newest row is the newest run's latest state)."""
+        if self._gc_run is _UNREAD:
+            self._gc_run = self.reader.newest("gc_runs")
         return self._gc_run
 
     def gc_plan_frame(self) -> Any:
@@ -307,7 +304,7 @@ class Gatherer:
                          tuple(run["blocked"] or ()), outcomes)
 
     def compaction(self) -> CompactionSummary | None:
-        run = self.reader.newest("compaction_runs") if self.reader.state("compaction_runs") is not None else None
+        run = self.reader.newest("compaction_runs")
         if run is None:
             return None
         statuses: dict[str, int] = {}
@@ -322,7 +319,7 @@ class Gatherer:
                                  run["metadata_bytes_after"], tuple(run["problems"] or ()), statuses)
 
     def dr(self) -> DrSummary | None:
-        run = self.reader.newest("dr_runs") if self.reader.state("dr_runs") is not None else None
+        run = self.reader.newest("dr_runs")
         if run is None:
             return None
         return DrSummary(run["run_id"], run["status"], run["mode"], run["finished_at"], run["snapshots"],
@@ -330,12 +327,10 @@ class Gatherer:
 
     def trend(self, current: TrendPoint) -> tuple[TrendPoint, ...]:
         """The report runs before this one (report_runs), oldest first, then `current`."""
-        points: list[TrendPoint] = []
-        if self.reader.state("report_runs") is not None:
-            for r in self.reader.read("report_runs").to_pylist():
-                if r["status"] == "succeeded" and r["run_id"] != current.run_id:
-                    points.append(TrendPoint(r["run_id"], r["finished_at"], r["bytes_total"], r["bytes_pinned"],
-                                             r["bytes_reclaimable"], r["bytes_inline"], r["jobs_unrestorable"]))
+        points = [TrendPoint(r["run_id"], r["finished_at"], r["bytes_total"], r["bytes_pinned"],
+                             r["bytes_reclaimable"], r["bytes_inline"], r["jobs_unrestorable"])
+                  for r in self.reader.read("report_runs").to_pylist()   # absent table: no rows
+                  if r["status"] == "succeeded" and r["run_id"] != current.run_id]
         points.sort(key=lambda p: p.at)
         return (*points[-(self.limits.trend_runs - 1):], current)
 

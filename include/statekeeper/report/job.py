@@ -14,7 +14,6 @@ instead of failing the report: the report of a store whose validation failed is 
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from statekeeper.jobs.registry import REPORT
 from statekeeper.jobs.result import JobResult, human_size
 from statekeeper.report.gather import Gatherer, Limits
 from statekeeper.report.model import ReportData, TrendPoint
+from statekeeper.report.store import ReportStore, data_json
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
@@ -109,7 +109,6 @@ class BuildReport(StatekeeperJob[ReportResult]):
 
     def _run(self, ctx: RunContext) -> ReportResult:
         from statekeeper.report.render import render
-        from statekeeper.report.store import ReportStore
         from statekeeper.tables.reader import TableReader
 
         clock = time.monotonic()
@@ -177,6 +176,6 @@ class BuildReport(StatekeeperJob[ReportResult]):
         path = os.path.join(self._out, "index.html")
         with open(path, "wb") as f:
             f.write(page)
-        with open(os.path.join(self._out, "report.json"), "w") as f:
-            json.dump(mapping, f, indent=1, sort_keys=True, default=str)
+        with open(os.path.join(self._out, "report.json"), "wb") as f:
+            f.write(data_json(mapping))
         return path

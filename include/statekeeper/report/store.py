@@ -38,6 +38,11 @@ class ReportNotFound(StatekeeperError):
     """No report (or no report of that run) in the warehouse."""
 
 
+def data_json(data: dict[str, Any]) -> bytes:
+    """report.json's bytes (the store's copy and `--out`'s are the same)."""
+    return json.dumps(data, indent=1, sort_keys=True, default=str).encode()
+
+
 def run_dir_name(run_id: str) -> str:
     """The directory name of run `run_id` (see the module doc)."""
     name = _UNSAFE.sub("_", run_id.strip())
@@ -85,7 +90,7 @@ class ReportStore:
         """Write a run's page and data, then make it the latest. Re-publishing a run replaces it."""
         run_dir = run_dir_name(run_id)
         ref = ReportRef(run_id, run_dir, generated_at, self.page_uri(run_dir))
-        self._io.write(self.data_uri(run_dir), json.dumps(data, indent=1, sort_keys=True, default=str).encode())
+        self._io.write(self.data_uri(run_dir), data_json(data))
         self._io.write(ref.page_uri, page)
         self._io.write(self.latest_page_uri, page)
         self._io.write(self.latest_uri, json.dumps(ref.to_mapping(), indent=1).encode())
