@@ -683,7 +683,6 @@ class Deleter:
 
     def _list_page(self, scan: _PrefixScan, scheme: str = "s3") -> _Outcome:
         out = _Outcome()
-        remaining = len(scan.keys) - scan.position
         kwargs: dict[str, Any] = {"Bucket": scan.bucket, "Prefix": scan.prefix, "Delimiter": "/",
                                   "MaxKeys": self.storage.list_page_size}
         if scan.token:
@@ -694,11 +693,7 @@ class Deleter:
                                               lambda: self._s3_client(scheme).list_objects_v2(**kwargs))
         out.retries += retries
         if error is not None:
-            # The listing keeps failing: re-check each key by HEAD instead (with its own retries).
-            for key in scan.keys[scan.position:]:
-                key.retries += retries
-                out.heads.append((scan.bucket, key))
-            return out
+            return self._heads_instead(scan, retries, out)
         contents = response.get("Contents", ())
         prefixes = response.get("CommonPrefixes", ())
         listed = {obj["Key"]: obj for obj in contents}
@@ -708,28 +703,48 @@ class Deleter:
         if prefixes:
             ends.append(prefixes[-1]["Prefix"])
         bound = max(ends, default=None)
-        truncated = bool(response.get("IsTruncated")) and bool(response.get("NextContinuationToken"))
-        position = scan.position
-        while position < len(scan.keys):
-            key = scan.keys[position]
-            if truncated and (bound is None or key.key > bound):
-                break   # beyond this page: a later page decides
-            key.retries += retries
+        token = response.get("NextContinuationToken") if response.get("IsTruncated") else None
+
+        def verify(key: _Key) -> None:
             obj = listed.get(key.key)
             if obj is None:
                 self._verify(scan.bucket, key, None, None, None, out)
             else:
                 self._verify(scan.bucket, key, int(obj["Size"]), _strip_etag(obj.get("ETag")),
                              obj.get("LastModified"), out)
+
+        return self._settle_page(scan, out, retries, bound, token, len(contents) + len(prefixes), verify)
+
+    @staticmethod
+    def _heads_instead(scan: _PrefixScan, retries: int, out: _Outcome) -> _Outcome:
+        """The listing keeps failing: re-check each remaining key by a metadata read instead (with its own
+        retries)."""
+        for key in scan.keys[scan.position:]:
+            key.retries += retries
+            out.heads.append((scan.bucket, key))
+        return out
+
+    @staticmethod
+    def _settle_page(scan: _PrefixScan, out: _Outcome, retries: int, bound: str | None, token: str | None,
+                     scanned: int, verify: Callable[[_Key], None]) -> _Outcome:
+        """Re-check the candidates one listing page covers: every key up to `bound` (the page's last entry)
+        when more pages follow (`token`), all of them otherwise. The rest go on with the next page, or by
+        metadata reads when the candidates are sparse (listing would mostly scan other objects)."""
+        remaining = len(scan.keys) - scan.position
+        position = scan.position
+        while position < len(scan.keys):
+            key = scan.keys[position]
+            if token and (bound is None or key.key > bound):
+                break   # beyond this page: a later page decides
+            key.retries += retries
+            verify(key)
             position += 1
         if position >= len(scan.keys):
             return out
-        if len(contents) + len(prefixes) > _LIST_FALLBACK_FACTOR * remaining:
-            # Sparse candidates: listing would mostly scan other objects; HEAD the rest.
+        if scanned > _LIST_FALLBACK_FACTOR * remaining:
             out.heads.extend((scan.bucket, key) for key in scan.keys[position:])
             return out
-        out.scan = _PrefixScan(scan.bucket, scan.prefix, scan.keys, position, scan.start_after,
-                               response["NextContinuationToken"])
+        out.scan = _PrefixScan(scan.bucket, scan.prefix, scan.keys, position, scan.start_after, token)
         return out
 
     def _head(self, bucket: str, key: _Key, scheme: str = "s3") -> _Outcome:
@@ -796,7 +811,6 @@ class Deleter:
 
     def _versioned_page(self, store: _VersionedStore, scan: _PrefixScan) -> _Outcome:
         out = _Outcome()
-        remaining = len(scan.keys) - scan.position
         # The first page starts at the first candidate (GCS startOffset is inclusive; Azure lists the
         # "directory" from its start); later pages continue with the store's token.
         start = scan.keys[scan.position].key if scan.token is None else None
@@ -805,26 +819,11 @@ class Deleter:
             lambda: store.list_page(scan.bucket, scan.prefix, start, scan.token, self.storage.list_page_size))
         out.retries += retries
         if error is not None:
-            for key in scan.keys[scan.position:]:   # re-check each by a metadata read instead
-                key.retries += retries
-                out.heads.append((scan.bucket, key))
-            return out
+            return self._heads_instead(scan, retries, out)
         seen, bound, scanned, token = response
-        position = scan.position
-        while position < len(scan.keys):
-            key = scan.keys[position]
-            if token and (bound is None or key.key > bound):
-                break   # beyond this page: a later page decides
-            key.retries += retries
-            self._verify_seen(scan.bucket, key, seen.get(key.key), out, store.uri(scan.bucket, key.key))
-            position += 1
-        if position >= len(scan.keys):
-            return out
-        if scanned > _LIST_FALLBACK_FACTOR * remaining:
-            out.heads.extend((scan.bucket, key) for key in scan.keys[position:])
-            return out
-        out.scan = _PrefixScan(scan.bucket, scan.prefix, scan.keys, position, scan.start_after, token)
-        return out
+        return self._settle_page(
+            scan, out, retries, bound, token, scanned,
+            lambda key: self._verify_seen(scan.bucket, key, seen.get(key.key), out, store.uri(scan.bucket, key.key)))
 
     def _versioned_head(self, store: _VersionedStore, container: str, key: _Key) -> _Outcome:
         out = _Outcome()
