@@ -281,12 +281,17 @@ with DAG(
         task_id=GC.name,
         job=GC.entry_point,
         job_args=GC_ARGS,
-        # Default trigger rule (all_success): when validate fails (a newest checkpoint does not
-        # restore), gc does not run. Exit 1 (blocked, or some deletes failed) is final (GC.retried).
+        # After compact, never beside it: compaction writes new snapshots (`compacted/<dir>/_metadata`)
+        # into the roots, and one written between GC's last re-list and its deletes would lose files
+        # the plan calls garbage (issue 28). none_failed: a compaction that is off (skipped) does not
+        # hold GC back; a failed validate or compact does (upstream_failed), as before. Exit 1
+        # (blocked, or some deletes failed) is final (GC.retried).
+        trigger_rule="none_failed",
         doc_md="Expires snapshots by the retention policy and plans the deletion of every file no remaining "
                "snapshot references and older than the grace period; writes `gc_runs` and `gc_actions`. "
                "Deletes only in `delete` mode (or when executing a reviewed plan). Runs only after a "
-               "successful `validate`. Exit 1 (blocked by a fail-closed rule, or some deletes failed) is "
+               "successful `validate`, and after `compact` (never beside it: compaction writes snapshots into "
+               "the roots); a failed compaction holds it back, a disabled one does not. Exit 1 (blocked by a fail-closed rule, or some deletes failed) is "
                "not retried.",
         **SUBMIT,
     )
@@ -300,7 +305,7 @@ with DAG(
         doc_md="Moves inline state out of every `_metadata` larger than the threshold into a new "
                "`compacted/chk-N/` snapshot directory, verified before its `_metadata` is written; writes "
                "`compactions` and `compaction_runs`, and logs inline bytes per job and operator. Off unless "
-               "enabled; runs only after a successful `validate`.",
+               "enabled; runs only after a successful `validate`, before `gc`.",
         **SUBMIT,
     )
     maintain = StatekeeperSparkSubmitOperator(
@@ -332,6 +337,6 @@ with DAG(
         task_id="run_outcome",
         doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
     )
-    index >> chains >> validate >> [gc, compact]
-    [gc, compact] >> maintain >> report
+    # compact before gc, never side by side: GC's re-list must see every snapshot compaction wrote.
+    index >> chains >> validate >> compact >> gc >> maintain >> report
     [index, chains, validate, gc, compact, maintain, report] >> outcome

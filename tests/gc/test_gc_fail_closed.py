@@ -6,7 +6,8 @@ warehouse, damaged or extended in one way, then indexed, chained and garbage-col
 
 * a corrupt `_metadata` under a root: blocked (exit 1), the message names the object, nothing deleted;
 * a `_metadata` written after the index that references a planned orphan: that file survives
-  (`changed_skipped`), the other garbage goes;
+  (`changed_skipped`), the other garbage goes; the same for every placement the layout classifier
+  calls a snapshot (`compacted/<dir>/`, savepoint directories, nested self-contained snapshots);
 * a stored path with `..` segments that resolves inside the root, and one outside every root: the
   files it names stay, nothing outside the roots is touched;
 * a relative stored path naming no knowable object (`file:../../etc/passwd`): a parse error, blocked;
@@ -85,6 +86,43 @@ def test_metadata_written_after_the_index_keeps_its_files(store):
     rows = {r["uri"]: r for r in actions(p.warehouse, result["run_id"])}
     assert rows[uri(victim)]["outcome"] == "changed_skipped"
     assert "written after the index" in rows[uri(victim)]["message"]
+
+
+def test_metadata_in_every_placement_after_the_index_keeps_its_files(store):
+    """Issue 28: the re-list looked only at `<dir>/` and `<dir>/chk-N/`, so a `compacted/chk-N/_metadata`
+    written after the index (compaction's own placement) lost its files. Every placement the classifier
+    calls a snapshot is written here after the index, each referencing another planned orphan."""
+    p, job_dir = store["p"], store["job_dir"]
+    newest = store["retained"][-1] / "_metadata"
+    shared = sorted(f for f in oracle_references(VERSION, [newest])[uri(newest)] if "/shared/" in f)
+    # More orphans than the scenario leaves: copies of a real shared file under names nothing references.
+    planted = []
+    for i in range(6):
+        twin = job_dir / "shared" / f"planted-orphan-{i}"
+        shutil.copyfile(local(shared[0]), twin)
+        planted.append(twin)
+    orphans = sorted(store["orphans"] + planted)
+    p.refresh()
+    checkpoints = job_dir.parent
+    placements = [
+        job_dir / "compacted" / "chk-998",                        # compaction beside a checkpoint
+        checkpoints / "compacted" / "savepoint-abcdef-0123456789ab",   # compaction beside a savepoint
+        checkpoints / f"savepoint-{job_dir.name[:6]}-0123456789ab",    # a savepoint under the checkpoint root
+        job_dir / "state-processor" / "out" / "v1",               # a self-contained snapshot, nested
+        checkpoints / "exports" / "nightly",                      # a directory of no Flink layout
+    ]
+    assert len(orphans) > len(placements)
+    victims = orphans[:len(placements)]
+    for where, victim in zip(placements, victims, strict=True):
+        craft(newest, where / "_metadata", {shared[0]: uri(victim)})
+    code, result = p.gc("--mode", "delete", *SHORT)
+    assert code == 0, result
+    assert result["new_snapshots"] == len(placements)
+    lost = [str(v) for v in victims if not v.exists()]
+    assert not lost, f"files referenced by a _metadata written after the index were deleted: {lost}"
+    assert not any(o.exists() for o in orphans[len(placements):])
+    rows = {r["uri"]: r for r in actions(p.warehouse, result["run_id"])}
+    assert {rows[uri(v)]["outcome"] for v in victims} == {"changed_skipped"}
 
 
 def test_dot_dot_and_outside_paths_delete_nothing_live(store, tmp_path):

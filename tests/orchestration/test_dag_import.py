@@ -43,16 +43,18 @@ def test_maintenance_dag_shape(dagbag):
     assert dag.get_task("chains").upstream_task_ids == {"index"}
     assert dag.get_task("validate").upstream_task_ids == {"chains"}
     # gc plans from the index and chains tables, and only after validation passed: a run whose newest
-    # checkpoint does not restore (validate exits 1) deletes nothing
+    # checkpoint does not restore (validate exits 1) deletes nothing. Never beside compaction, which
+    # writes snapshots into the roots: after it, and a disabled (skipped) compaction does not hold it
+    # back while a failed one does (none_failed)
     gc = dag.get_task("gc")
-    assert gc.upstream_task_ids == {"validate"} and gc.downstream_task_ids == {"maintain_warehouse", "run_outcome"}
-    assert gc.trigger_rule == "all_success"
+    assert gc.upstream_task_ids == {"compact"} and gc.downstream_task_ids == {"maintain_warehouse", "run_outcome"}
+    assert gc.trigger_rule == "none_failed"
     # compaction, when enabled, also only after validation passed; warehouse maintenance after both,
     # unless something upstream failed (and then the run still ends failed: see test_dag_e2e)
     assert dag.get_task("compact").upstream_task_ids == {"validate"}
     assert dag.get_task("compact").trigger_rule == "all_success"
     maintain = dag.get_task("maintain_warehouse")
-    assert maintain.upstream_task_ids == {"gc", "compact"}
+    assert maintain.upstream_task_ids == {"gc"}
     assert maintain.trigger_rule == "none_failed_min_one_success"
     # the report comes last whatever happened before it, and run_outcome keeps a failed run failed
     # (a successful report as the only leaf would mark it successful)

@@ -2,17 +2,21 @@
 
 Flink keeps checkpointing while GC plans: a checkpoint completed since the index may reference a
 file the plan calls an orphan (an incremental checkpoint reuses older SSTs; a job restored in the
-meantime uses another job's `shared/`). So every root is listed again, level by level, only where a
-`_metadata` can be (`<root>/_metadata`, `<root>/<dir>/_metadata`, `<root>/<dir>/chk-N/_metadata`
-and `<root>/chk-N/_metadata`), and every `_metadata` the index did not parse in this version is
-parsed; its references join the reachable set. One that cannot be parsed blocks the run. One that
-vanished before it was read (Flink subsumed it) pins nothing any more and is counted, not fatal.
+meantime uses another job's `shared/`), and compaction writes `compacted/<dir>/_metadata` snapshots.
+So every root is walked again, listing directories only, and a `_metadata` is looked for in every
+directory where the layout classifier (`statekeeper.layout.classify`) would call one a snapshot: the
+same rules the index applies, not a second list of places, so a placement the classifier learns is
+one the re-list sees (`holds_snapshot_metadata`, `may_hold_snapshot_below`). Only the subtrees the
+classifier proves can hold no snapshot are skipped: `shared/`, `taskowned/`, the inside of `chk-N/`
+and of savepoint directories, which hold nearly all objects. Every `_metadata` the index did not parse
+in this version is parsed; its references join the reachable set. One that cannot be parsed blocks
+the run. One that vanished before it was read (Flink subsumed it) pins nothing any more and is
+counted, not fatal.
 
-All listing and parsing runs in Spark tasks, a directory per row.
+All listing and parsing runs in Spark tasks, a root's child directory per row.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -28,9 +32,8 @@ from statekeeper.storage import (
     StorageError,
     SymlinkRefusedError,
 )
+from statekeeper.layout.classify import holds_snapshot_metadata, may_hold_snapshot_below
 from statekeeper.uri import join_uri
-
-_CHK = re.compile(r"^chk-\d+$")
 
 FOUND_SCHEMA = pa.schema([pa.field("uri", pa.string()), pa.field("etag", pa.string())])
 FOUND_SPARK_SCHEMA = "uri string, etag string"
@@ -38,9 +41,6 @@ PARSED_SCHEMA = pa.schema([pa.field("metadata_uri", pa.string()), pa.field("file
                            pa.field("error", pa.string())])
 PARSED_SPARK_SCHEMA = "metadata_uri string, file_uri string, error string"
 
-
-def _name(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _fileio(roots: list[str], storage: StorageConfig) -> GuardedFileIO:
@@ -58,9 +58,14 @@ def _metadata_at(fileio: GuardedFileIO, directory: str) -> tuple[str, str] | Non
     return info.uri, info.etag or ""
 
 
+DIRS_SCHEMA = pa.schema([pa.field("dir", pa.string()), pa.field("descend", pa.bool_())])
+DIRS_SPARK_SCHEMA = "dir string, descend boolean"
+
+
 @dataclass
 class ListDirs:
-    """mapInArrow: rows (dir) -> rows (dir) of the child directories (the roots' job directories)."""
+    """mapInArrow: rows (dir) of roots -> DIRS_SCHEMA: the root itself (looked at, not descended: its
+    children are rows of their own, so one root's walk spreads over tasks) and each child directory."""
 
     roots: list[str]
     storage: StorageConfig
@@ -68,16 +73,22 @@ class ListDirs:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fileio = _fileio(self.roots, self.storage)
         for batch in batches:
-            out = []
+            dirs: list[str] = []
+            descend: list[bool] = []
             for directory in batch.column("dir").to_pylist():
-                out.append(directory)           # the root itself: create-subdir=false layouts
-                out.extend(fileio.list_dirs(directory))
-            yield pa.RecordBatch.from_arrays([pa.array(out, pa.string())], names=["dir"])
+                dirs.append(directory)
+                descend.append(False)
+                for child in fileio.list_dirs(directory):
+                    dirs.append(child)
+                    descend.append(True)
+            yield pa.RecordBatch.from_arrays([pa.array(dirs, pa.string()), pa.array(descend, pa.bool_())],
+                                             schema=DIRS_SCHEMA)
 
 
 @dataclass
 class FindMetadata:
-    """mapInArrow: rows (dir) -> FOUND_SCHEMA: every `_metadata` in `dir` or in its `chk-N/`."""
+    """mapInArrow: DIRS_SCHEMA rows -> FOUND_SCHEMA: every `_metadata` in `dir` (where the classifier
+    calls one there a snapshot) and, when `descend`, anywhere below it that the classifier allows."""
 
     roots: list[str]
     storage: StorageConfig
@@ -86,19 +97,31 @@ class FindMetadata:
         fileio = _fileio(self.roots, self.storage)
         for batch in batches:
             found: list[tuple[str, str]] = []
-            for directory in batch.column("dir").to_pylist():
-                here = _metadata_at(fileio, directory)
-                if here is not None:
-                    found.append(here)
-                for child in fileio.list_dirs(directory):
-                    if _CHK.match(_name(child)):
-                        hit = _metadata_at(fileio, child)
-                        if hit is not None:
-                            found.append(hit)
+            descends = batch.column("descend").to_pylist() if "descend" in batch.schema.names else None
+            for i, directory in enumerate(batch.column("dir").to_pylist()):
+                descend = True if descends is None else bool(descends[i])
+                found.extend(self._walk(fileio, directory, descend))
             if found:
                 uris, etags = zip(*found, strict=True)
                 yield pa.RecordBatch.from_arrays([pa.array(list(uris), pa.string()), pa.array(list(etags), pa.string())],
                                                  schema=FOUND_SCHEMA)
+
+    def _walk(self, fileio: GuardedFileIO, directory: str, descend: bool) -> Iterator[tuple[str, str]]:
+        root = fileio.roots.require(directory)
+        stack = [(directory, descend)]
+        while stack:
+            here, below = stack.pop()
+            relative = root.relative(here)
+            if holds_snapshot_metadata(relative):
+                hit = _metadata_at(fileio, here)
+                if hit is not None:
+                    yield hit
+            if not (below and may_hold_snapshot_below(relative)):
+                continue
+            for child in fileio.list_dirs(here):
+                relative_child = root.relative(child)
+                if holds_snapshot_metadata(relative_child) or may_hold_snapshot_below(relative_child):
+                    stack.append((child, True))
 
 
 @dataclass
@@ -144,7 +167,7 @@ def new_references(spark, roots: list[str], storage: StorageConfig, indexed_snap
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_rows = spark.createDataFrame([(r,) for r in roots], "dir string").repartition(min(len(roots), parallelism))
-    dirs = root_rows.mapInArrow(ListDirs(roots, storage), "dir string").repartition(parallelism * 4)
+    dirs = root_rows.mapInArrow(ListDirs(roots, storage), DIRS_SPARK_SCHEMA).repartition(parallelism * 4)
     found = dirs.mapInArrow(FindMetadata(roots, storage), FOUND_SPARK_SCHEMA)
     known = indexed_snapshots.select(F.col("uri"), F.col("metadata_etag").alias("etag"))
     new = found.join(known, ["uri", "etag"], "left_anti").select("uri").distinct()

@@ -135,6 +135,44 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
     return _loose_metadata(name), None
 
 
+# The kinds a `_metadata` is a snapshot of (what the index parses and GC's re-list must find).
+SNAPSHOT_METADATA_KINDS = (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
+
+
+def holds_snapshot_metadata(relative_dir: str) -> bool:
+    """Whether a `_metadata` directly in `relative_dir` (below its root; "" is the root) is a snapshot.
+
+    Asked of `classify` itself, so every placement the index recognises is one a re-list looks at."""
+    name = f"{relative_dir.strip('/')}/{METADATA_NAME}" if relative_dir.strip("/") else METADATA_NAME
+    return classify(name).kind in SNAPSHOT_METADATA_KINDS
+
+
+def may_hold_snapshot_below(relative_dir: str) -> bool:
+    """Whether a snapshot's `_metadata` can sit in a directory *below* `relative_dir` (strictly inside
+    one of its child directories), by the rules of `classify`.
+
+    False only where `classify` never yields a snapshot kind at any depth: inside a `chk-N/` (its files
+    are exclusive, deeper ones unknown), in `shared/` and `taskowned/` (job or flat layout), inside a
+    savepoint directory, and below a flat-layout directory. Those subtrees hold nearly every object of a
+    store, so a re-list walks everything else and still lists only directories. Any other directory
+    (a job directory, `compacted/` and what is below it, a directory of no known layout) may hold a
+    self-contained snapshot at any depth, because `classify` calls every `_metadata` there one.
+    tests/layout checks this against `classify` over every path of a segment alphabet, so a placement
+    added to `classify` cannot be missed here silently."""
+    segs = [s for s in relative_dir.split("/") if s]
+    if not segs:
+        return True
+    top = segs[0]
+    if _SAVEPOINT_DIR.match(top) or is_flat_checkpoint_dir(top):
+        return False
+    inner = segs[1:] if _JOB_ID.match(top) else segs
+    if not inner:
+        return True
+    if inner is not segs and (_CHK.match(inner[0]) or inner[0] in _FLAT_NAMES):
+        return False
+    return True
+
+
 def _compacted(name: str) -> FileKind:
     # Its files (moved payloads, a candidate left by a crash) belong to it as a savepoint's files belong
     # to the savepoint: GC keeps what its `_metadata` references and sweeps the rest by its rules.
