@@ -121,6 +121,10 @@ GC_ARGS = [
     optional("inactive-retain", "inactive_retain"),
     optional("expire-savepoints-older-than", "expire_savepoints_older_than"),
     optional("max-deletes-per-second", "max_deletes_per_second"),
+    # Ownerless job directories (docs/gc.md "Which roots a GC run must be given"): manual runs only, so
+    # no schedule ever declares its roots complete by default.
+    "--roots-complete={{ 'true' if " + MANUAL + " and params.gc_roots_complete else 'false' }}",
+    optional("ownerless-older-than", "gc_ownerless_older_than"),
 ]
 
 COMPACT_ENABLED = ("{{ (params.compact if " + MANUAL + " else var.value.get('statekeeper_compact_enabled', '')) "
@@ -213,6 +217,18 @@ with DAG(
         "expire_savepoints_older_than": Param(
             "", type="string", title="GC: expire savepoints older than",
             description="Expire savepoints older than this (e.g. 90d). Empty: savepoints never expire.",
+        ),
+        "gc_roots_complete": Param(
+            False, type="boolean", title="GC: the roots are complete",
+            description="Declare that the roots are every root any job may restore from (all deployments, "
+                        "savepoint roots). Then files of job directories without any snapshot (ownerless: e.g. a "
+                        "job whose checkpoint a job in another root claimed) may be deleted. Off: they are held "
+                        "back and listed in the GC summary and report.",
+        ),
+        "gc_ownerless_older_than": Param(
+            "", type="string", title="GC: collect ownerless directories older than",
+            description="Also collect ownerless job directories whose newest object is older than this (e.g. "
+                        "90d; must exceed the grace period). Empty: never.",
         ),
         "max_deletes_per_second": Param(
             None, type=["null", "number"], exclusiveMinimum=0, title="GC: max deletes per second",

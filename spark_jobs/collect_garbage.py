@@ -60,6 +60,14 @@ def parser() -> argparse.ArgumentParser:
                    help="checkpoints an inactive job keeps (default 1; its newest is always kept)")
     p.add_argument("--expire-savepoints-older-than", type=_optional(parse_duration), default=None,
                    metavar="DURATION", help="expire savepoints older than this (default: never; savepoints are user data)")
+    p.add_argument("--roots-complete", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
+                   help="declare that the roots of the index run are every root any job may restore from, so files "
+                        "in a job directory without any snapshot (ownerless: e.g. a job whose checkpoint a job in "
+                        "another root claimed, CLAIM or LEGACY restore) may be deleted when unreferenced. Default: "
+                        "such directories are held back and listed in the summary")
+    p.add_argument("--ownerless-older-than", type=_optional(parse_duration), default=None, metavar="DURATION",
+                   help="also judge ownerless job directories whose newest object is older than this; must be longer "
+                        "than --older-than, e.g. 90d (default: never)")
     p.add_argument("--max-deletes-per-second", type=_optional(float), default=None, metavar="R",
                    help="limit for the whole run, shared by its tasks (default: unlimited)")
     p.add_argument("--requests-in-flight", type=int, default=4, metavar="N",
@@ -96,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     options = GcOptions(mode=GcMode.EXECUTE if args.execute else GcMode(args.mode), plan_run_id=args.execute or None,
                         older_than=args.older_than or DEFAULT_GRACE, allow_short_grace=args.allow_short_grace,
                         policy=policy, max_deletes_per_second=args.max_deletes_per_second,
-                        index_not_before=args.index_not_before,
+                        index_not_before=args.index_not_before, roots_complete=args.roots_complete,
+                        ownerless_older_than=args.ownerless_older_than,
                         delete=DeleteSettings(requests_in_flight=max(1, args.requests_in_flight)))
 
     def preflight() -> None:

@@ -30,6 +30,27 @@ def test_defaults_are_safe():
     opts.check()
     assert opts.mode is GcMode.PLAN and opts.older_than == timedelta(days=3)
     assert not opts.policy.expires_anything
+    assert not opts.roots_complete and opts.ownerless_older_than is None    # ownerless directories: never
+
+
+def test_the_summary_names_held_back_ownerless_directories_and_what_releases_them():
+    from statekeeper.gc.job import GcResult, OwnerlessDir
+    from statekeeper.tables.vocabulary import OwnerlessVerdict
+
+    now = datetime(2026, 11, 26, tzinfo=timezone.utc)
+    held = OwnerlessDir("file:///ckpt/deployA", "a" * 32, 24, 3 * 2**20, OwnerlessVerdict.HELD_BACK)
+    freed = OwnerlessDir("file:///ckpt/deployA", "b" * 32, 2, 10, OwnerlessVerdict.OLDER_THAN)
+    result = GcResult(run_id="gc-1", status="planned", started_at=now, finished_at=now, warehouse="w",
+                      mode=GcMode.PLAN, plan_run_id="gc-1", roots=("file:///ckpt/deployA",), options="{}", ownerless=(held, freed),
+                      external_locations=1, external_examples=("file:///ckpt/deployB",))
+    text = result.summary()
+    assert "held back: 1 ownerless job directory, 3.0 MiB in 24 file(s)" in text, text
+    assert f"file:///ckpt/deployA/{'a' * 32}: 24 file(s)" in text
+    assert "--roots-complete" in text and "--ownerless-older-than" in text
+    assert f"{'b' * 32}: 2 file(s), 10 B (older than --ownerless-older-than)" in text, text
+    assert "1 location(s) outside the given roots (e.g. file:///ckpt/deployB)" in text
+    audit = result.audit_values()["ownerless"]
+    assert [(d["job_dir"], d["verdict"]) for d in audit] == [("a" * 32, "held_back"), ("b" * 32, "older_than")]
 
 
 @pytest.mark.parametrize("options,match", [
@@ -40,6 +61,7 @@ def test_defaults_are_safe():
     (GcOptions(policy=RetentionPolicy(inactive_after=timedelta(days=1), inactive_retain=0)), "always kept"),
     (GcOptions(max_deletes_per_second=0), "positive"),
     (GcOptions(index_not_before=datetime(2026, 1, 1)), "timezone"),
+    (GcOptions(ownerless_older_than=timedelta(days=3)), "must be longer than the grace period"),
 ])
 def test_unsafe_options_are_refused(options, match):
     with pytest.raises(GcOptionsError, match=match):

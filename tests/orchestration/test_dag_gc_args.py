@@ -10,7 +10,8 @@ Jinja environment. Nothing is mocked; no metadata database is needed.
 * scheduled and backfill runs take the mode and grace period from the Variables statekeeper_gc_mode
   (default plan) and statekeeper_gc_older_than (default 3d), whatever the form's defaults say;
 * unset optional params render as `--option=` (empty: "not given"), never `--option=None`;
-* --index-not-before is the DAG run's start.
+* --index-not-before is the DAG run's start;
+* --roots-complete (ownerless job directories may be collected) is true only when a manual run's form says so.
 """
 from __future__ import annotations
 
@@ -78,6 +79,8 @@ def test_manual_run_takes_the_form(dag, variables):
         "--inactive-retain=1",
         "--expire-savepoints-older-than=",
         "--max-deletes-per-second=",
+        "--roots-complete=false",
+        "--ownerless-older-than=",
     ]
 
 
@@ -95,6 +98,15 @@ def test_manual_run_policy_and_defaults(dag, variables):
     # an empty grace period in the form falls back to the Variable
     variables(statekeeper_gc_older_than="12h")
     assert options(render_gc_args(dag, "manual", {"warehouse": "/wh"}))["older-than"] == "12h"
+
+
+def test_only_a_manual_run_declares_its_roots_complete(dag, variables):
+    conf = {"warehouse": "/wh", "gc_roots_complete": True, "gc_ownerless_older_than": "90d"}
+    opts = options(render_gc_args(dag, "manual", conf))
+    assert (opts["roots-complete"], opts["ownerless-older-than"]) == ("true", "90d")
+    assert options(render_gc_args(dag, "manual", {"warehouse": "/wh"}))["roots-complete"] == "false"
+    # a schedule never declares it, whatever a conf says (ownerless directories stay held back)
+    assert options(render_gc_args(dag, "scheduled", conf))["roots-complete"] == "false"
 
 
 def test_manual_run_executes_a_reviewed_plan(dag, variables):
@@ -118,6 +130,8 @@ def test_scheduled_run_follows_the_variables(dag, variables, run_type):
         "--inactive-retain=1",
         "--expire-savepoints-older-than=",
         "--max-deletes-per-second=",
+        "--roots-complete=false",
+        "--ownerless-older-than=",
     ]
     variables(statekeeper_gc_mode="delete", statekeeper_gc_older_than="5d")
     opts = options(render_gc_args(dag, run_type))

@@ -46,3 +46,17 @@ def test_without_dot_the_edges_are_still_listed(monkeypatch):
     page = render(data)
     assert "The lineage graph needs a layout" in page and "apt-get install graphviz" in page
     assert page.count("<tr><td><code>") >= len(data.lineage_edges)
+
+
+def test_ownerless_directories_of_the_newest_gc_run_are_listed():
+    from dataclasses import replace
+
+    from statekeeper.report.model import OwnerlessDirectory
+
+    data = synthetic_report(jobs=20, snapshots_per_job=3)
+    held = OwnerlessDirectory("file:///r", "a" * 32, 24, 3 * 2**20, "held_back")
+    page = render(replace(data, gc=replace(data.gc, ownerless=(held,))))
+    row = re.search(r'<tr data-ownerless-dir="a{32}" data-verdict="held_back">.*?</tr>', page, re.S)
+    assert row and 'data-count="24"' in row.group(0) and f'data-bytes="{3 * 2**20}"' in row.group(0)
+    assert "Ownerless job directories" in page and "held back" in row.group(0)
+    assert "Ownerless job directories" not in render(data)

@@ -164,3 +164,26 @@ def test_non_strict_append_to_a_table_created_meanwhile(warehouse):
     r = delta_log.commit(warehouse, SPEC, mine, [], read_version=None, strict=False)
     assert r.version == 1
     assert [r["part"] for r in content(warehouse)] == ["a", "b"]
+
+
+def test_a_table_written_before_a_column_was_added_gains_it(warehouse):
+    """Catalog tables grow by trailing nullable columns (gc_runs.ownerless, dr_files.target_version):
+    an older table gets them in one ADD COLUMN commit of its own; its rows read them as null."""
+    old = TableSpec("things", pa.schema(list(SPEC.schema)[:-1]), SPEC.partition_by)
+    first = [write_data_file(warehouse, old, part, values)
+             for values, part in split_partitions(old, old.conform(rows("a", [1]).drop_columns(["tags"])))]
+    delta_log.commit(warehouse, old, first, [], read_version=None)
+    state = delta_log.add_missing_columns(warehouse, delta_log.load_state(warehouse, "things"), SPEC)
+    assert state.schema.names == SPEC.schema.names and state.version == 1
+    delta_log.check_compatible(state, SPEC)
+    delta_log.commit(warehouse, SPEC, write(warehouse, rows("b", [2])), [], read_version=state.version)
+    assert [(r["n"], r["tags"]) for r in content(warehouse)] == [(1, None), (2, ["b"])]
+    history = DeltaTable(warehouse.delta_location("things"), storage_options=warehouse.storage_options()).history()
+    assert "ADD COLUMN" in {h["operation"] for h in history}
+    assert "ADD COLUMN" in delta_log.ROW_PRESERVING_OPERATIONS
+    # anything but trailing nullable columns is still refused
+    changed = TableSpec("things", pa.schema([*list(SPEC.schema), pa.field("must", pa.int64(), nullable=False)]),
+                        SPEC.partition_by)
+    state = delta_log.add_missing_columns(warehouse, delta_log.load_state(warehouse, "things"), changed)
+    with pytest.raises(TableSchemaError):
+        delta_log.check_compatible(state, changed)

@@ -34,11 +34,12 @@ from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.registry import GC
 from statekeeper.jobs.result import JobResult, human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
-from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus
+from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus, OwnerlessVerdict
 
 SOURCES = ("snapshots", "references", "files")
 OPTIONAL_SOURCES = ("dependencies",)
 _BREAKDOWN_ROWS = 1000
+_EXTERNAL_EXAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,22 @@ class Reclaim:
     reason: str
     files: int
     bytes: int
+
+
+@dataclass(frozen=True)
+class OwnerlessDir:
+    """A job directory with data files and no snapshot under the run's roots (statekeeper.gc.plan):
+    the files and bytes the sweep found unreferenced in it, and whether they were held back."""
+
+    root: str
+    job_dir: str
+    files: int
+    bytes: int
+    verdict: OwnerlessVerdict
+
+    @property
+    def held_back(self) -> bool:
+        return self.verdict is OwnerlessVerdict.HELD_BACK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +90,10 @@ class GcResult(JobResult):
     not_judged: int = 0
     breakdown: tuple[Reclaim, ...] = ()
     resumed: tuple[str, ...] = ()
+    roots_complete: bool = False
+    ownerless: tuple[OwnerlessDir, ...] = ()
+    external_locations: int = 0                  # locations outside the roots these roots' snapshots reference
+    external_examples: tuple[str, ...] = ()
 
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
@@ -93,6 +114,7 @@ class GcResult(JobResult):
                          "symlinks and other non-regular objects) were left alone")
         for b in self.blocked:
             lines.append(f"  BLOCKED (nothing deleted): {b}")
+        lines.extend(self._roots_lines())
         top = sorted(self.breakdown, key=lambda r: (-r.bytes, r.root, r.job_dir, r.reason))[:20]
         if top:
             lines.append("  reclaimable by job directory and reason (largest first):")
@@ -106,9 +128,48 @@ class GcResult(JobResult):
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
 
+    def _roots_lines(self) -> list[str]:
+        """What the run could not judge because a root may be missing (docs/gc.md, "Which roots a GC
+        run must be given")."""
+        lines = []
+        if self.roots_complete:
+            lines.append("  --roots-complete: the roots of this run were taken to be every root any job may restore "
+                         "from")
+        held = [d for d in self.ownerless if d.held_back]
+        if held:
+            lines.append(f"  held back: {len(held)} ownerless job director{'y' if len(held) == 1 else 'ies'}, "
+                         f"{human_size(sum(d.bytes for d in held))} in {sum(d.files for d in held)} file(s) - a job "
+                         "in a root you did not give may restore from them (a CLAIM or LEGACY restore keeps using "
+                         "the old job's files after its checkpoint is gone); index and GC that root too, or pass "
+                         "--roots-complete if these roots are every root any job may restore from, or "
+                         "--ownerless-older-than DURATION to collect ownerless directories untouched for longer:")
+            lines.extend(self._dir_lines(held))
+        freed = [d for d in self.ownerless if not d.held_back]
+        if freed:
+            why = {OwnerlessVerdict.ROOTS_COMPLETE: "--roots-complete", OwnerlessVerdict.OLDER_THAN: "older than "
+                   "--ownerless-older-than"}
+            lines.append(f"  planned in {len(freed)} ownerless job director{'y' if len(freed) == 1 else 'ies'} "
+                         f"({human_size(sum(d.bytes for d in freed))}):")
+            lines.extend(f"{line} ({why[d.verdict]})" for d, line in zip(freed[:20], self._dir_lines(freed)))
+        if self.external_locations:
+            lines.append(f"  these roots reference files under {self.external_locations} location(s) outside the "
+                         f"given roots (e.g. {', '.join(self.external_examples)}); GC never deletes there, but if "
+                         "jobs there restore from these roots, add those roots to the index and GC runs")
+        return lines
+
+    @staticmethod
+    def _dir_lines(dirs: list[OwnerlessDir]) -> list[str]:
+        top = sorted(dirs, key=lambda d: (-d.bytes, d.root, d.job_dir))
+        lines = [f"    {d.root}/{d.job_dir}: {d.files} file(s), {human_size(d.bytes)}" for d in top[:20]]
+        if len(top) > 20:
+            lines.append(f"    ... {len(top) - 20} more in gc_runs.ownerless")
+        return lines
+
     def audit_values(self) -> dict[str, Any]:
         return {"breakdown": [{"root": r.root, "job_dir": r.job_dir, "reason": r.reason, "files": r.files,
-                               "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]]}
+                               "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]],
+                "ownerless": [{"root": d.root, "job_dir": d.job_dir, "files": d.files, "bytes": d.bytes,
+                               "verdict": d.verdict.value} for d in self.ownerless[:_BREAKDOWN_ROWS]]}
 
 
 def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> Any:
@@ -181,6 +242,19 @@ class CollectGarbage(StatekeeperJob[GcResult]):
             raise GcOptionsError(str(exc)) from None
         return self
 
+    def roots_complete(self, complete: bool = True) -> CollectGarbage:
+        """Declare that the roots of the index run are every root any job may restore from, so files in
+        a job directory without any snapshot (ownerless: e.g. an old job whose checkpoint a job in
+        another deployment claimed) are judged like any other. Without it they are held back."""
+        self._options = replace(self._options, roots_complete=complete)
+        return self
+
+    def ownerless_older_than(self, age: timedelta | None) -> CollectGarbage:
+        """Also judge ownerless job directories whose newest object is older than `age` (must exceed the
+        grace period; default None: never)."""
+        self._options = replace(self._options, ownerless_older_than=age)
+        return self
+
     def delete_settings(self, settings: DeleteSettings) -> CollectGarbage:
         self._options = replace(self._options, delete=settings)
         return self
@@ -224,7 +298,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         return GcResult(run_id=ctx.run_id, status=status.value, started_at=ctx.started,
                         finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri, mode=self._options.mode,
                         roots=tuple(self._roots), options=self._options.to_json(),
-                        source_versions=self._pinned().versions, **values)
+                        roots_complete=self._options.roots_complete, source_versions=self._pinned().versions,
+                        **values)
 
     def _failed(self, ctx: RunContext, error: str) -> GcResult:
         return self._result(ctx, GcRunStatus.FAILED, error=error, **getattr(self, "_progress_values", {}))
@@ -260,8 +335,12 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         expired = ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff))
         ctx.beat.phase("sweep")
         history = self._history(ctx, grace_cutoff)
-        planned = sweep.candidates(sweep.SweepInputs(files, snaps, refs, history), expired, run_id=ctx.run_id,
-                                   grace_cutoff=grace_cutoff)
+        rule = sweep.OwnerlessRule(opts.roots_complete, None if opts.ownerless_older_than is None
+                                   else now - opts.ownerless_older_than)
+        swept = ctx.keep(sweep.sweep_all(sweep.SweepInputs(files, snaps, refs, history), expired,
+                                         run_id=ctx.run_id, grace_cutoff=grace_cutoff))
+        ownerless = ctx.keep(sweep.ownerless_dirs(files, snaps, rule))
+        planned = sweep.withhold(swept, ownerless)
         ctx.beat.phase("writing the plan to gc_actions")
         commit = _write_actions(ctx, planned, ctx.run_id, **{"statekeeper.sourceVersions":
                                                              json.dumps(self._pinned().versions, sort_keys=True)})
@@ -269,7 +348,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
                                         partitions={"run_id": [ctx.run_id]}))
         totals = self._totals(plan)
         values = dict(totals, expired_snapshots=int(expired.count()), not_judged=int(sweep.not_judged(files).count()),
-                      table_versions={GC_ACTIONS.name: commit.version}, resumed=resumed)
+                      table_versions={GC_ACTIONS.name: commit.version}, resumed=resumed,
+                      ownerless=self._ownerless(sweep.held_back(swept, ownerless)), **self._external(refs))
         self._progress_values = values
         if blockers:
             ctx.log.error("%s: BLOCKED, nothing will be deleted: %s", ctx.label, guards.summary(blockers))
@@ -318,6 +398,30 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         return {"planned": int(agg["n"] or 0), "planned_bytes": int(agg["b"] or 0),
                 "breakdown": tuple(Reclaim(r["root"], r["job_dir"], r["reason"], int(r["files"]), int(r["bytes"] or 0))
                                    for r in rows)}
+
+    @staticmethod
+    def _ownerless(held: Any) -> tuple[OwnerlessDir, ...]:
+        """One row per ownerless directory with unreferenced files (at most 1000, largest first)."""
+        from pyspark.sql import functions as F
+
+        rows = (held.groupBy("root", "job_dir", "verdict").agg(F.count(F.lit(1)).alias("files"),
+                                                               F.sum("size").alias("bytes"))
+                .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
+        return tuple(OwnerlessDir(r["root"], r["job_dir"], int(r["files"]), int(r["bytes"] or 0),
+                                  OwnerlessVerdict(r["verdict"])) for r in rows)
+
+    @staticmethod
+    def _external(refs: Any) -> dict[str, Any]:
+        """How many locations outside the roots the roots' snapshots reference, and a few of them."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.gc.plan import external_locations
+
+        locations = external_locations(refs)
+        rows = locations.orderBy(F.col("files").desc(), "location").limit(_EXTERNAL_EXAMPLES).collect()
+        if not rows:
+            return {}
+        return {"external_locations": int(locations.count()), "external_examples": tuple(r["location"] for r in rows)}
 
     def _delete(self, ctx: RunContext, plan_run_id: str, plan: Any, indexed_snapshots: Any,
                 values: dict[str, Any]) -> GcResult:
@@ -430,6 +534,9 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         run_id = row["plan_run_id"]
         values = {k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")}
         values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
+        # absent in rows written before the column existed
+        values["ownerless"] = tuple(OwnerlessDir(**dict(d, verdict=OwnerlessVerdict(d["verdict"])))
+                                    for d in row.get("ownerless") or [])
         other = replace(ctx, run_id=run_id)
         result = self._delete(other, run_id, self._plan_of(ctx, run_id), indexed_snapshots, values)
         self._audit(other, result)

@@ -83,6 +83,10 @@ class GcOptions:
     max_deletes_per_second: float | None = None    # for the whole run, shared by its tasks
     index_not_before: datetime | None = None       # refuse an index run that finished before this
     delete: DeleteSettings = field(default_factory=DeleteSettings)
+    # Ownerless job directories (data files, no snapshot: docs/gc.md "Which roots a GC run must be
+    # given") are never swept unless one of these says their users cannot be elsewhere.
+    roots_complete: bool = False                   # the roots are every root any job may restore from
+    ownerless_older_than: timedelta | None = None  # or: the directory's newest object is older than this
 
     def check(self) -> None:
         if self.mode is GcMode.EXECUTE and not self.plan_run_id:
@@ -100,6 +104,13 @@ class GcOptions:
             raise GcOptionsError("--max-deletes-per-second must be positive")
         if self.index_not_before is not None and self.index_not_before.tzinfo is None:
             raise GcOptionsError("--index-not-before needs a timezone (e.g. 2026-11-23T02:00:00+00:00)")
+        if self.ownerless_older_than is not None and self.ownerless_older_than <= self.older_than:
+            raise GcOptionsError(
+                f"--ownerless-older-than {format_duration(self.ownerless_older_than)} must be longer than the grace "
+                f"period (--older-than {format_duration(self.older_than)}): it is for job directories nothing "
+                "under the roots owns, whose users may be in a root this run cannot see. Pass a duration far beyond "
+                "the longest a job may run on a restored checkpoint (e.g. 90d), or --roots-complete if the roots are "
+                "every root any job may restore from")
         self.policy.check()
 
     def to_json(self) -> str:

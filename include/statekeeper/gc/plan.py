@@ -15,6 +15,19 @@ nothing reachable names, older than the grace period, of a Flink layout kind GC 
 | `forst_working`, `unknown`, non-regular objects | never (a live ForSt DB; not Flink's layout; symlinks) |
 
 A job directory "looks active" when any object in it is younger than the grace period.
+
+**Ownerless job directories.** A job restored in CLAIM or LEGACY mode from another job's checkpoint
+keeps using the old job's `shared/` files, and in CLAIM mode Flink deletes the restored `chk-N/`
+once the new job subsumes it: the old job's directory is left with data files and no `_metadata`.
+When the new job lives in a root this run was not given, nothing the run can see references those
+files, yet they are live. So a job directory that holds a *data file* (kind `exclusive`, `shared`,
+`task_owned`, `file_merging_managed` or `savepoint_data`) and no *retained snapshot* (no row of
+`snapshots` at the pinned cut with its (root_id, job_dir), whatever its status or whether the policy
+expires it; a savepoint directory is its own job directory) is *ownerless*, and none of its files is
+planned unless the run is told its roots are every root any job may restore from
+(`OwnerlessRule.roots_complete`) or the directory's newest object is older than
+`OwnerlessRule.older_than_cutoff`. Each such directory is reported with what it holds back. A
+directory with a snapshot is judged as before: a job's own expired snapshots do not make it ownerless.
 """
 from __future__ import annotations
 
@@ -23,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from statekeeper.tables.catalog import GC_ACTIONS
-from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason
+from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason, OwnerlessVerdict
 
 # Kinds a sweep may delete anywhere once unreferenced and old enough.
 SWEPT_KINDS = (FileKind.EXCLUSIVE, FileKind.INPROGRESS_METADATA, FileKind.SHARED)
@@ -32,6 +45,11 @@ SWEPT_WHEN_INACTIVE = (FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED, FileK
 METADATA_KINDS = (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
 # Never judged: a running ForSt DB's files, objects outside Flink's layout, non-regular objects.
 NEVER_KINDS = (FileKind.FORST_WORKING, FileKind.UNKNOWN)
+# What a snapshot references: a directory holding one of these and no snapshot is ownerless. Not
+# `_metadata` kinds (their presence is a snapshot), not in-progress `_metadata` (a crash leftover no
+# job restores from), not ForSt working files or unknown objects (never judged anyway).
+DATA_KINDS = (FileKind.EXCLUSIVE, FileKind.SHARED, FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED,
+              FileKind.SAVEPOINT_DATA)
 
 
 @dataclass(frozen=True)
@@ -41,6 +59,14 @@ class SweepInputs:
     references: Any     # `references` at the pinned cut
     history: Any | None = None   # DataFrame(root_id, job_dir, file_uri): references of earlier index runs
                                  # inside the grace window (same columns as `references`' subset)
+
+
+@dataclass(frozen=True)
+class OwnerlessRule:
+    """When the files of an ownerless job directory may be planned at all (default: never)."""
+
+    roots_complete: bool = False                 # the run's roots are every root any job may restore from
+    older_than_cutoff: datetime | None = None    # or: the directory's newest object is older than this
 
 
 def _values(kinds: tuple[FileKind, ...]) -> list[str]:
@@ -68,8 +94,40 @@ def reachable_files(inputs: SweepInputs, expired: Any, active: Any) -> Any:
     return live.distinct()
 
 
-def candidates(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime) -> Any:
-    """The plan: one row per object to delete, shaped like `gc_actions` (outcome `planned`)."""
+def ownerless_dirs(files: Any, snapshots: Any, rule: OwnerlessRule) -> Any:
+    """(root_id, job_dir, verdict) of every ownerless job directory: a data file and no snapshot row.
+    `verdict` (OwnerlessVerdict) says whether the rule lets its files be planned."""
+    from pyspark.sql import functions as F
+
+    dirs = (files.groupBy("root_id", "job_dir")
+            .agg(F.max(F.col("kind").isin(_values(DATA_KINDS))).alias("has_data"), F.max("mtime").alias("newest"))
+            .where(F.col("has_data"))
+            .join(snapshots.select("root_id", "job_dir").distinct(), ["root_id", "job_dir"], "left_anti"))
+    verdict = F.lit(OwnerlessVerdict.HELD_BACK.value)
+    if rule.older_than_cutoff is not None:
+        verdict = F.when(F.col("newest") < F.lit(rule.older_than_cutoff),
+                         F.lit(OwnerlessVerdict.OLDER_THAN.value)).otherwise(verdict)
+    if rule.roots_complete:
+        verdict = F.lit(OwnerlessVerdict.ROOTS_COMPLETE.value)
+    return dirs.select("root_id", "job_dir", verdict.alias("verdict"))
+
+
+def held_back(swept: Any, ownerless: Any) -> Any:
+    """The rows of `swept` (`sweep_all`) in ownerless directories, with the directory's `verdict`."""
+    return swept.join(ownerless, ["root_id", "job_dir"], "inner")
+
+
+def withhold(swept: Any, ownerless: Any) -> Any:
+    """`swept` without the files of every ownerless directory the rule holds back."""
+    from pyspark.sql import functions as F
+
+    held = ownerless.where(F.col("verdict") == OwnerlessVerdict.HELD_BACK.value).select("root_id", "job_dir")
+    return swept.join(held, ["root_id", "job_dir"], "left_anti").select(*GC_ACTIONS.schema.names)
+
+
+def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime) -> Any:
+    """Every object nothing reachable under the run's roots names and old enough, shaped like
+    `gc_actions`: the plan before the ownerless rule."""
     from pyspark.sql import functions as F
 
     files = inputs.files
@@ -120,3 +178,24 @@ def not_judged(files: Any) -> Any:
 
     judged = _values(SWEPT_KINDS + SWEPT_WHEN_INACTIVE + METADATA_KINDS)
     return files.where(~F.col("kind").isin(judged))
+
+
+# Where a reference outside every root of the run points, for the summary: the directory above a
+# Flink job directory (`<dir>/<32-hex job id>/shared|taskowned|chk-N/`), else above `shared`,
+# `taskowned`, `chk-N` or a savepoint directory, else the file's parent (DSTL, entropy-injected paths).
+_LOCATION_PATTERNS = (r"^(.*)/[0-9a-fA-F]{32}/(?:shared|taskowned|chk-[0-9]+)/",
+                      r"^(.*)/(?:shared|taskowned|chk-[0-9]+)/",
+                      r"^(.*)/savepoint-[^/]+/",
+                      r"^(.*)/[^/]*$")
+
+
+def external_locations(references: Any) -> Any:
+    """(location, files) of every location outside the run's roots that a snapshot under them
+    references (`references.file_kind` external): jobs there may restore from these roots too."""
+    from pyspark.sql import functions as F
+
+    location = F.coalesce(*[F.nullif(F.regexp_extract(F.col("file_uri"), pattern, 1), F.lit(""))
+                            for pattern in _LOCATION_PATTERNS], F.col("file_uri"))
+    return (references.where(F.col("file_kind") == FileKind.EXTERNAL.value)
+            .select(location.alias("location"), "file_uri")
+            .groupBy("location").agg(F.countDistinct("file_uri").alias("files")))

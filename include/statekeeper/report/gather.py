@@ -23,6 +23,7 @@ from statekeeper.report.model import (
     MetadataPoint,
     OperatorInline,
     OutcomeCount,
+    OwnerlessDirectory,
     StorageTotals,
     TrendPoint,
 )
@@ -301,7 +302,10 @@ class Gatherer:
         return GcSummary(run["run_id"], run["plan_run_id"] or run["run_id"], run["status"], run["mode"],
                          run["finished_at"], run["planned"], run["planned_bytes"], run["deleted"],
                          run["deleted_bytes"], run["already_gone"], run["changed_skipped"], run["failed"],
-                         tuple(run["blocked"] or ()), outcomes)
+                         tuple(run["blocked"] or ()), outcomes,
+                         tuple(OwnerlessDirectory(d["root"], d["job_dir"], int(d["files"]), int(d["bytes"] or 0),
+                                                  d["verdict"])
+                               for d in run.get("ownerless") or ()))   # absent in rows older than the column
 
     def compaction(self) -> CompactionSummary | None:
         run = self.reader.newest("compaction_runs")

@@ -141,6 +141,18 @@ class OutcomeCount:
 
 
 @dataclass(frozen=True)
+class OwnerlessDirectory:
+    """A job directory with data files and no snapshot under the GC run's roots (gc_runs.ownerless):
+    a job in a root the run was not given may still use its files."""
+
+    root: str
+    job_dir: str
+    files: int
+    bytes: int
+    verdict: str     # held_back, roots_complete, older_than (OwnerlessVerdict)
+
+
+@dataclass(frozen=True)
 class GcSummary:
     run_id: str
     plan_run_id: str
@@ -156,6 +168,7 @@ class GcSummary:
     failed: int
     blocked: tuple[str, ...]
     outcomes: tuple[OutcomeCount, ...]
+    ownerless: tuple[OwnerlessDirectory, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,12 @@ PAGE = r"""<!DOCTYPE html>
 {% for o in d.gc.outcomes %}<tr data-reason="{{ o.reason }}" data-outcome="{{ o.outcome }}"><td>{{ o.reason }}</td><td>{{ o.outcome }}</td>
  <td class="n" data-count="{{ o.files }}" title="{{ src('gc_actions', 'count(*) where run_id = \'' ~ d.gc.plan_run_id ~ '\' and reason = \'' ~ o.reason ~ '\' and outcome = \'' ~ o.outcome ~ '\'') }}">{{ o.files | num }}</td>
  <td class="n">{{ o.bytes | size }}</td></tr>{% endfor %}</table>{% endif %}
+{% if d.gc.ownerless %}<h3 id="gc-ownerless-heading">Ownerless job directories</h3>
+<div class="src">From <code>gc_runs.ownerless</code> (newest row of run <code>{{ d.gc.run_id }}</code>): job directories with data files and no snapshot under the run's roots. A job in a root the run was not given may restore from them (CLAIM/LEGACY); held-back files are not deleted unless the run is told its roots are complete (docs/gc.md, "Which roots a GC run must be given").</div>
+<table id="gc-ownerless"><tr><th>directory</th><th>unreferenced files</th><th>bytes</th><th>verdict</th></tr>
+{% for o in d.gc.ownerless %}<tr data-ownerless-dir="{{ o.job_dir }}" data-verdict="{{ o.verdict }}"><td>{{ o.root }}/{{ o.job_dir }}</td>
+ <td class="n" data-count="{{ o.files }}" title="{{ src('gc_runs', 'ownerless[job_dir = \'' ~ o.job_dir ~ '\'].files of run ' ~ d.gc.run_id) }}">{{ o.files | num }}</td>
+ <td class="n" data-bytes="{{ o.bytes }}">{{ o.bytes | size }}</td><td>{{ o.verdict | replace('_', ' ') }}</td></tr>{% endfor %}</table>{% endif %}
 {% else %}<p>No GC run yet.</p>{% endif %}
 
 <h2 id="dr-section">Disaster-recovery copies</h2>

@@ -221,6 +221,7 @@ class DeltaWriter(DataSourceArrowWriter):
         if state is not None:
             if not options.get("spec_schema"):
                 spec = TableSpec(name, state.schema, state.partition_by)
+            state = delta_log.add_missing_columns(warehouse, state, spec)
             delta_log.check_compatible(state, spec)
         expected = options.get("expected_version")
         if expected not in (None, ""):

@@ -34,7 +34,8 @@ from statekeeper.uri import join_uri
 COMMIT_ID_KEY = "statekeeper.commitId"
 # Operations that rewrite or delete data files without changing a table's rows (warehouse
 # maintenance, statekeeper.tables.maintenance, and anyone's OPTIMIZE / VACUUM).
-ROW_PRESERVING_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+# ADD COLUMN: `add_missing_columns` widens a table written by an older version; its rows stay as they were.
+ROW_PRESERVING_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMN"})
 log = logging.getLogger("statekeeper.tables")
 
 
@@ -143,6 +144,34 @@ def check_compatible(state: TableState | None, spec: TableSpec) -> None:
             f"Delta table {state.uri} has schema {state.schema.names} / types that differ from the declared "
             f"schema of {spec.name!r} ({spec.schema.names}); migrate or point at a new warehouse"
         )
+
+
+def add_missing_columns(warehouse: Warehouse, state: TableState | None, spec: TableSpec) -> TableState | None:
+    """A table written before `spec` gained trailing nullable columns gets them (Delta's ADD COLUMN, one
+    commit of its own): how a column is added to a catalog table without a migration. Files written
+    before read the new columns as null (`files.read_data_file`). Any other difference is left to
+    `check_compatible`, which refuses it; so is a table that has columns the spec lacks."""
+    if state is None or state.partition_by != spec.partition_by:
+        return state
+    have, want = state.schema.names, spec.schema.names
+    if len(have) >= len(want) or want[:len(have)] != have:
+        return state
+    extra = [spec.schema.field(n) for n in want[len(have):]]
+    if any(not f.nullable for f in extra) or not same_shape(state.schema, pa.schema(list(spec.schema)[:len(have)])):
+        return state
+    dl = _deltalake()
+    log.info("adding column(s) %s to Delta table %s (written by an older version)", [f.name for f in extra],
+             state.uri)
+    try:
+        open_table(warehouse, spec.name, state.version).alter.add_columns(
+            list(dl.Schema.from_arrow(pa.schema(extra)).fields))
+    except Exception as exc:  # noqa: BLE001 - a concurrent writer may have added them first: the log decides
+        current = load_state(warehouse, spec.name)
+        if current is not None and current.schema.names == want:
+            return current
+        raise TableSchemaError(f"cannot add column(s) {[f.name for f in extra]} to Delta table {state.uri}: "
+                               f"{exc}") from exc
+    return load_state(warehouse, spec.name)
 
 
 def latest_version(warehouse: Warehouse, name: str) -> int | None:

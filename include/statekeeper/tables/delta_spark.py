@@ -91,7 +91,9 @@ class DeltaSparkEngine(TableEngine):
         if before is None:
             writer = writer.partitionBy(*spec.partition_by)
         if mode == "append":
-            writer = writer.mode("append")
+            # A table written before the spec gained a nullable column gets it (as add_missing_columns
+            # does for delta-rs); `out` holds only the spec's columns, so nothing else can be merged in.
+            writer = writer.mode("append").option("mergeSchema", "true")
         elif mode == "overwrite":
             writer = writer.mode("overwrite")
         elif mode == "replace_partitions":

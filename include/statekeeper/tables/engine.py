@@ -127,7 +127,7 @@ class DeltaRsEngine(TableEngine):
         # through the same delta-rs path the data sources use.
         from statekeeper.tables.files import split_partitions, write_data_file
 
-        state = delta_log.load_state(warehouse, spec.name)
+        state = delta_log.add_missing_columns(warehouse, delta_log.load_state(warehouse, spec.name), spec)
         delta_log.check_compatible(state, spec)
         adds = [write_data_file(warehouse, spec, part, values)
                 for values, part in split_partitions(spec, spec.conform(rows)) if part.num_rows]

@@ -250,6 +250,14 @@ class GcReason(StrEnum):
     ORPHAN = "orphan"                          # anything else no remaining snapshot references
 
 
+class OwnerlessVerdict(StrEnum):
+    """gc_runs.ownerless.verdict: what a run did with an ownerless job directory (statekeeper.gc.plan)."""
+
+    HELD_BACK = "held_back"              # nothing in it planned: a job in a root not given may use it
+    ROOTS_COMPLETE = "roots_complete"    # planned: the run was told its roots are every root (--roots-complete)
+    OLDER_THAN = "older_than"            # planned: its newest object is older than --ownerless-older-than
+
+
 class GcOutcome(StrEnum):
     """gc_actions.outcome: what happened to one planned file."""
 

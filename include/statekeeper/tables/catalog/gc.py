@@ -21,6 +21,16 @@ GC_BREAKDOWN = pa.struct([
     pa.field("bytes", pa.int64()),
 ])
 
+# One ownerless job directory of a run (statekeeper.gc.plan): unreferenced files and bytes in it, and
+# whether the run held them back or planned them (vocabulary.OwnerlessVerdict).
+GC_OWNERLESS = pa.struct([
+    pa.field("root", pa.string()),
+    pa.field("job_dir", pa.string()),
+    pa.field("files", pa.int64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("verdict", pa.string()),
+])
+
 GC_ACTIONS = TableSpec(
     "gc_actions",
     pa.schema([
@@ -76,6 +86,9 @@ GC_RUNS = TableSpec(
         _f("breakdown", pa.list_(GC_BREAKDOWN), False),
         _f("airflow_run_id", pa.string()),
         _f("error", pa.string()),
+        # Added after the table's first release: last and nullable, so a gc_runs table created before
+        # gains it on the next append (delta_log.add_missing_columns) and its older rows read as null.
+        _f("ownerless", pa.list_(GC_OWNERLESS)),
     ]),
     (),
     "Event log of garbage-collection runs: one row per state transition (requested, planned, running, "
