@@ -76,7 +76,9 @@ retries; internal failures (3) are retried with back-off, and a retry skips the 
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
 allowlist); *Snapshots* copies only the listed snapshots (directory or `_metadata` URIs) instead of
 every job's latest restorable checkpoint; *Mode* `verify` re-checks the newest copies at the target
-and copies nothing. Empty warehouse and connection fields fall back to the Variables.
+(an object changed since it was verified fails the copy: re-run the copy, which replaces it) and copies
+nothing. *Verification* `size` or `checksum`: an object already at the target is never trusted by its
+size; it is skipped only on proof that it is the source's bytes (docs/dr-copy.md, "Identity"). Empty warehouse and connection fields fall back to the Variables.
 """
 
 MANUAL = "dag_run.run_type == 'manual'"
@@ -178,8 +180,13 @@ with DAG(
         ),
         "verify": Param(
             "size", type="string", enum=["size", "checksum"], title="Verification",
-            description="size: every referenced object exists at the target with the source's size. checksum: "
-                        "also compare a SHA-256 computed while copying with the target's bytes (reads them back).",
+            description="Either way an object already at the target is skipped only when it is proven to be the "
+                        "source's bytes (the version this tool recorded when it wrote or verified it, or an equal "
+                        "content hash: S3 MD5 ETag, GCS CRC32C, SHA-256); anything else is copied again. size: what "
+                        "this run wrote exists at the target with the source's size. checksum: also compare a "
+                        "SHA-256 of the source with the target's bytes (reads both). With Mode verify: an object "
+                        "whose version changed since it was verified fails the copy (size mode), or is compared by "
+                        "SHA-256 (checksum mode).",
         ),
         "mode": Param(
             "copy", type="string", enum=["copy", "verify"], title="Mode",

@@ -59,8 +59,10 @@ def parser() -> argparse.ArgumentParser:
                         "it a snapshot that references one is refused (also --include-external=true|false, which "
                         "the DAG's form uses)")
     p.add_argument("--verify", choices=["size", "checksum"], default="size",
-                   help="size (default): every referenced object exists at the target with the source's size; "
-                        "checksum: also compare SHA-256 computed while copying with the target's bytes")
+                   help="size (default): what this run wrote exists at the target with the source's size; "
+                        "checksum: also compare SHA-256 of the source with the target's bytes. Either way an object "
+                        "already at the target is skipped only on proof that it holds the source's bytes (its "
+                        "version recorded in dr_files, or an equal content hash), else copied again")
     p.add_argument("--copies-in-flight", type=int, default=16, metavar="N",
                    help="concurrent copies per Spark task (default 16)")
     p.add_argument("--max-fallbacks", type=int, default=2, metavar="N",

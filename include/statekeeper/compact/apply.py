@@ -242,6 +242,9 @@ def _recover(fileio: Any, req: SnapshotRequest, info: FileInfo) -> SnapshotOutco
         binfo = fileio.stat(backup)
     except ObjectNotFoundError:
         binfo = None
+    # The size only rules a backup out cheaply; it never proves one in. Proof is the verification below:
+    # the payload names come from the indexed version (`fingerprint`), so the installed file verifies only
+    # if it was compacted from that version and carries the backup's state, byte for byte.
     if binfo is None or binfo.size != req.expected_size:
         raise CompactionError(f"{src} changed since it was indexed (size {req.expected_size} -> {info.size}) and "
                               f"no backup {backup} of the indexed original exists: re-index, then compact")

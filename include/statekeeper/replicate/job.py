@@ -182,12 +182,14 @@ class CopyToDr(StatekeeperJob[DrResult]):
         fallbacks = 0
         chosen = candidates.where(F.col("rank") == 0)
         versions: dict[str, int] = {}
+        # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
+        known = self._known_targets(ctx)
         for round_no in range(opts.max_fallbacks + 1):
             if chosen.isEmpty():
                 break
             if round_no:
                 fallbacks += int(chosen.count())
-            outcome = self._copy_round(ctx, chosen, refs, files, round_no)
+            outcome = self._copy_round(ctx, chosen, refs, files, round_no, known)
             versions.update(outcome["versions"])
             for k in totals:
                 totals[k] += outcome[k]
@@ -264,7 +266,33 @@ class CopyToDr(StatekeeperJob[DrResult]):
         return [f"{r['location']}: no restorable checkpoint to copy (validation_jobs)"
                 for r in none.select("location").orderBy("location").limit(_PROBLEMS_SHOWN).collect()]
 
-    def _copy_round(self, ctx: RunContext, chosen: Any, refs: Any, files: Any, round_no: int) -> dict[str, Any]:
+    def _known_targets(self, ctx: RunContext) -> Any:
+        """(target_uri, known_version, known_checksum): per target object, the version it had when a run of this
+        tool last wrote or verified it (dr_files), and the SHA-256 recorded with it. Only that proves a same-size
+        target holds the source's bytes without reading them; a DataFrame joined into the tasks, never collected.
+        Rows of dr_files written before target_version existed prove nothing and are left out."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        from statekeeper.storage.transfer import TransferOutcome
+        from statekeeper.tables import delta_log
+
+        empty = ctx.spark.createDataFrame([], "target_uri string, known_version string, known_checksum string")
+        if delta_log.latest_version(ctx.warehouse, DR_FILES.name) is None:
+            return empty
+        rows = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
+        if "target_version" not in rows.columns:
+            return empty
+        newest = Window.partitionBy("target_uri").orderBy(F.col("run_id").desc())   # run ids sort by start time
+        return ctx.keep(
+            rows.where(F.col("verified") & F.col("target_version").isNotNull()
+                       & F.col("outcome").isin(TransferOutcome.COPIED.value, TransferOutcome.SKIPPED.value))
+            .withColumn("_n", F.row_number().over(newest)).where(F.col("_n") == 1)
+            .select("target_uri", F.col("target_version").alias("known_version"),
+                    F.col("checksum").alias("known_checksum")))
+
+    def _copy_round(self, ctx: RunContext, chosen: Any, refs: Any, files: Any, round_no: int,
+                    known: Any) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
         from statekeeper.replicate.closure import closure
@@ -288,7 +316,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
                            .alias("refusal")))
         cl = cl.join(refused.select("snapshot_uri"), "snapshot_uri", "left_anti")
         objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size")
-                   .dropDuplicates(["target_uri"]))
+                   .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
 
         sc = spark.sparkContext
         acc_files, acc_bytes = sc.accumulator(0), sc.accumulator(0)
@@ -370,7 +398,9 @@ class CopyToDr(StatekeeperJob[DrResult]):
             F.coalesce("t", "target_metadata_uri").alias("target_metadata_uri"), "source_uri", "target_uri",
             F.coalesce("size", "expected_size").alias("size"), "checksum",
             F.coalesce("outcome", F.lit("not_copied")).alias("outcome"), "method", "verified",
-            F.coalesce("verify_message", "message").alias("message"))
+            F.coalesce("verify_message", "message").alias("message"),
+            # what the next run trusts instead of reading the bytes: only a version verified by this run
+            F.when(F.col("ok"), F.col("found_version")).alias("target_version"))
         meta_commit = ctx.engine.write(files_rows.select(*DR_FILES.schema.names), ctx.warehouse, DR_FILES,
                                        mode="append", metadata=ctx.commit_metadata())
         copies_commit = ctx.engine.write(rows.select(*DR_COPIES.schema.names), ctx.warehouse, DR_COPIES,
@@ -416,16 +446,22 @@ class CopyToDr(StatekeeperJob[DrResult]):
                                        & (F.col("selected_by") != DrSelectedBy.REVERIFY.value))
                           .withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1).drop("_n"))
         files = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
+        # An object must still be the version last verified (by any run: a shared file re-copied later is
+        # that run's version); a copy whose object changed since is flagged, whatever its size.
         objects = (files.join(newest.select("run_id", "target_metadata_uri"), ["run_id", "target_metadata_uri"],
                               "left_semi")
-                   .select("target_metadata_uri", "target_uri", "size", "checksum"))
+                   .select("target_metadata_uri", "target_uri", "size", "checksum")
+                   .join(self._known_targets(ctx).select("target_uri", F.col("known_version").alias("version")),
+                         "target_uri", "left"))
         metadata = newest.select("target_metadata_uri", F.col("target_metadata_uri").alias("target_uri"),
-                                 F.col("metadata_bytes").alias("size"), F.col("metadata_sha256").alias("checksum"))
+                                 F.col("metadata_bytes").alias("size"), F.col("metadata_sha256").alias("checksum"),
+                                 F.lit(None).cast("string").alias("version"))
         checksum = opts.verify is VerifyMode.CHECKSUM
         items = objects.unionByName(metadata)
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
         ctx.beat.phase("re-verifying copies at the target")
-        checked = ctx.keep(items.select("target_uri", "size", "checksum").distinct().repartition(parts, "target_uri")
+        checked = ctx.keep(items.select("target_uri", "size", "checksum", "version").distinct()
+                           .repartition(parts, "target_uri")
                            .mapInArrow(VerifyTask(self._target_config, checksum, opts.copies_in_flight),
                                        VERIFY_OUT_SPARK))
         per = (items.join(checked, "target_uri", "left").groupBy("target_metadata_uri").agg(

@@ -2,8 +2,9 @@
 
 The target layout is a map from each source root to one target root; paths below a root are
 mirrored, so a file several jobs share (FLINK-24149 chains) is copied once and stays shared. Every
-check that needs no storage and no tables happens here, before Spark starts: a target outside the
-allowlist, a target inside (or around) a source root, two source roots on one target.
+check that needs no tables happens here, before Spark starts: a target outside the allowlist, a target
+inside (or around) a source root, two source roots on one target; for local paths also after resolving
+symlinks (a target reached through a link into a source root is inside it, whatever it is called).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from statekeeper.errors import ConfigurationError
+from statekeeper.storage.roots import resolved_uri
 from statekeeper.uri import normalize_uri
 
 
@@ -149,6 +151,8 @@ class DrOptions:
             raise DrOptionsError(f"--max-fallbacks must be >= 0, got {self.max_fallbacks}")
         for target in [d for _, d in self.targets.pairs] + ([self.targets.base] if self.targets.base else []):
             self._check_allowed(target)
+        for src, dst in self.targets.pairs:
+            self._check_apart(src, dst, [src])
 
     def _check_allowed(self, target: str) -> None:
         allowed = [a.rstrip("/") for a in self.allowed_targets]
@@ -156,6 +160,25 @@ class DrOptions:
             raise DrOptionsError(f"target {target} is not below any allowed target prefix {allowed}: add it to the "
                                  "Variable statekeeper_dr_allowed_targets (--allowed-targets) if it is meant as a DR "
                                  "location")
+        # Where the writes land: a symlink on the way may lead out of every allowed prefix.
+        real = resolved_uri(target)
+        if not any(_under(real, resolved_uri(a)) for a in allowed):
+            raise DrOptionsError(f"target {target} resolves to {real} (a symlink on the way), which is not below any "
+                                 f"allowed target prefix {allowed}: give the real location as the target, or allow it "
+                                 "in statekeeper_dr_allowed_targets (--allowed-targets)")
+
+    @staticmethod
+    def _check_apart(src: str, dst: str, source_roots: list[str]) -> None:
+        """`dst` neither in, around nor on any source root, as spelled and after resolving local symlinks
+        (nothing is created before this holds: the copy makes local target roots first)."""
+        real = resolved_uri(dst)
+        for root in source_roots:
+            real_root = resolved_uri(root)
+            if _overlap(dst, root) or _overlap(real, real_root):
+                seen = "" if real == dst and real_root == root.rstrip("/") else f" (resolved: {real} and {real_root})"
+                raise DrOptionsError(f"target {dst} (for {src}) overlaps the source root {root}{seen}: a DR copy must "
+                                     "never write into, around or onto its source; choose a target outside every "
+                                     "source root, not reached through a symlink into one")
 
     def mapping(self, source_roots: list[str]) -> dict[str, str]:
         """Source root -> target root, checked against the allowlist and the source roots."""
@@ -163,10 +186,7 @@ class DrOptions:
         seen: dict[str, str] = {}
         for src, dst in out.items():
             self._check_allowed(dst)
-            for root in source_roots:
-                if _overlap(dst, root):
-                    raise DrOptionsError(f"target {dst} (for {src}) overlaps the source root {root}: a DR copy "
-                                         "must never write into, around or onto its source")
+            self._check_apart(src, dst, source_roots)
             for other_dst, other_src in seen.items():
                 if _overlap(dst, other_dst):
                     raise DrOptionsError(f"source roots {other_src} and {src} map to overlapping targets "

@@ -24,9 +24,9 @@ COPY_OUT_SPARK = ("source_uri string, target_uri string, outcome string, size lo
 
 VERIFY_OUT = pa.schema([
     pa.field("target_uri", pa.string()), pa.field("verified", pa.bool_()), pa.field("found_size", pa.int64()),
-    pa.field("verify_message", pa.string()),
+    pa.field("verify_message", pa.string()), pa.field("found_version", pa.string()),
 ])
-VERIFY_OUT_SPARK = "target_uri string, verified boolean, found_size long, verify_message string"
+VERIFY_OUT_SPARK = "target_uri string, verified boolean, found_size long, verify_message string, found_version string"
 
 META_OUT = pa.schema([
     pa.field("snapshot_uri", pa.string()), pa.field("target_metadata_uri", pa.string()), pa.field("ok", pa.bool_()),
@@ -52,7 +52,10 @@ def _batches(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> Iterator[pa.R
 
 @dataclass
 class CopyTask:
-    """rows (source_uri, target_uri, expected_size) -> COPY_OUT."""
+    """rows (source_uri, target_uri, expected_size, known_version, known_checksum) -> COPY_OUT.
+
+    known_version/known_checksum: what an earlier run recorded for this target object when it wrote or
+    verified it (null: no record), the proof of identity that lets a same-size target be skipped."""
 
     source: StorageConfig
     target: StorageConfig | None
@@ -77,7 +80,8 @@ class CopyTask:
                         if wait > 0:
                             time.sleep(wait)
                     n += 1
-                    yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"])
+                    yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"],
+                                       row.get("known_version"), row.get("known_checksum"))
 
         transfer = Transfer(self.source, self.target, self.target_roots,
                             TransferSettings(in_flight=self.in_flight, checksum=self.checksum),
@@ -97,7 +101,8 @@ class CopyTask:
 
 @dataclass
 class VerifyTask:
-    """rows (target_uri, size, checksum) -> VERIFY_OUT: each object present at the target as copied."""
+    """rows (target_uri, size, checksum[, version]) -> VERIFY_OUT: each object present at the target as copied
+    (and, where a version is given, still that version); found_version is what later runs trust."""
 
     target: StorageConfig
     checksum: bool
@@ -109,11 +114,12 @@ class VerifyTask:
         def items() -> Iterator[VerifyItem]:
             for batch in batches:
                 for row in batch.to_pylist():
-                    yield VerifyItem(row["target_uri"], row["size"], row["checksum"])
+                    yield VerifyItem(row["target_uri"], row["size"], row["checksum"], row.get("version"))
 
         def rows() -> Iterator[dict[str, Any]]:
             for r in verify_objects(items(), self.target, checksum=self.checksum, in_flight=self.in_flight):
-                yield {"target_uri": r.target, "verified": r.ok, "found_size": r.size, "verify_message": r.message}
+                yield {"target_uri": r.target, "verified": r.ok, "found_size": r.size, "verify_message": r.message,
+                       "found_version": r.version}
 
         yield from _batches(rows(), VERIFY_OUT)
 

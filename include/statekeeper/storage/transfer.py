@@ -7,8 +7,8 @@ Runs inside Spark tasks (one Transfer per task, many items each), so: no Spark o
 Transfer pickles (clients are created on first use), and `run` holds a bounded window of items.
 
 Per item: stat the source (gone: SOURCE_MISSING; not the size the index recorded: SOURCE_CHANGED), stat
-the target (same size, and where comparable the same ETag, store checksum or SHA-256: SKIPPED), then copy
-one of three ways:
+the target (same size and proven to hold the source's bytes: SKIPPED, see "Skips" below), then copy one
+of three ways:
 
 * server_side: source and target in one store reached with one identity, every copy pinned to the
   stat'ed source version, so a source rewritten meanwhile fails the copy (SOURCE_CHANGED) instead of
@@ -44,10 +44,19 @@ small executors; 5 MiB is S3's minimum part size. A stream to Azure buffers one 
 a resumable upload must be able to re-send a chunk), so an executor needs in_flight x the largest
 object of free temporary disk.
 
-Skips in size mode trust the size where no content fingerprint is comparable (local files, Azure,
-different stores, multipart ETags): Flink never rewrites a checkpoint file under the same name, and
-checksum mode (or verify_objects with checksums) is there for when that is not good enough. Comparable:
-S3/OSS plain-MD5 ETags within one store and identity, GCS CRC32C checksums anywhere.
+Skips need proof that the target holds the source's bytes; a size is never proof (a stale copy from an
+interrupted or foreign run, bit rot or a hand copy can have the right name and size and other bytes, and
+such a copy does not restore). A same-size target is skipped only when
+  (a) its current version (S3/OSS/Azure ETag, GCS generation, local inode+mtime_ns+size: FileInfo.etag)
+      equals `TransferItem.known_version`, the version this tool recorded when it wrote or verified the
+      object (in checksum mode only together with the SHA-256 recorded then, `known_checksum`); or
+  (b) both sides carry a comparable content hash and they are equal: a plain MD5 ETag (32 hex, no '-':
+      a single-part upload) at an S3/OSS target against the source's plain MD5 ETag, else against an MD5
+      of the source computed by reading it; a GCS target's CRC32C against the source's (a GCS source), else
+      against a CRC32C computed by reading the source; or, in checksum mode, SHA-256 of both.
+Anything else (a local or Azure target this tool has no record of, multipart or SSE-KMS ETags that do not
+match) is copied again, replacing the target. Unequal hashes never skip; an ETag that is not an MD5 can
+only fail to match, which costs a copy, never a wrong skip.
 
 Safety: a target must lie below one of `target_roots` (GuardedFileIO: also no symlink on the way below
 the root) and never at or below a `source_roots` entry, lexically or after resolving local symlinks.
@@ -126,7 +135,7 @@ _NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPN
 
 class TransferOutcome(StrEnum):
     COPIED = "copied"                  # bytes written to the target in this call
-    SKIPPED = "skipped"                # the target already had the object (same size; same ETag/checksum where comparable)
+    SKIPPED = "skipped"                # the target already had the object, proven by its recorded version or a content hash
     SOURCE_MISSING = "source_missing"  # the source object is gone (e.g. a running Flink job subsumed the checkpoint)
     SOURCE_CHANGED = "source_changed"  # the source differs from the expected (indexed) size, or changed while copied
     FAILED = "failed"                  # any other error (the message says which and what to do)
@@ -144,6 +153,8 @@ class TransferItem:
     source: str                        # canonical URI
     target: str                        # canonical URI
     expected_size: int | None = None   # the size the index recorded; a different current source size -> SOURCE_CHANGED
+    known_version: str | None = None   # the target's version (FileInfo.etag) when this tool last wrote/verified it
+    known_checksum: str | None = None  # the SHA-256 recorded with that version (checksum mode), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +199,7 @@ class VerifyItem:
     target: str
     size: int                          # expected exact size
     checksum: str | None = None        # expected SHA-256 (checked when verify_objects(checksum=True))
+    version: str | None = None         # expected version (re-verification: the one recorded when it was verified)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +208,7 @@ class VerifyResult:
     ok: bool
     size: int | None                   # found size (None if missing)
     message: str | None
+    version: str | None = None         # found version (FileInfo.etag), recorded so later runs can prove identity
 
 
 # -- internal outcomes of one attempt ----------------------------------------------------------------
@@ -214,6 +227,15 @@ class _Refused(Exception):
 
 class _SizeMismatch(Exception):
     """Bytes written differ from the stat'ed source size."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Digests:
+    """Content hashes of one source version, computed on read (None: not asked for)."""
+
+    md5: str | None
+    crc32c: str | None
+    sha256: str | None
 
 
 @dataclass(slots=True)
@@ -264,9 +286,19 @@ def _below(uri: str, root: str) -> bool:
     return uri == root or uri.startswith(root + "/")
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def _plain_md5(etag: str | None) -> bool:
     # Multipart ETags are "<md5 of part md5s>-<parts>": they depend on the part size, not only the bytes.
-    return bool(etag) and "-" not in etag  # type: ignore[operator]
+    # Only 32 hex digits can be an MD5 (a GCS generation or a local fingerprint never is).
+    return etag is not None and len(etag) == 32 and set(etag.lower()) <= _HEX
+
+
+def _md5_etag(info: FileInfo) -> bool:
+    """An S3/OSS object whose ETag may be the MD5 of its bytes (single-part; SSE-KMS ETags look alike
+    but are no MD5: they only ever fail to match)."""
+    return scheme_of(info.uri) in ("s3", "oss") and _plain_md5(info.etag)
 
 
 def _part_size_for(size: int, part_size: int) -> int:
@@ -652,7 +684,7 @@ class Transfer:
         dst = self._stat_target(target)
         known_checksum = None
         if dst is not None and dst.size == src.size:
-            same, known_checksum = self._same_content(src, dst)
+            same, known_checksum = self._same_content(item, src, dst)
             if same:
                 return self._result(item, TransferOutcome.SKIPPED, size=src.size, checksum=known_checksum,
                                     retries=attempt)
@@ -701,19 +733,56 @@ class Transfer:
         except ObjectNotFoundError:
             return None
 
-    def _same_content(self, src: FileInfo, dst: FileInfo) -> tuple[bool, str | None]:
-        """Whether a same-size target already holds the source's bytes: (same, source SHA-256 if computed)."""
-        scheme = scheme_of(src.uri)
-        comparable = (scheme in ("s3", "oss") and scheme_of(dst.uri) == scheme and self._same_identity[scheme]
-                      and _plain_md5(src.etag) and _plain_md5(dst.etag))
-        if comparable and src.etag != dst.etag:
-            return False, None
+    def _same_content(self, item: TransferItem, src: FileInfo, dst: FileInfo) -> tuple[bool, str | None]:
+        """Whether a same-size target is proven to hold the source's bytes (the module docstring's rule):
+        (same, the source's SHA-256 where it was computed or recorded)."""
+        checksum = self.settings.checksum
+        if item.known_version and dst.etag == item.known_version and (item.known_checksum or not checksum):
+            return True, item.known_checksum if checksum else None
         if _checksums_differ(src, dst):
             return False, None
-        if not self.settings.checksum:
-            return True, None
-        source_sum = self._hash_source(src)
-        return _sha256_of(self._fileios()[2], dst) == source_sum, source_sum
+        target_md5 = _md5_etag(dst)
+        if target_md5 and _md5_etag(src):
+            if src.etag == dst.etag:
+                return True, None if not checksum else self._hash_source(src)
+            if not checksum:
+                # Unequal: other bytes, or an ETag that is no MD5 (SSE-KMS, another store): copy, never guess.
+                return False, None
+        elif src.checksum and dst.checksum and src.checksum == dst.checksum:
+            return True, None if not checksum else self._hash_source(src)
+        target_crc = dst.checksum if dst.checksum and dst.checksum.startswith("crc32c:") else None
+        if checksum or (target_md5 and not _md5_etag(src)) or (target_crc and not src.checksum):
+            # One read of the source answers every comparison the target offers.
+            digests = self._source_digests(src, md5=bool(target_md5), crc32c=bool(target_crc))
+            if target_md5 and digests.md5 == dst.etag:
+                return True, digests.sha256
+            if target_crc and digests.crc32c == target_crc:
+                return True, digests.sha256
+            if checksum:
+                return _sha256_of(self._fileios()[2], dst) == digests.sha256, digests.sha256
+            return False, None
+        return False, None
+
+    def _source_digests(self, src: FileInfo, *, md5: bool, crc32c: bool) -> _Digests:
+        """MD5 / CRC32C (GCS's base64 form) / SHA-256 (checksum mode) of the stat'ed source version, in one read."""
+        import base64
+
+        md5_hasher = hashlib.md5(usedforsecurity=False) if md5 else None
+        crc_hasher = None
+        if crc32c:
+            import google_crc32c
+
+            crc_hasher = google_crc32c.Checksum()
+        stream, reader = self._open_source(src, hashed=self.settings.checksum)
+        with stream:
+            while data := reader.read(_CHUNK):
+                if md5_hasher is not None:
+                    md5_hasher.update(data)
+                if crc_hasher is not None:
+                    crc_hasher.update(data)
+        return _Digests(md5=md5_hasher.hexdigest() if md5_hasher is not None else None,
+                        crc32c=f"crc32c:{base64.b64encode(crc_hasher.digest()).decode()}" if crc_hasher else None,
+                        sha256=reader.checksum)
 
     def _open_source(self, src: FileInfo, hashed: bool) -> tuple[BinaryIO, _SourceReader]:
         try:
@@ -993,7 +1062,14 @@ def _verify_one(fio: RoutingFileIO, item: VerifyItem, checksum: bool) -> VerifyR
     except ObjectNotFoundError:
         return VerifyResult(item.target, False, None, "missing at the target")
     if info.size != item.size:
-        return VerifyResult(item.target, False, info.size, f"size {info.size} at the target, expected {item.size}")
+        return VerifyResult(item.target, False, info.size, f"size {info.size} at the target, expected {item.size}",
+                            info.etag)
+    if item.version and info.etag != item.version and not (checksum and item.checksum):
+        # Without a digest to compare, a new version is other bytes until proven otherwise (same size or not).
+        return VerifyResult(item.target, False, info.size,
+                            f"{item.target} changed at the target since it was verified (version {item.version}, now "
+                            f"{info.etag}): its bytes may no longer be the source's; re-run the DR copy, which "
+                            "replaces it", info.etag)
     if checksum and item.checksum:
         try:
             found = _sha256_of(fio, info)
@@ -1002,5 +1078,6 @@ def _verify_one(fio: RoutingFileIO, item: VerifyItem, checksum: bool) -> VerifyR
         if found != item.checksum.lower():
             return VerifyResult(item.target, False, info.size,
                                 f"checksum mismatch at the target: SHA-256 {found}, expected {item.checksum}; "
-                                "the target bytes differ from the source's: copy it again")
-    return VerifyResult(item.target, True, info.size, None)
+                                "the target bytes differ from the source's: re-run the DR copy, which replaces it",
+                                info.etag)
+    return VerifyResult(item.target, True, info.size, None, info.etag)

@@ -62,6 +62,9 @@ DR_FILES = TableSpec(
         _f("method", pa.string()),
         _f("verified", pa.bool_()),
         _f("message", pa.string()),
+        # Added after the first release (nullable, last: delta_log.add_missing_columns widens older tables;
+        # their rows read it as null, which proves nothing, so those objects are checked by content again).
+        _f("target_version", pa.string()),
     ]),
     ("run_id",),
     "The copy plan with outcomes: one row per referenced object of each copy, source and target.",
