@@ -1,4 +1,6 @@
-"""A real S3 endpoint for the test session: `moto_server` on loopback.
+"""A real S3 endpoint for the test session: `moto_server` on loopback, with the preconditions S3 enforces and
+moto ignores enforced (tests/plugins/s3_server.py: the per-key ETag of DeleteObjects, CopySourceIfMatch,
+If-None-Match on CopyObject).
 
 One server per pytest session (started lazily by the first test that needs it), killed by PID at the
 end. Tests get a `StorageConfig` pointing at it and fresh buckets; `upload_tree` copies a local
@@ -20,6 +22,7 @@ import pytest
 from statekeeper.storage import StorageConfig
 from tests.plugins.loopback import LoopbackServer, free_port
 
+_REPO = Path(__file__).resolve().parents[2]
 MOTO_ACCESS_KEY = "statekeeper-test"
 MOTO_SECRET_KEY = "statekeeper-test-secret"
 
@@ -31,12 +34,11 @@ class MotoServer(LoopbackServer):
     def __init__(self, log_path: Path) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        binary = Path(sys.executable).parent / "moto_server"
-        if not binary.exists():
-            raise RuntimeError(f"moto_server not found beside {sys.executable}; is moto[server] installed?")
         env = dict(os.environ, AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY,
-                   AWS_DEFAULT_REGION="us-east-1")
-        super().__init__([str(binary), "-H", "127.0.0.1", "-p", str(self.port)], log_path, env=env)
+                   AWS_DEFAULT_REGION="us-east-1",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH", "")])))
+        super().__init__([sys.executable, "-m", "tests.plugins.s3_server", "-H", "127.0.0.1", "-p", str(self.port)],
+                         log_path, env=env, cwd=_REPO)
 
     def _healthy(self) -> bool:
         try:

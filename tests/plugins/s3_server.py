@@ -1,0 +1,117 @@
+"""Runs moto's S3 server with the preconditions it ignores enforced: `python -m tests.plugins.s3_server -H HOST
+-p PORT` (the same arguments as `moto_server`).
+
+moto 5.2.5 honours `If-Match` on a single DeleteObject, GetObject and HeadObject and `If-None-Match: *` on
+PutObject and CompleteMultipartUpload, but it accepts and then ignores three preconditions that Amazon S3
+enforces and that Statekeeper relies on:
+
+* the per-object `<ETag>` inside a DeleteObjects request (S3 since 2025-09: a key whose current ETag differs
+  is kept and answered with a `PreconditionFailed` error entry; a missing key with `NoSuchKey`);
+* `x-amz-copy-source-if-match` on CopyObject and UploadPartCopy (412 when the source's ETag differs);
+* `If-None-Match: *` on CopyObject (412 when the destination exists).
+
+Without them a test could not tell a mover that sends the precondition from one that does not: a GC that
+dropped the ETag from its DeleteObjects would still pass every test. This launcher wraps the three handlers
+before moto's server starts (as tests/plugins/gcs_emulator.py does for the GCS emulator's generations);
+nothing else changes. ETags compare without their quotes, as moto's own checks do.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import xmltodict
+from moto.core.responses import ActionResult
+from moto.s3.exceptions import PreconditionFailed
+from moto.s3.responses import S3Response
+
+_MESSAGE = "At least one of the pre-conditions you specified did not hold"
+
+
+def _bare(etag: str | None) -> str:
+    return (etag or "").replace('"', "")
+
+
+def _current_etag(response: S3Response, bucket: str, key: str) -> str | None:
+    found = response.backend.get_object(bucket, key)
+    return None if found is None else _bare(found.etag)
+
+
+def _copy_source(response: S3Response) -> tuple[str, str]:
+    source = response.headers.get("x-amz-copy-source")
+    if isinstance(source, bytes):
+        source = source.decode("utf-8")
+    bucket, key = unquote(urlparse(source).path).lstrip("/").split("/", 1)
+    return bucket, key
+
+
+def _checked_copy(handler: Any, *, target_condition: bool) -> Any:
+    def wrapper(self: S3Response, *args: Any, **kwargs: Any) -> Any:
+        want = self.headers.get("x-amz-copy-source-if-match")
+        if want is not None:
+            current = _current_etag(self, *_copy_source(self))
+            if current is not None and current != _bare(want):   # a missing source: moto answers 404 itself
+                raise PreconditionFailed("x-amz-copy-source-If-Match")
+        if target_condition and self.headers.get("If-None-Match") == "*":
+            if self.backend.get_object(self.bucket_name, self.parse_key_name()) is not None:
+                raise PreconditionFailed("If-None-Match")
+        return handler(self, *args, **kwargs)
+    return wrapper
+
+
+def _checked_delete_keys(handler: Any) -> Any:
+    """DeleteObjects: each object that names an ETag is deleted only while it is that object's ETag; the
+    others are answered as S3 answers them (per key, in the same 200 response)."""
+    def wrapper(self: S3Response, bucket_name: str, authenticated: bool = True) -> Any:
+        body = xmltodict.parse(self.body, strip_whitespace=False)
+        objects = body["Delete"].get("Object", [])
+        if not isinstance(objects, list):
+            objects = [objects]
+        refused: list[dict[str, str]] = []
+        passing = []
+        for obj in objects:
+            if not isinstance(obj, dict) or "ETag" not in obj:
+                passing.append(obj)
+                continue
+            current = _current_etag(self, bucket_name, obj["Key"])
+            if current is None:
+                refused.append({"Key": obj["Key"], "Code": "NoSuchKey", "Message": "The specified key does not exist."})
+            elif current != _bare(obj["ETag"]):
+                refused.append({"Key": obj["Key"], "Code": "PreconditionFailed", "Message": _MESSAGE})
+            else:
+                passing.append(obj)
+        if not refused:
+            return handler(self, bucket_name, authenticated)
+        if not passing:
+            self.data["Action"] = "DeleteObjects"
+            return self.serialized(ActionResult({"Deleted": [], "Errors": refused}))
+        self.body = xmltodict.unparse({"Delete": {**body["Delete"], "Object": passing}})
+        serialized = self.serialized
+
+        def with_refusals(result: ActionResult) -> Any:
+            merged = dict(result.result)  # type: ignore[call-overload]
+            merged["Errors"] = [*merged.get("Errors", []), *refused]
+            return serialized(ActionResult(merged))
+
+        self.serialized = with_refusals  # type: ignore[method-assign]
+        try:
+            return handler(self, bucket_name, authenticated)
+        finally:
+            del self.serialized
+    return wrapper
+
+
+def install() -> None:
+    S3Response.copy_object = _checked_copy(S3Response.copy_object, target_condition=True)  # type: ignore[method-assign]
+    S3Response.upload_part_copy = _checked_copy(S3Response.upload_part_copy,  # type: ignore[method-assign]
+                                                target_condition=False)
+    S3Response._bucket_response_delete_keys = _checked_delete_keys(  # type: ignore[method-assign]
+        S3Response._bucket_response_delete_keys)
+
+
+if __name__ == "__main__":
+    install()
+    from moto.server import main
+
+    main(sys.argv[1:])
