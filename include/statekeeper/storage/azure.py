@@ -48,6 +48,8 @@ from statekeeper.storage.model import (
     DeleteRefused,
     DeleteReport,
     FileInfo,
+    ListPage,
+    ObjectType,
     delete_in_batches,
 )
 from statekeeper.storage.ranged import RangedInput
@@ -226,6 +228,32 @@ class AzureFileIO(FileIO):
                         yield loc.uri(name)
         except ex.AzureError as exc:
             raise self._fail(exc, "listing", loc) from exc
+
+    def list_page(self, directory: str, start_after: str | None = None, token: str | None = None,
+                  page_size: int | None = None) -> ListPage:
+        """One List Blobs page of the direct children of `directory`, with their ETags, continuing `token`. Blob
+        listings take no start key: a first page starts at the directory's first name (`start_after` is
+        ignored). Hierarchical-namespace directory entries come back as ObjectType.DIRECTORY objects."""
+        loc = AzureLocation(directory.rstrip("/"))
+        prefix = self._dir_prefix(loc.path)
+        ex = _errors()
+        try:
+            pages = self._container(loc).walk_blobs(name_starts_with=prefix or None, include=["metadata"],
+                                                    delimiter="/",
+                                                    results_per_page=page_size or self.config.list_page_size
+                                                    ).by_page(continuation_token=token)
+            items = list(next(pages, None) or ())
+        except ex.AzureError as exc:
+            raise self._fail(exc, "listing", loc) from exc
+        objects = []
+        for item in items:
+            if hasattr(item, "size") and not item.name.endswith("/"):   # not a BlobPrefix
+                objects.append(FileInfo(loc.uri(item.name), int(item.size), _mtime(item.last_modified),
+                                        _etag(item.etag),
+                                        ObjectType.DIRECTORY if _is_folder(item) else ObjectType.FILE))
+        names = [item.name for item in items]
+        bound = loc.uri(max(names)) if names else None
+        return ListPage(objects, bound, pages.continuation_token or None, len(names))
 
     def check_directory(self, directory: str) -> None:
         """A missing container raises RootNotFoundError; a path with no blob under it raises

@@ -45,6 +45,7 @@ _ALIASES: dict[str, str] = {
     "max_pool_connections": "max_pool_connections",
     "delete_batch_size": "delete_batch_size",
     "list_page_size": "list_page_size",
+    "delete_recheck": "delete_recheck",
     # Google Cloud Storage
     "gcs_endpoint": "gcs_endpoint",
     "gcs_project": "gcs_project",
@@ -68,6 +69,7 @@ _ALIASES: dict[str, str] = {
     "oss_access_key_secret": "oss_access_key_secret",
     "fs.oss.accesskeysecret": "oss_access_key_secret",
     "oss_path_style": "oss_path_style",
+    "oss_delete_recheck": "oss_delete_recheck",
 }
 
 _SECRET_FIELDS = frozenset({"secret_access_key", "session_token", "gcs_credentials_json", "azure_account_key",
@@ -157,6 +159,12 @@ class StorageConfig:
     oss_access_key_id: str | None = None
     oss_access_key_secret: str | None = None
     oss_path_style: bool | None = None
+    # How GC makes sure an object is still the planned version when it deletes it (storage.model.DeleteRecheck):
+    # "precondition" (the delete is conditional on it: Amazon S3 since 2025-09, GCS, Azure) or "listing" (list
+    # again just before deleting: S3-compatible stores that accept the per-object ETag and ignore it). OSS
+    # documents no conditional DeleteObjects, so it keeps the listing re-check unless told otherwise.
+    delete_recheck: str = "precondition"
+    oss_delete_recheck: str = "listing"
 
     def __post_init__(self) -> None:
         for name, example in (("endpoint", "http://127.0.0.1:9000"), ("gcs_endpoint", "http://127.0.0.1:9023"),
@@ -189,6 +197,14 @@ class StorageConfig:
         # S3 DeleteObjects takes at most 1,000 keys per request.
         _parse_int("delete_batch_size", self.delete_batch_size, minimum=1, maximum=1000)
         _parse_int("list_page_size", self.list_page_size, minimum=1, maximum=1000)
+        from statekeeper.storage.model import DeleteRecheck
+
+        for name in ("delete_recheck", "oss_delete_recheck"):
+            value = getattr(self, name)
+            if value not in {m.value for m in DeleteRecheck}:
+                raise StorageConfigError(f"{name}: expected one of {', '.join(m.value for m in DeleteRecheck)}, got "
+                                         f"{value!r} (listing: for S3-compatible stores that ignore the per-object "
+                                         "ETag of DeleteObjects)")
 
     # -- construction -------------------------------------------------------------------------
 
@@ -223,6 +239,7 @@ class StorageConfig:
             "max_pool_connections": first("STATEKEEPER_S3_MAX_POOL_CONNECTIONS"),
             "delete_batch_size": first("STATEKEEPER_S3_DELETE_BATCH_SIZE"),
             "list_page_size": first("STATEKEEPER_S3_LIST_PAGE_SIZE"),
+            "delete_recheck": first("STATEKEEPER_S3_DELETE_RECHECK"),
             # STORAGE_EMULATOR_HOST is what Google's own clients read for an emulator.
             "gcs_endpoint": first("STATEKEEPER_GCS_ENDPOINT", "STORAGE_EMULATOR_HOST"),
             "gcs_project": first("STATEKEEPER_GCS_PROJECT", "GOOGLE_CLOUD_PROJECT"),
@@ -238,6 +255,7 @@ class StorageConfig:
             "oss_access_key_id": first("STATEKEEPER_OSS_ACCESS_KEY_ID", "OSS_ACCESS_KEY_ID"),
             "oss_access_key_secret": first("STATEKEEPER_OSS_ACCESS_KEY_SECRET", "OSS_ACCESS_KEY_SECRET"),
             "oss_path_style": first("STATEKEEPER_OSS_PATH_STYLE"),
+            "oss_delete_recheck": first("STATEKEEPER_OSS_DELETE_RECHECK"),
         }
         return cls.from_mapping({k: v for k, v in values.items() if v is not None})
 
@@ -277,6 +295,9 @@ class StorageConfig:
                               ("delete_batch_size", 1), ("list_page_size", 1)):
             if name in values:
                 values[name] = _parse_int(name, values[name], minimum=minimum)
+        for name in ("delete_recheck", "oss_delete_recheck"):
+            if name in values:
+                values[name] = str(values[name]).strip().lower()
         if isinstance(values.get("gcs_credentials_json"), Mapping):   # an Airflow keyfile_dict as a dict
             import json
 
@@ -330,7 +351,8 @@ class StorageConfig:
                        access_key_id=self.oss_access_key_id, secret_access_key=self.oss_access_key_secret,
                        path_style=bool(self.oss_path_style), read_ahead_bytes=self.read_ahead_bytes,
                        max_attempts=self.max_attempts, max_pool_connections=self.max_pool_connections,
-                       delete_batch_size=self.delete_batch_size, list_page_size=self.list_page_size)
+                       delete_batch_size=self.delete_batch_size, list_page_size=self.list_page_size,
+                       delete_recheck=self.oss_delete_recheck)
 
     @property
     def allow_http(self) -> bool:

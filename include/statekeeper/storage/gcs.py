@@ -49,6 +49,7 @@ from statekeeper.storage.model import (
     DeleteRefused,
     DeleteReport,
     FileInfo,
+    ListPage,
     delete_in_batches,
 )
 from statekeeper.storage.ranged import RangedInput
@@ -226,6 +227,34 @@ class GcsFileIO(FileIO):
                 name = prefix.rstrip("/")
                 if name:
                     yield f"gs://{bucket}/{name}"
+
+    def list_page(self, directory: str, start_after: str | None = None, token: str | None = None,
+                  page_size: int | None = None) -> ListPage:
+        """One objects.list page of the direct children of `directory`, with their generations: from the URI
+        `start_after` on (GCS's startOffset is inclusive: that name itself may come back too), or continuing
+        `token`. One request, without the library's retries (the caller retries and counts)."""
+        bucket, key = split_gs_uri(directory.rstrip("/"))
+        prefix = self._dir_prefix(key)
+        start = split_gs_uri(start_after)[1] if start_after and not token else None
+        ex = _api_errors()
+        try:
+            iterator = self.client.list_blobs(bucket, prefix=prefix or None, delimiter="/",
+                                              start_offset=max(start, prefix) if start else None,
+                                              page_size=page_size or self.config.list_page_size, page_token=token,
+                                              retry=None)
+            page = next(iterator.pages, None)
+            blobs = list(page) if page is not None else []
+            prefixes = sorted(page.prefixes) if page is not None else []
+        except ex.NotFound as exc:
+            raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing gs://{bucket}/{prefix})") from exc
+        except ex.Forbidden as exc:
+            raise UnreadableObjectError(f"access denied listing gs://{bucket}/{prefix}: {_describe(exc)}") from exc
+        except ex.GoogleAPICallError as exc:
+            raise StorageError(f"cannot list gs://{bucket}/{prefix}: {_describe(exc)}") from exc
+        names = [b.name for b in blobs] + prefixes
+        objects = [_info(bucket, b) for b in blobs if not b.name.endswith("/")]   # "folder" placeholders
+        bound = f"gs://{bucket}/{max(names)}" if names else None
+        return ListPage(objects, bound, iterator.next_page_token, len(names))
 
     def check_directory(self, directory: str) -> None:
         """A missing bucket raises RootNotFoundError; a prefix with no object under it raises

@@ -119,7 +119,8 @@ class ConditionalOutcome(StrEnum):
     FAILED = "failed"        # any other answer; `retriable` says whether trying again may help
 
 
-# HTTP statuses of a request (or of one call in a batch) that mean "try again later".
+# HTTP statuses of a request (or of one call in a batch) that mean "try again later". The one list every mover
+# judges by (statekeeper.storage.retry): 408 and 429 included, 501 (not implemented) and 505 never.
 RETRIABLE_HTTP_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -133,3 +134,33 @@ class ConditionalDelete:
     code: str = ""               # the store's error code, or the status as text
     message: str = ""
     retriable: bool = False      # FAILED only: throttling, a 5xx or a broken connection (trying again may help)
+    current: FileInfo | None = None   # CHANGED: the object as the store showed it, where the answer carried it
+
+
+class DeleteRecheck(StrEnum):
+    """How a deleter makes sure an object is still the planned version when it deletes it.
+
+    PRECONDITION: the delete itself is conditional on the planned version (S3 and OSS: the per-object ETag of
+    DeleteObjects; GCS `ifGenerationMatch`; Azure `If-Match`); the store refuses a changed object. Needs a store
+    that enforces the precondition: Amazon S3 since 2025-09, GCS and Azure always.
+    LISTING: list each directory again just before deleting and compare size, version and mtime; then delete
+    (S3-compatible stores that accept and ignore the per-object ETag; on GCS and Azure the delete stays
+    conditional as well). Local files are always re-checked by lstat, whatever the setting."""
+
+    PRECONDITION = "precondition"
+    LISTING = "listing"
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One listing page of the direct children of a directory (`FileIO.list_page`).
+
+    `objects` carry their versions (FileInfo.etag); non-regular entries (an Azure hierarchical-namespace
+    directory) are listed with their ObjectType. `bound` is the greatest URI the page covers (its last object or
+    sub-directory: a sub-directory `d/` stands for every key below it); `token` continues the listing (None: the
+    page was the last). `scanned` counts every name on the page, sub-directories included."""
+
+    objects: list[FileInfo]
+    bound: str | None
+    token: str | None
+    scanned: int

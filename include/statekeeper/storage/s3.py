@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
@@ -12,19 +12,31 @@ from statekeeper.storage.base import FileIO
 from statekeeper.storage.config import StorageConfig
 from statekeeper.storage.errors import (
     EmptyRootError,
+    ObjectChangedError,
     ObjectExistsError,
     ObjectNotFoundError,
     RootNotFoundError,
     StorageError,
     UnreadableObjectError,
 )
-from statekeeper.storage.model import DeleteFailure, DeleteRefused, DeleteReport, FileInfo, delete_in_batches
+from statekeeper.storage.model import (
+    ConditionalDelete,
+    ConditionalOutcome,
+    DeleteFailure,
+    DeleteRefused,
+    DeleteReport,
+    FileInfo,
+    ListPage,
+    delete_in_batches,
+)
 from statekeeper.storage.s3_stream import S3RangedInput
 from statekeeper.uri import normalize_uri
 
 _SINGLE_PUT_MAX = 64 * 1024 * 1024      # above this, streams go through multipart upload
 _PART_SIZE = 64 * 1024 * 1024
 _COPY_OBJECT_MAX = 5 * 1024 ** 3        # CopyObject's limit; larger objects need multipart copy
+_DELETE_OBJECTS_MAX = 1000              # keys per DeleteObjects request
+_MAX_PARTS = 10_000                     # parts per multipart upload
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -81,7 +93,9 @@ class S3FileIO(FileIO):
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = make_s3_client(self.config)
+                    # config.max_attempts counts every attempt (1: the client never retries behind its caller's
+                    # back, as the bulk engine needs), as the GCS and Azure FileIOs count them.
+                    self._client = make_s3_client(self.config, max_attempts=self.config.max_attempts)
         return self._client
 
     # -- listing ------------------------------------------------------------------------------
@@ -128,6 +142,43 @@ class S3FileIO(FileIO):
                 prefix = common["Prefix"].rstrip("/")
                 if prefix:
                     yield f"{self.uri_scheme}://{bucket}/{prefix}"
+
+    def list_page(self, directory: str, start_after: str | None = None, token: str | None = None,
+                  page_size: int | None = None) -> ListPage:
+        """One ListObjectsV2 page of the direct children of `directory`, with their ETags: from just after the URI
+        `start_after` (S3's StartAfter), or continuing `token`. One request, no retries but the client's."""
+        bucket, key = self._split(directory.rstrip("/"))
+        prefix = self._dir_prefix(key)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/",
+                                  "MaxKeys": page_size or self.config.list_page_size}
+        if token:
+            kwargs["ContinuationToken"] = token
+        elif start_after:
+            kwargs["StartAfter"] = max(prefix, self._split(start_after)[1])
+        where = f"{self.uri_scheme}://{bucket}/{prefix}"
+        try:
+            response = self.client.list_objects_v2(**kwargs)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if code == "NoSuchBucket":
+                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {where})") from exc
+            if code == "AccessDenied" or status == 403:
+                raise UnreadableObjectError(f"access denied listing {where}") from exc
+            raise StorageError(f"cannot list {where}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot list {where}: {exc}") from exc
+        contents = response.get("Contents", ())
+        prefixes = response.get("CommonPrefixes", ())
+        objects = [FileInfo(f"{self.uri_scheme}://{bucket}/{o['Key']}", int(o["Size"]), _utc(o["LastModified"]),
+                            _strip_etag(o.get("ETag")))
+                   for o in contents if not o["Key"].endswith("/")]   # "directory markers" are no files
+        # A common prefix ("sub/") stands for every key below it, none of which is a direct child.
+        ends = [contents[-1]["Key"]] if contents else []
+        if prefixes:
+            ends.append(prefixes[-1]["Prefix"])
+        bound = f"{self.uri_scheme}://{bucket}/{max(ends)}" if ends else None
+        next_token = response.get("NextContinuationToken") if response.get("IsTruncated") else None
+        return ListPage(objects, bound, next_token, len(contents) + len(prefixes))
 
     def check_directory(self, directory: str) -> None:
         """A missing bucket raises RootNotFoundError; a prefix with no object under it (not even a
@@ -280,27 +331,196 @@ class S3FileIO(FileIO):
                 report.deleted.append(f"{self.uri_scheme}://{bucket}/{k}")
         return report
 
-    def copy(self, source: str, target: str) -> FileInfo:
+    # At most this many deletes per `delete_if_unchanged` / `delete_batch` call: one DeleteObjects request.
+    CONDITIONAL_DELETE_MAX = _DELETE_OBJECTS_MAX
+
+    def delete_if_unchanged(self, items: Sequence[tuple[str, str]]) -> list[ConditionalDelete]:
+        """Delete each `(uri, etag)` only while `etag` is its current ETag: one DeleteObjects request of up to 1,000
+        keys of one bucket, each object carrying its ETag (S3's conditional delete, general-purpose buckets since
+        2025-09; it needs s3:GetObject besides s3:DeleteObject). S3 evaluates the precondition when it deletes, so an
+        object rewritten after the caller looked at it is kept (`PreconditionFailed`: CHANGED) and a missing one is
+        answered `NoSuchKey` (MISSING). One answer per item, in order.
+
+        A store that accepts the per-object ETag and ignores it deletes unconditionally: such stores need the
+        listing re-check (StorageConfig.delete_recheck = listing), never this. One attempt, no client retries
+        expected (the caller retries what comes back `retriable`, and counts it). Raises ValueError for items that
+        cannot be pinned (no key, several buckets, no ETag) and StorageError, caused by the client's error, when
+        the request as a whole fails."""
+        bucket, keys = self._one_bucket([uri for uri, _ in items])
+        for (uri, etag) in items:
+            if not etag or not str(etag).strip('"'):
+                raise ValueError(f"{uri}: no ETag to make the delete conditional on")
+        objects = [{"Key": key, "ETag": f'"{str(etag).strip(chr(34))}"'} for key, (_, etag) in zip(keys, items)]
+        errors = self._delete_objects(bucket, objects)
+        out = []
+        for key, (_, etag) in zip(keys, items, strict=True):
+            uri = f"{self.uri_scheme}://{bucket}/{key}"
+            err = errors.get(key)
+            if err is None:
+                out.append(ConditionalDelete(uri, ConditionalOutcome.DELETED, 200))
+                continue
+            code, message = str(err.get("Code") or "Error"), str(err.get("Message") or "")
+            if code == "PreconditionFailed":
+                out.append(ConditionalDelete(uri, ConditionalOutcome.CHANGED, 412, code,
+                                             f"ETag {etag} is no longer the object's: {message}"))
+            elif code == "NoSuchKey":
+                out.append(ConditionalDelete(uri, ConditionalOutcome.MISSING, 404, code, message))
+            else:
+                out.append(_failed_delete(uri, code, message))
+        return out
+
+    def delete_batch(self, uris: Sequence[str]) -> list[ConditionalDelete]:
+        """Delete keys of one bucket unconditionally (one DeleteObjects request of up to 1,000): for the listing
+        re-check of a store that ignores delete preconditions, after the re-check. One answer per URI, in order:
+        DELETED (S3 reports a key that was already gone as deleted too) or FAILED."""
+        bucket, keys = self._one_bucket(list(uris))
+        errors = self._delete_objects(bucket, [{"Key": key} for key in keys])
+        out = []
+        for key in keys:
+            uri = f"{self.uri_scheme}://{bucket}/{key}"
+            err = errors.get(key)
+            out.append(ConditionalDelete(uri, ConditionalOutcome.DELETED, 200) if err is None else
+                       _failed_delete(uri, str(err.get("Code") or "Error"), str(err.get("Message") or "")))
+        return out
+
+    def _one_bucket(self, uris: list[str]) -> tuple[str, list[str]]:
+        if len(uris) > _DELETE_OBJECTS_MAX:
+            raise ValueError(f"at most {_DELETE_OBJECTS_MAX} deletes per DeleteObjects request, got {len(uris)}")
+        bucket: str | None = None
+        keys = []
+        for uri in uris:
+            b, key = self._split(uri)
+            if not key:
+                raise ValueError(f"refusing to delete a bucket: {uri}")
+            if bucket is not None and b != bucket:
+                raise ValueError(f"one bucket per DeleteObjects request: {uri} is not in {self.uri_scheme}://{bucket}")
+            bucket = b
+            keys.append(key)
+        if bucket is None:
+            raise ValueError("no keys to delete")
+        return bucket, keys
+
+    def _delete_objects(self, bucket: str, objects: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+        try:
+            response = self.client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"DeleteObjects of {len(objects)} key(s) in {self.uri_scheme}://{bucket} failed: "
+                               f"{exc}") from exc
+        return {e.get("Key"): e for e in response.get("Errors", ())}
+
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False) -> FileInfo:
+        """Server-side copy within this store, pinned to the source version: `info`'s ETag (as indexed or listed by
+        the caller: no request to learn it), else the source is stat'ed first. CopySourceIfMatch makes S3 refuse a
+        source that changed since (ObjectChangedError); a missing source is ObjectNotFoundError. With `if_absent`
+        the copy is create-only (If-None-Match: *): an existing target is ObjectExistsError. Above 5 GiB, parts
+        are copied with UploadPartCopy, each pinned the same way. Returns the new object as the copy answered it
+        (size of the pinned version, its new ETag): one request for objects up to 5 GiB."""
         src_bucket, src_key = self._split(source)
         dst_bucket, dst_key = self._split(target)
-        info = self.stat(source)
+        if info is None:
+            info = self.stat(source)
         src = {"Bucket": src_bucket, "Key": src_key}
+        pin = {"CopySourceIfMatch": f'"{info.etag}"'} if info.etag else {}
+        create = {"IfNoneMatch": "*"} if if_absent else {}
         try:
             if info.size <= _COPY_OBJECT_MAX:
-                kwargs: dict[str, Any] = {"CopySource": src, "Bucket": dst_bucket, "Key": dst_key}
-                if info.etag:
-                    kwargs["CopySourceIfMatch"] = f'"{info.etag}"'  # copy the version we stat'ed
-                self.client.copy_object(**kwargs)
+                response = self.client.copy_object(CopySource=src, Bucket=dst_bucket, Key=dst_key, **pin, **create)
+                result = response.get("CopyObjectResult") or {}
+                etag, mtime = _strip_etag(result.get("ETag")), result.get("LastModified")
             else:
-                self.client.copy(src, dst_bucket, dst_key)  # managed multipart copy
+                etag, mtime = self._copy_parts(src, dst_bucket, dst_key, info.size, pin, create), None
         except ClientError as exc:
             code, status = _error_code(exc)
-            if status == 404:
+            if code == "PreconditionFailed" or status == 412:
+                # The source's If-Match and the target's If-None-Match both answer 412: a HEAD of the target tells.
+                if if_absent and self._exists(dst_bucket, dst_key):
+                    raise ObjectExistsError(f"{target} already exists (create-only copy refused)") from exc
+                raise ObjectChangedError(f"{source} changed since it was listed (ETag {info.etag} no longer "
+                                         "current); the copy was refused by the store") from exc
+            if code in ("NoSuchKey", "NotFound") or (status == 404 and code not in ("NoSuchBucket", "NoSuchUpload")):
                 raise ObjectNotFoundError(f"{source} does not exist") from exc
+            if code == "NoSuchBucket":
+                raise RootNotFoundError(f"the bucket of {source} or {target} does not exist") from exc
             raise StorageError(f"cannot copy {source} to {target}: {code or exc}") from exc
         except BotoCoreError as exc:
             raise StorageError(f"cannot copy {source} to {target}: {exc}") from exc
-        return self.stat(target)
+        return FileInfo(f"{self.uri_scheme}://{dst_bucket}/{dst_key}", info.size,
+                        _utc(mtime) if mtime is not None else datetime.now(timezone.utc), etag)
+
+    def _exists(self, bucket: str, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+        return True
+
+    def _copy_parts(self, src: dict[str, str], bucket: str, key: str, size: int, pin: dict[str, str],
+                    create: dict[str, str], part_size: int = _PART_SIZE) -> str | None:
+        part = part_size_for(size, part_size)
+        upload_id = self.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            for number, start in enumerate(range(0, size, part), start=1):
+                end = min(size, start + part) - 1
+                response = self.client.upload_part_copy(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                        PartNumber=number, CopySource=src,
+                                                        CopySourceRange=f"bytes={start}-{end}", **pin)
+                parts.append({"ETag": response["CopyPartResult"]["ETag"], "PartNumber": number})
+            done = self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                         MultipartUpload={"Parts": parts}, **create)
+            return _strip_etag(done.get("ETag"))
+        except BaseException:
+            abort_upload(self.client, bucket, key, upload_id)
+            raise
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _failed_delete(uri: str, code: str, message: str) -> ConditionalDelete:
+    from statekeeper.storage.retry import judge_code
+
+    judged = judge_code(code)
+    return ConditionalDelete(uri, ConditionalOutcome.FAILED, None, code, message, retriable=judged.retriable)
+
+
+def part_size_for(size: int, part_size: int) -> int:
+    """`part_size`, raised where needed so that `size` fits in S3's 10,000 parts (1 MiB steps)."""
+    needed = -(-size // _MAX_PARTS)
+    mib = 1024 * 1024
+    return min(_COPY_OBJECT_MAX, max(part_size, -(-needed // mib) * mib))
+
+
+def abort_upload(client: Any, bucket: str, key: str, upload_id: str) -> None:
+    import logging
+
+    try:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+    except (ClientError, BotoCoreError) as exc:
+        # The original error matters more; a lifecycle rule for incomplete uploads reaps the parts.
+        logging.getLogger("statekeeper.storage.s3").warning(
+            "could not abort multipart upload %s of s3://%s/%s (%s); its parts stay billed until an "
+            "AbortIncompleteMultipartUpload lifecycle rule removes them", upload_id, bucket, key, exc)
+
+
+def _observe_throttling(response: Any = None, **_: Any) -> None:
+    """botocore `needs-retry` hook: a throttled attempt the client will retry itself slows the prefix of the bulk
+    engine worker that made it (statekeeper.storage.bulk.note_throttled; elsewhere a no-op)."""
+    if not response:
+        return
+    http, parsed = response
+    status = getattr(http, "status_code", None)
+    code = (parsed or {}).get("Error", {}).get("Code", "") if isinstance(parsed, dict) else ""
+    from statekeeper.storage.retry import judge_code
+
+    if status and status >= 400 and judge_code(code, status).throttled:
+        from statekeeper.storage.bulk import note_throttled
+
+        note_throttled()
 
 
 def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
@@ -330,5 +550,8 @@ def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
         if config.session_token:
             kwargs["aws_session_token"] = config.session_token
     # A private session: boto3.client() shares a global default session across threads.
-    return boto3.session.Session().client("s3", **kwargs)
+    client = boto3.session.Session().client("s3", **kwargs)
+    if (config.max_attempts if max_attempts is None else max_attempts) > 1:
+        client.meta.events.register("needs-retry.s3", _observe_throttling)
+    return client
 
