@@ -266,9 +266,10 @@ class _StoreDeletes:
                                "deleted (the next index run and GC plan will see the new version)", total))
         return out, retries
 
-    def give_up(self, work: Work[_Key], message: str) -> list[DeleteResult]:
-        return [_failed(i, f"cannot delete {work.item.uri}: {message}; not deleted, re-run GC later", work.retries)
-                for i in work.item.items]
+    def give_up(self, work: Work[_Key], message: str, failure: Failure) -> list[DeleteResult]:
+        tries = f" after {work.attempts} attempt(s)" if failure.retriable else ""
+        return [_failed(i, f"cannot delete {work.item.uri}{tries}: {message}; not deleted, re-run GC later",
+                        work.retries) for i in work.item.items]
 
 
 # -- local and NFS --------------------------------------------------------------------------------------------
@@ -317,7 +318,7 @@ class _LocalDeletes:
             out.append(Answer.settled([result]))
         return out
 
-    def give_up(self, work: Work[_LocalItem], message: str) -> list[DeleteResult]:
+    def give_up(self, work: Work[_LocalItem], message: str, failure: Failure) -> list[DeleteResult]:
         return [_failed(work.item.item, f"cannot delete {work.item.item.uri}: {message}; not deleted")]
 
     def _symlink_message(self, root: Root, directory: str) -> str | None:

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete
 from statekeeper.storage import StorageConfig
+from statekeeper.storage.pace_report import prefix_rows
 
 OUTCOME_SCHEMA = pa.schema([
     pa.field("uri", pa.string()), pa.field("outcome", pa.string()), pa.field("message", pa.string()),
@@ -33,6 +34,7 @@ class DeleteTask:
     files: Any = None     # Accumulator: files done (deleted or already gone)
     bytes: Any = None     # Accumulator: bytes done
     retries: Any = None   # Accumulator: retried requests/keys
+    prefixes: Any = None  # Accumulator (statekeeper.storage.pace_report): what each job prefix achieved
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def progress(files: int, nbytes: int, retries: int) -> None:
@@ -56,10 +58,13 @@ class DeleteTask:
                 out = []
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=OUTCOME_SCHEMA)
+        if self.prefixes is not None:
+            self.prefixes.add(prefix_rows(deleter.prefix_report()))
 
 
 def delete_plan(plan: Any, roots: list[str], storage: StorageConfig, settings: DeleteSettings,
-                max_deletes_per_second: float | None, accumulators: tuple[Any, Any, Any]) -> Any:
+                max_deletes_per_second: float | None, accumulators: tuple[Any, Any, Any],
+                prefixes: Any = None) -> Any:
     """Outcomes (OUTCOME_SPARK_SCHEMA) of deleting `plan`'s rows with one `delete_order`."""
     from pyspark.sql import functions as F
 
@@ -74,4 +79,5 @@ def delete_plan(plan: Any, roots: list[str], storage: StorageConfig, settings: D
             .sortWithinPartitions("delete_order", "uri")
             .select("uri", "size", "mtime", "etag", "delete_order"))
     files, nbytes, retries = accumulators
-    return work.mapInArrow(DeleteTask(roots, storage, settings, files, nbytes, retries), OUTCOME_SPARK_SCHEMA)
+    return work.mapInArrow(DeleteTask(roots, storage, settings, files, nbytes, retries, prefixes),
+                           OUTCOME_SPARK_SCHEMA)

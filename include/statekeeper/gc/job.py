@@ -94,6 +94,7 @@ class GcResult(JobResult):
     ownerless: tuple[OwnerlessDir, ...] = ()
     external_locations: int = 0                  # locations outside the roots these roots' snapshots reference
     external_examples: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()               # what the deletes achieved per job prefix (busiest first)
 
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
@@ -109,6 +110,7 @@ class GcResult(JobResult):
                          f"changed or newly referenced (kept) {self.changed_skipped}, FAILED {self.failed}; "
                          f"{self.retries} retried request(s); {self.new_snapshots} _metadata written since the index "
                          "were parsed and their files kept")
+        lines.extend(f"  per prefix: {p}" for p in self.prefixes)
         if self.not_judged:
             lines.append(f"  {self.not_judged} object(s) GC never judges (ForSt working files, unknown layout, "
                          "symlinks and other non-regular objects) were left alone")
@@ -431,6 +433,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         from statekeeper.gc import guards
         from statekeeper.gc.execute import delete_plan
         from statekeeper.gc.relist import new_references
+        from statekeeper.storage.pace_report import PrefixAccumulator
+        from statekeeper.storage.pace_report import describe as describe_prefixes
 
         opts = self._options
         self._event(ctx, self._result(ctx, GcRunStatus.RUNNING, plan_run_id=plan_run_id, **values))
@@ -453,6 +457,7 @@ class CollectGarbage(StatekeeperJob[GcResult]):
 
         acc = (ctx.spark.sparkContext.accumulator(0), ctx.spark.sparkContext.accumulator(0),
                ctx.spark.sparkContext.accumulator(0))
+        prefixes = ctx.spark.sparkContext.accumulator({}, PrefixAccumulator())
         total = values.get("planned", 0)
         began = time.monotonic()
 
@@ -466,7 +471,7 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         for order in (0, 1):   # `_metadata` of expired snapshots before any of their files
             part = todo.where(F.col("delete_order") == order)
             outcomes.append(ctx.keep(delete_plan(part, self._roots, ctx.storage, opts.delete,
-                                                 opts.max_deletes_per_second, acc)))
+                                                 opts.max_deletes_per_second, acc, prefixes)))
         now = datetime.now(timezone.utc)
         kept = newly.select("uri", F.lit(GcOutcome.CHANGED_SKIPPED.value).alias("outcome"),
                             F.lit("referenced by a _metadata written after the index; kept").alias("message"),
@@ -486,7 +491,8 @@ class CollectGarbage(StatekeeperJob[GcResult]):
                       deleted_bytes=counts.get(GcOutcome.DELETED, (0, 0))[1],
                       already_gone=counts.get(GcOutcome.ALREADY_GONE, (0, 0))[0],
                       changed_skipped=counts.get(GcOutcome.CHANGED_SKIPPED, (0, 0))[0],
-                      failed=counts.get(GcOutcome.FAILED, (0, 0))[0], retries=retries)
+                      failed=counts.get(GcOutcome.FAILED, (0, 0))[0], retries=retries,
+                      prefixes=describe_prefixes(prefixes.value))
         return self._result(ctx, GcRunStatus.COMPLETED, plan_run_id=plan_run_id, **values)
 
     def _runs(self, ctx: RunContext) -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ from typing import Any
 from statekeeper.replicate.relocate import EXTERNAL_DIR
 from statekeeper.tables.vocabulary import FileKind
 
-CLOSURE_COLUMNS = ("snapshot_uri", "target_metadata_uri", "source_uri", "target_uri", "expected_size", "is_dir",
-                   "external")
+CLOSURE_COLUMNS = ("snapshot_uri", "target_metadata_uri", "source_uri", "target_uri", "expected_size",
+                   "expected_version", "is_dir", "external")
 
 
 def mapped(column: Any, mapping: dict[str, str]) -> Any:
@@ -38,7 +38,9 @@ def closure(chosen: Any, references: Any, files: Any, mapping: dict[str, str]) -
     refs = (references.join(chosen.select("snapshot_uri").distinct(), "snapshot_uri", "left_semi")
             .select("snapshot_uri", "root", F.col("file_uri").alias("source_uri"), "file_kind")
             .distinct())
-    sizes = files.select(F.col("uri").alias("source_uri"), F.col("size").alias("expected_size"))
+    # The version the index saw (files.etag) pins the copy: a source rewritten since is refused by the store.
+    sizes = files.select(F.col("uri").alias("source_uri"), F.col("size").alias("expected_size"),
+                         F.col("etag").alias("expected_version"))
     external = F.col("file_kind") == FileKind.EXTERNAL.value
     snapshot_target_root = mapped(F.col("root"), mapping)
     # An external file goes below its snapshot's target root: <target root>/_external/<scheme>/<rest>.
@@ -50,6 +52,6 @@ def closure(chosen: Any, references: Any, files: Any, mapping: dict[str, str]) -
                     "source_uri",
                     F.when(external, external_target).otherwise(mapped(F.col("source_uri"), mapping))
                     .alias("target_uri"),
-                    "expected_size",
+                    "expected_size", "expected_version",
                     (F.col("file_kind") == FileKind.FILE_MERGING_MANAGED_DIR.value).alias("is_dir"),
                     external.alias("external")))

@@ -32,6 +32,8 @@ from statekeeper.jobs.result import JobResult, human_size
 from statekeeper.replicate.closure import mapped
 from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, VerifyMode
 from statekeeper.storage import StorageConfig
+from statekeeper.storage.pace_report import describe as describe_prefixes
+from statekeeper.storage.pace_report import merge as merge_prefixes
 from statekeeper.tables.catalog import DR_COPIES, DR_FILES
 from statekeeper.tables.vocabulary import DrCopyStatus, DrRunStatus, DrSelectedBy
 
@@ -58,6 +60,7 @@ class DrResult(JobResult):
     bytes_skipped: int = 0
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()     # attempts that failed at the source but whose job got an older copy
+    prefixes: tuple[str, ...] = ()  # what the copies achieved per target job prefix (busiest first)
 
     def summary(self) -> str:
         verb = "re-verified" if self.mode is DrMode.VERIFY else "copied and verified"
@@ -69,6 +72,7 @@ class DrResult(JobResult):
             lines.append(f"  {src} -> {dst}")
         for n in self.notes[:20]:
             lines.append(f"  fell back: {n}")
+        lines.extend(f"  per prefix: {p}" for p in self.prefixes)
         for p in self.problems[:20]:
             lines.append(f"  PROBLEM: {p}")
         if len(self.problems) > 20:
@@ -182,6 +186,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
         fallbacks = 0
         chosen = candidates.where(F.col("rank") == 0)
         versions: dict[str, int] = {}
+        prefixes: dict[str, list[Any]] = {}
         # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
         known = self._known_targets(ctx)
         for round_no in range(opts.max_fallbacks + 1):
@@ -194,6 +199,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
             for k in totals:
                 totals[k] += outcome[k]
             verified |= set(outcome["verified_groups"])
+            merge_prefixes(prefixes, outcome["prefixes"])
             for group, text in outcome["problems"]:
                 attempts.setdefault(group, []).append(text)
             self._progress_values = dict(totals, snapshots=groups, verified=len(verified), fallbacks=fallbacks,
@@ -208,7 +214,8 @@ class CopyToDr(StatekeeperJob[DrResult]):
         status = DrRunStatus.SUCCEEDED if failed == 0 and not problems else DrRunStatus.ATTENTION
         return self._result(ctx, status, snapshots=groups, verified=len(verified), failed=failed,
                             fallbacks=fallbacks, problems=tuple(problems[:_PROBLEMS_SHOWN]),
-                            notes=tuple(notes[:_PROBLEMS_SHOWN]), table_versions=versions, **totals)
+                            notes=tuple(notes[:_PROBLEMS_SHOWN]), table_versions=versions,
+                            prefixes=describe_prefixes(prefixes), **totals)
 
     def _create_local_targets(self) -> None:
         """Every local target root exists after a copy run, also one nothing was copied to yet (e.g. a
@@ -298,6 +305,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
         from statekeeper.replicate.closure import closure
         from statekeeper.replicate.tasks import (COPY_OUT_SPARK, META_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask,
                                                  MetadataTask, VerifyTask)
+        from statekeeper.storage.pace_report import PrefixAccumulator
         from statekeeper.storage.transfer import TransferOutcome
 
         opts = self._options
@@ -315,11 +323,12 @@ class CopyToDr(StatekeeperJob[DrResult]):
                                                     F.lit(": index that location as a root, or pass --include-external"))
                            .alias("refusal")))
         cl = cl.join(refused.select("snapshot_uri"), "snapshot_uri", "left_anti")
-        objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size")
+        objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
                    .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
 
         sc = spark.sparkContext
         acc_files, acc_bytes = sc.accumulator(0), sc.accumulator(0)
+        acc_prefixes = sc.accumulator({}, PrefixAccumulator())
         total = int(objects.count())
         began = time.monotonic()
 
@@ -334,7 +343,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
         copied = ctx.keep(objects.repartition(parts, "target_uri").mapInArrow(
             CopyTask(ctx.storage, self._target, list(self._roots), sorted(self._mapping.values()),
-                     opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes), COPY_OUT_SPARK))
+                     opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
         ctx.beat.phase(f"verifying at the target (round {round_no})")
         good = F.col("outcome").isin(TransferOutcome.COPIED.value, TransferOutcome.SKIPPED.value)
         verified = ctx.keep(copied.where(good).select("target_uri", "size", "checksum")
@@ -420,7 +429,8 @@ class CopyToDr(StatekeeperJob[DrResult]):
                 "bytes_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[1],
                 "files_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[0],
                 "bytes_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[1],
-                "verified_groups": verified_now, "retry_groups": retry, "problems": problems}
+                "verified_groups": verified_now, "retry_groups": retry, "problems": problems,
+                "prefixes": acc_prefixes.value}
 
     # -- re-verify -----------------------------------------------------------------------------
 

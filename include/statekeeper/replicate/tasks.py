@@ -5,7 +5,6 @@ is ever in a task, and nothing of a closure reaches the driver.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from statekeeper.storage import StorageConfig
+from statekeeper.storage.pace_report import prefix_rows
 
 COPY_OUT = pa.schema([
     pa.field("source_uri", pa.string()), pa.field("target_uri", pa.string()), pa.field("outcome", pa.string()),
@@ -52,8 +52,12 @@ def _batches(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> Iterator[pa.R
 
 @dataclass
 class CopyTask:
-    """rows (source_uri, target_uri, expected_size, known_version, known_checksum) -> COPY_OUT.
+    """rows (source_uri, target_uri, expected_size, expected_version, known_version, known_checksum) -> COPY_OUT.
 
+    expected_size/expected_version: the source object as the index recorded it (files.size, files.etag). With
+    both, the copy is pinned to that version and nothing is stat'ed: what the targets hold comes from listing
+    their directories (one request per page of 1,000), so a server-side copy is one request per object; a source
+    that changed since it was indexed is refused by the store (source_changed: the job falls back).
     known_version/known_checksum: what an earlier run recorded for this target object when it wrote or
     verified it (null: no record), the proof of identity that lets a same-size target be skipped."""
 
@@ -66,25 +70,23 @@ class CopyTask:
     per_second: float | None = None   # this task's share of --max-copies-per-second
     files: Any = None     # Accumulator: objects done
     bytes: Any = None     # Accumulator: bytes copied
+    prefixes: Any = None  # Accumulator (statekeeper.storage.pace_report): what each target job prefix achieved
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from statekeeper.storage.transfer import Transfer, TransferItem, TransferOutcome, TransferSettings
 
         def items() -> Iterator[TransferItem]:
-            # Transfer.run pulls items only as workers free up, so pacing the items paces the copies.
-            began, n = time.monotonic(), 0
             for batch in batches:
                 for row in batch.to_pylist():
-                    if self.per_second:
-                        wait = began + n / self.per_second - time.monotonic()
-                        if wait > 0:
-                            time.sleep(wait)
-                    n += 1
                     yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"],
-                                       row.get("known_version"), row.get("known_checksum"))
+                                       row.get("known_version"), row.get("known_checksum"),
+                                       row.get("expected_version"))
 
+        # The run's --max-copies-per-second share is the engine's overall limit; each target job prefix is paced
+        # on its own besides (statekeeper.storage.pacing).
         transfer = Transfer(self.source, self.target, self.target_roots,
-                            TransferSettings(in_flight=self.in_flight, checksum=self.checksum),
+                            TransferSettings(in_flight=self.in_flight, checksum=self.checksum,
+                                             max_per_second=self.per_second or None),
                             source_roots=self.source_roots)
 
         def rows() -> Iterator[dict[str, Any]]:
@@ -95,6 +97,9 @@ class CopyTask:
                     self.bytes.add(r.size)
                 yield {"source_uri": r.source, "target_uri": r.target, "outcome": r.outcome.value, "size": r.size,
                        "checksum": r.checksum, "method": r.method, "message": r.message, "retries": r.retries}
+            transfer.log_prefix_report()
+            if self.prefixes is not None:
+                self.prefixes.add(prefix_rows(transfer.prefix_report()))
 
         yield from _batches(rows(), COPY_OUT)
 

@@ -432,7 +432,7 @@ class AzureFileIO(FileIO):
                                      retriable=True)
         return ConditionalDelete(loc.uri(), ConditionalOutcome.DELETED, 202)
 
-    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False) -> FileInfo:
         """Server-side copy (Copy Blob) within one account, pinned to the source ETag: `info`'s (as listed or
         stat'ed by the caller), else one stat'ed first; between accounts the bytes stream through this
         process (Copy Blob would need a SAS for the source). Returns the target as stat'ed after the copy."""
@@ -440,7 +440,7 @@ class AzureFileIO(FileIO):
         info = info if info is not None else self.stat(source)
         if (src.account, src.suffix) != (dst.account, dst.suffix):
             with self.open_input(source, info=info) as stream:
-                return self.write(target, stream)
+                return self.write(target, stream, if_absent=if_absent)
         from azure.core import MatchConditions
 
         ex = _errors()
@@ -449,9 +449,11 @@ class AzureFileIO(FileIO):
             src_url += "?" + self.config.azure_sas_token.lstrip("?")
         dst_blob = self._blob(dst)
         try:
+            # Create-only (If-None-Match: * on the destination) where the target was absent.
+            create: dict[str, Any] = {"match_condition": MatchConditions.IfMissing} if if_absent else {}
             result = dst_blob.start_copy_from_url(src_url, source_etag=f'"{info.etag}"' if info.etag else None,
                                                   source_match_condition=MatchConditions.IfNotModified
-                                                  if info.etag else None)
+                                                  if info.etag else None, **create)
             status = result.get("copy_status")
             deadline = time.monotonic() + _COPY_TIMEOUT_S
             while status == "pending":  # large or cross-region copies finish asynchronously
@@ -461,7 +463,10 @@ class AzureFileIO(FileIO):
                 status = dst_blob.get_blob_properties().copy.status
             if status != "success":
                 raise StorageError(f"copy of {source} to {target} ended {status!r}")
-        except ex.ResourceModifiedError as exc:
+        except (ex.ResourceModifiedError, ex.ResourceExistsError) as exc:
+            code = str(getattr(exc, "error_code", "") or "")
+            if if_absent and ("Target" in code or "BlobAlreadyExists" in code or isinstance(exc, ex.ResourceExistsError)):
+                raise ObjectExistsError(f"{target} already exists (create-only copy refused)") from exc
             raise ObjectChangedError(f"{source} changed since it was stat'ed (ETag {info.etag}); re-list and retry") \
                 from exc
         except ex.AzureError as exc:

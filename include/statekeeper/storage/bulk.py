@@ -98,8 +98,9 @@ class Operation(Protocol[T, R]):
     def judge(self, exc: BaseException) -> Failure:
         """How to treat `exc`, raised by `send` (re-raise a programming error to stop the run)."""
 
-    def give_up(self, work: Work[T], message: str) -> R:
-        """The result of an item that failed for good (`message` says why, and after how many attempts)."""
+    def give_up(self, work: Work[T], message: str, failure: Failure) -> R:
+        """The result of an item that failed for good: `message` says why (`work.attempts` after how many
+        attempts, if `failure` was retriable and they ran out)."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,7 @@ class _Run(Generic[T, R]):
                 self._again(batch, text, self.op.describe(key), failure, per_item=False)
             else:
                 for work in batch:
-                    results.append(self.op.give_up(work, self._final(work, text, failure)))
+                    results.append(self.op.give_up(work, text, failure))
             return results
         if len(answers) != len(batch):
             raise RuntimeError(f"{self.op.describe(key)}: {len(answers)} answers for {len(batch)} items")
@@ -319,7 +320,7 @@ class _Run(Generic[T, R]):
                 retry.append(work)
                 last = (answer.message, answer.failure)
             else:
-                results.append(self.op.give_up(work, self._final(work, answer.message, answer.failure)))
+                results.append(self.op.give_up(work, answer.message, answer.failure))
         if inner and self.engine._on_retry is not None:
             self.engine._on_retry(inner)
         for lane, n in lanes.items():
@@ -329,10 +330,6 @@ class _Run(Generic[T, R]):
         if retry and last is not None:
             self._again(retry, last[0], self.op.describe(key), last[1], per_item=True)
         return results
-
-    @staticmethod
-    def _final(work: Work, message: str, failure: Failure) -> str:
-        return f"{message} after {work.attempts} attempt(s)" if failure.retriable else message
 
     def _again(self, works: list[Work], message: str, what: str, failure: Failure, *, per_item: bool) -> None:
         attempt = max(w.attempts for w in works)

@@ -443,23 +443,29 @@ class GcsFileIO(FileIO):
                                              retriable=status in RETRIABLE_HTTP_STATUS))
         return out
 
-    def copy(self, source: str, target: str, *, info: FileInfo | None = None) -> FileInfo:
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False) -> FileInfo:
         """Server-side rewrite (within a bucket, or across buckets and projects this identity can read and
-        write), pinned to the source generation: `info`'s (as listed or stat'ed by the caller), else one
+        write), pinned to the source generation: `info`'s (as listed, indexed or stat'ed by the caller), else one
         stat'ed first. A source replaced meanwhile fails with ObjectChangedError instead of copying another
-        version. Returns the new object as the rewrite answered (size, generation, CRC32C: no extra read)."""
+        version; with `if_absent` the rewrite is create-only (ifGenerationMatch=0: an existing target is
+        ObjectExistsError). Returns the new object as the rewrite answered (size, generation, CRC32C: no extra
+        read)."""
         src_bucket, src_key = split_gs_uri(source)
         dst_bucket, dst_key = split_gs_uri(target)
         info = info if info is not None else self.stat(source)
         src_blob = self.client.bucket(src_bucket).blob(src_key)
         dst_blob = self._blob(dst_bucket, dst_key)
         ex = _api_errors()
+        create = {"if_generation_match": 0} if if_absent else {}
         try:
-            token, _, _ = dst_blob.rewrite(src_blob, if_source_generation_match=int(info.etag or 0) or None)
+            token, _, _ = dst_blob.rewrite(src_blob, if_source_generation_match=int(info.etag or 0) or None, **create)
             while token is not None:  # large objects across locations or classes take several calls
                 token, _, _ = dst_blob.rewrite(src_blob, token=token,
-                                               if_source_generation_match=int(info.etag or 0) or None)
+                                               if_source_generation_match=int(info.etag or 0) or None, **create)
         except ex.PreconditionFailed as exc:
+            # The source's and the target's preconditions both answer 412: a read of the target tells which.
+            if if_absent and self._blob(dst_bucket, dst_key).exists(retry=None):
+                raise ObjectExistsError(f"{target} already exists (create-only copy refused)") from exc
             raise ObjectChangedError(f"{source} changed since it was stat'ed (generation {info.etag}); "
                                      "re-list and retry") from exc
         except ex.NotFound as exc:

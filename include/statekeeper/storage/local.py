@@ -256,9 +256,16 @@ class LocalFileIO(FileIO):
 
     def make_durable(self, uris: list[str]) -> None:
         # One fsync per file costs a journal commit each (≈1 ms): thousands of small files written
-        # together (compaction's moved payloads) are flushed by one sync of everything instead.
+        # together (compaction's moved payloads, DR copies) are flushed by one sync of their file system
+        # instead (syncfs: data, inodes and directory entries; other file systems are left alone).
         if len(uris) > _SYNC_ONE_BY_ONE:
-            os.sync()
+            from statekeeper.storage.copy_steps import sync_filesystem
+
+            by_device: dict[int, str] = {}
+            for directory in sorted({os.path.dirname(local_path(u)) for u in uris}):
+                by_device.setdefault(os.stat(directory).st_dev, directory)
+            for directory in by_device.values():
+                sync_filesystem(directory)
             return
         dirs = set()
         for uri in uris:

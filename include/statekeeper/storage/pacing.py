@@ -87,6 +87,8 @@ class LaneReport:
     start_rate: float | None
     final_rate: float | None
     lowest_rate: float | None
+    started: float = 0.0     # wall clock (epoch seconds) of its first request, to merge reports of several tasks
+    ended: float = 0.0       # and of its last answer
 
     @property
     def per_second(self) -> float:
@@ -210,7 +212,11 @@ class Pacer:
 
     def report(self) -> list[LaneReport]:
         with self._lock:
-            return [LaneReport(name, s.items, s.requests, s.throttled,
-                               (s.last - s.first) if s.first is not None and s.last is not None else 0.0,
-                               s.start_rate, s.rate, s.lowest)
-                    for name, s in sorted(self._lanes.items())]
+            offset = time.time() - self._clock()   # monotonic -> wall clock
+            out = []
+            for name, s in sorted(self._lanes.items()):
+                first = s.first if s.first is not None else self._clock()
+                last = s.last if s.last is not None else first
+                out.append(LaneReport(name, s.items, s.requests, s.throttled, max(0.0, last - first), s.start_rate,
+                                      s.rate, s.lowest, first + offset, last + offset))
+            return out

@@ -408,12 +408,13 @@ class S3FileIO(FileIO):
                                f"{exc}") from exc
         return {e.get("Key"): e for e in response.get("Errors", ())}
 
-    def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False) -> FileInfo:
+    def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False,
+             single_max: int = _COPY_OBJECT_MAX, part_size: int = _PART_SIZE) -> FileInfo:
         """Server-side copy within this store, pinned to the source version: `info`'s ETag (as indexed or listed by
         the caller: no request to learn it), else the source is stat'ed first. CopySourceIfMatch makes S3 refuse a
         source that changed since (ObjectChangedError); a missing source is ObjectNotFoundError. With `if_absent`
-        the copy is create-only (If-None-Match: *): an existing target is ObjectExistsError. Above 5 GiB, parts
-        are copied with UploadPartCopy, each pinned the same way. Returns the new object as the copy answered it
+        the copy is create-only (If-None-Match: *): an existing target is ObjectExistsError. Above `single_max`
+        (at most CopyObject's 5 GiB), `part_size` parts are copied with UploadPartCopy, each pinned the same way. Returns the new object as the copy answered it
         (size of the pinned version, its new ETag): one request for objects up to 5 GiB."""
         src_bucket, src_key = self._split(source)
         dst_bucket, dst_key = self._split(target)
@@ -423,12 +424,12 @@ class S3FileIO(FileIO):
         pin = {"CopySourceIfMatch": f'"{info.etag}"'} if info.etag else {}
         create = {"IfNoneMatch": "*"} if if_absent else {}
         try:
-            if info.size <= _COPY_OBJECT_MAX:
+            if info.size <= min(single_max, _COPY_OBJECT_MAX):
                 response = self.client.copy_object(CopySource=src, Bucket=dst_bucket, Key=dst_key, **pin, **create)
                 result = response.get("CopyObjectResult") or {}
                 etag, mtime = _strip_etag(result.get("ETag")), result.get("LastModified")
             else:
-                etag, mtime = self._copy_parts(src, dst_bucket, dst_key, info.size, pin, create), None
+                etag, mtime = self._copy_parts(src, dst_bucket, dst_key, info.size, pin, create, part_size), None
         except ClientError as exc:
             code, status = _error_code(exc)
             if code == "PreconditionFailed" or status == 412:

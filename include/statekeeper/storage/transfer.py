@@ -1,97 +1,101 @@
 """Copy objects from one store to another: the disaster-recovery copy's data mover.
 
     Transfer(source_config, target_config, target_roots, settings, source_roots).run(items) -> TransferResult each
-    verify_objects(items, target_config, checksum=...) -> VerifyResult each
+    verify_objects(items, target_config, checksum=...) -> VerifyResult each          (statekeeper.storage.verify)
 
-Runs inside Spark tasks (one Transfer per task, many items each), so: no Spark or Airflow imports, a
-Transfer pickles (clients are created on first use), and `run` holds a bounded window of items.
+Runs inside Spark tasks (one Transfer per task, many items each), so: no Spark or Airflow imports, a Transfer
+pickles (clients are created on first use), and `run` holds a bounded window of items. Every item goes through
+the bulk engine (statekeeper.storage.bulk): paced per target job prefix (AIMD from S3's 3,500 writes/s per prefix,
+`max_per_second` as the overall limit), retried with back-off on transient errors, one result per item.
 
-Per item: stat the source (gone: SOURCE_MISSING; not the size the index recorded: SOURCE_CHANGED), stat
-the target (same size and proven to hold the source's bytes: SKIPPED, see "Skips" below), then copy one
-of three ways:
+Two ways to learn what is at both ends:
 
-* server_side: source and target in one store reached with one identity, every copy pinned to the
-  stat'ed source version, so a source rewritten meanwhile fails the copy (SOURCE_CHANGED) instead of
-  copying a different version:
-  - S3 (same endpoint, region and access key), and OSS through its S3 API (same OSS endpoint, region and
-    key): CopyObject, or above `server_side_max` UploadPartCopy parts, with CopySourceIfMatch;
-  - GCS (same endpoint, project and credentials; any buckets they reach): a rewrite with
-    ifSourceGenerationMatch (GcsFileIO.copy);
-  - Azure (one account, same endpoint and credentials): Copy Blob with the source's If-Match
-    (AzureFileIO.copy).
-  No byte passes through this process, except with `checksum`: SHA-256 needs the bytes, so the source is
-  then read once in full (a download per object: server-side copies lose most of their advantage;
-  checksum mode costs one full read of everything copied, whichever way).
-* local: file to file. A kernel copy (copy_file_range, else sendfile) into a temp file beside the target,
-  fsync (settings.durable), rename; with `checksum` a read/hash/write loop instead.
-* stream: everything else, across schemes and identities. The source is read once through its FileIO,
-  ranged and pinned to its stat'ed version (a change mid-read is ObjectChangedError -> SOURCE_CHANGED),
-  hashed and counted on the way, into a single PUT up to `part_size` or a multipart upload of
-  `part_size` parts (S3, OSS; aborted on any failure), a local temp file, or the target FileIO's atomic
-  write (GCS, Azure): create-only (`ifGenerationMatch=0`, `If-None-Match: *`) when the target was absent
-  when stat'ed, so an object another writer created meanwhile is never replaced blindly (the attempt
-  is retried and the new stat decides); a replace where a target of other content was found, as for S3.
+* planned (the DR job's items, which carry the version the index recorded, `source_version`): nothing is
+  stat'ed. What the target already holds comes from one listing page per directory and 1,000 objects
+  (statekeeper.storage.listing; local targets: an lstat), and the copy is pinned to the indexed version: S3
+  CopyObject with CopySourceIfMatch, a GCS rewrite with ifSourceGenerationMatch, Azure Copy Blob with If-Match,
+  ranged GETs with If-Match / ifGenerationMatch when streaming, the local fingerprint (inode, mtime, size) when
+  opening a local file. A source that changed since it was indexed is refused by the store (SOURCE_CHANGED), a
+  vanished one is SOURCE_MISSING: the job's fallback path. So an S3 -> S3 copy in one store is one request.
+* stat'ed (items without a recorded version, and any retry of an item: the target may have changed meanwhile):
+  stat the source (gone: SOURCE_MISSING; not the size the index recorded: SOURCE_CHANGED) and the target, then
+  copy pinned to the stat'ed version.
 
-The written size must equal the stat'ed source size: a local temp file of the wrong size is never
-renamed into place, a multipart upload is aborted, and a single PUT or a GCS/Azure upload is never
-committed (the last bytes are handed over only after the end of the source was confirmed). Copies whose
-result carries a store checksum (GCS CRC32C) must also match the source's, where it has one.
+Then, if the target does not already hold the source's bytes (Skips, below), one of three ways:
 
-Memory: a stream to S3 buffers one part (or the whole object up to part_size) per transfer in flight:
-up to in_flight x part_size (16 x 64 MiB = 1 GiB at the defaults). Lower in_flight or part_size on
-small executors; 5 MiB is S3's minimum part size. A stream to Azure buffers one block (the client's
-4 MiB); to GCS up to 16 MiB, and larger objects are spooled to a local temporary file first (GcsFileIO:
-a resumable upload must be able to re-send a chunk), so an executor needs in_flight x the largest
-object of free temporary disk.
+* server_side: source and target in one store reached with one identity: S3 (same endpoint, region and access
+  key) and OSS through its S3 API: CopyObject, or above `server_side_max` UploadPartCopy parts; GCS (same
+  endpoint, project and credentials): a rewrite; Azure (one account, same endpoint and credentials): Copy Blob.
+  No byte passes through this process, except with `checksum`: SHA-256 needs the bytes, so the source is then
+  read once in full.
+* local: file to file, a kernel copy (copy_file_range, else sendfile).
+* stream: everything else, across schemes and identities. The source is read once, pinned to its version (a
+  change mid-read is ObjectChangedError -> SOURCE_CHANGED), hashed and counted on the way, into a single PUT up
+  to `part_size` or a multipart upload of `part_size` parts (S3, OSS; aborted on any failure), a local file, or
+  the target FileIO's atomic write (GCS, Azure).
+
+Targets absent when looked at are written create-only (S3 and OSS If-None-Match: *, GCS ifGenerationMatch=0,
+Azure If-None-Match: *, local O_EXCL), so an object another writer created meanwhile is never replaced blindly:
+the attempt is retried, stat'ed, and the new state decides. A target of other content is replaced (local: a
+temporary name and a rename, so a reader sees the old or the new file). New local files are written in place
+and made durable in batches: one durability barrier (statekeeper.storage.local.make_durable: syncfs, or an
+fsync of each file and directory for a few) for up to `durable_batch` files, before their results are handed
+back, so a COPIED local result is on stable storage and the job writes `_metadata` only after it.
+
+The written size must equal the pinned source size: a local file of the wrong size is removed, a multipart
+upload is aborted, and a single PUT or a GCS/Azure upload is never committed (the last bytes are handed over
+only after the end of the source was confirmed). Copies whose result carries a store checksum (GCS CRC32C) must
+also match the source's, where it has one.
+
+Memory: a stream to S3 buffers one part (or the whole object up to part_size) per transfer in flight: up to
+in_flight x part_size (16 x 64 MiB = 1 GiB at the defaults). Lower in_flight or part_size on small executors;
+5 MiB is S3's minimum part size. A stream to Azure buffers one block (the client's 4 MiB); to GCS up to 16 MiB,
+and larger objects are spooled to a local temporary file first (GcsFileIO: a resumable upload must be able to
+re-send a chunk), so an executor needs in_flight x the largest object of free temporary disk.
 
 Skips need proof that the target holds the source's bytes; a size is never proof (a stale copy from an
-interrupted or foreign run, bit rot or a hand copy can have the right name and size and other bytes, and
-such a copy does not restore). A same-size target is skipped only when
-  (a) its current version (S3/OSS/Azure ETag, GCS generation, local inode+mtime_ns+size: FileInfo.etag)
-      equals `TransferItem.known_version`, the version this tool recorded when it wrote or verified the
-      object (in checksum mode only together with the SHA-256 recorded then, `known_checksum`); or
-  (b) both sides carry a comparable content hash and they are equal: a plain MD5 ETag (32 hex, no '-':
-      a single-part upload) at an S3/OSS target against the source's plain MD5 ETag, else against an MD5
-      of the source computed by reading it; a GCS target's CRC32C against the source's (a GCS source), else
-      against a CRC32C computed by reading the source; or, in checksum mode, SHA-256 of both.
-Anything else (a local or Azure target this tool has no record of, multipart or SSE-KMS ETags that do not
-match) is copied again, replacing the target. Unequal hashes never skip; an ETag that is not an MD5 can
-only fail to match, which costs a copy, never a wrong skip.
+interrupted or foreign run, bit rot or a hand copy can have the right name and size and other bytes, and such a
+copy does not restore). A same-size target is skipped only when
+  (a) its current version (S3/OSS/Azure ETag, GCS generation, local inode+mtime_ns+size: FileInfo.etag, as the
+      listing or stat shows it) equals `TransferItem.known_version`, the version this tool recorded when it wrote
+      or verified the object (in checksum mode only together with the SHA-256 recorded then, `known_checksum`); or
+  (b) both sides carry a comparable content hash and they are equal: a plain MD5 ETag (32 hex, no '-': a
+      single-part upload) at an S3/OSS target against the source's plain MD5 ETag (the indexed one, on the
+      planned way), else against an MD5 of the source computed by reading it; a GCS target's CRC32C against the
+      source's, else against a CRC32C computed by reading the source; or, in checksum mode, SHA-256 of both.
+Anything else (a local or Azure target this tool has no record of, multipart or SSE-KMS ETags that do not match)
+is copied again, replacing the target. Unequal hashes never skip; an ETag that is not an MD5 can only fail to
+match, which costs a copy, never a wrong skip.
 
-Safety: a target must lie below one of `target_roots` (GuardedFileIO: also no symlink on the way below
-the root) and never at or below a `source_roots` entry, lexically or after resolving local symlinks.
-Violations are FAILED results, never attempted; roots that overlap are refused when the Transfer is made.
-
-Local targets are fsynced before the rename but their directory is not (as LocalFileIO.write): after a
-power loss a renamed file may be missing, which verification after the copy does not detect.
+Safety: a target must lie below one of `target_roots` (no symlink on the way below the root either) and never at
+or below a `source_roots` entry, lexically or after resolving local symlinks. Violations are FAILED results,
+never attempted; roots that overlap are refused when the Transfer is made.
 """
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import logging
 import os
-import random
+import stat as stat_mod
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    NoCredentialsError,
-    ParamValidationError,
-    PartialCredentialsError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
 from statekeeper.errors import ConfigurationError, StatekeeperError
+from statekeeper.storage.bulk import Answer, BulkEngine, BulkSettings, Work, log_report
 from statekeeper.storage.config import StorageConfig
+from statekeeper.storage.copy_steps import CHUNK as _CHUNK
+from statekeeper.storage.copy_steps import ExactStream as _ExactStream
+from statekeeper.storage.copy_steps import SizeMismatch as _SizeMismatch
+from statekeeper.storage.copy_steps import SourceChanged as _SourceChanged
+from statekeeper.storage.copy_steps import SourceGone as _SourceGone
+from statekeeper.storage.copy_steps import SourceReader as _SourceReader
+from statekeeper.storage.copy_steps import create_local, kernel_copy, upload_to_s3, write_local_atomic
 from statekeeper.storage.errors import (
     NotRegularFileError,
     ObjectChangedError,
@@ -100,44 +104,37 @@ from statekeeper.storage.errors import (
     OutsideRootError,
     RootConfigError,
     StorageError,
+    SymlinkRefusedError,
     is_vendor_error,
-    vendor_transient,
 )
-from statekeeper.storage.local import file_uri, local_path
-from statekeeper.storage.model import FileInfo
+from statekeeper.storage.listing import ListingLookup, Resolved
+from statekeeper.storage.local import file_uri, local_path, object_type_of, symlink_below
+from statekeeper.storage.model import FileInfo, ObjectType
+from statekeeper.storage.pacing import S3_WRITES_PER_PREFIX, LaneReport, Pacer, PaceSettings
+from statekeeper.storage.retry import Failure, RetryPolicy, ThrottleLog, judge
 from statekeeper.storage.roots import GuardedFileIO, Roots, resolved_uri
 from statekeeper.storage.router import RoutingFileIO, scheme_of
+from statekeeper.storage.s3 import part_size_for
+from statekeeper.storage.verify import VerifyItem, VerifyResult, sha256_of, verify_objects
 from statekeeper.uri import is_under, normalize_uri, split_azure
 
 log = logging.getLogger("statekeeper.storage.transfer")
 
 _MIN_PART = 5 * 1024 * 1024          # S3's minimum size of every part but the last
 _MAX_PART = 5 * 1024 ** 3            # S3's maximum part size (UploadPart and UploadPartCopy)
-_MAX_PARTS = 10_000                  # S3's maximum number of parts per upload
-_CHUNK = 4 * 1024 * 1024             # read size when streaming and hashing (= StorageConfig's read-ahead)
-_KERNEL_CHUNK = 256 * 1024 * 1024    # bytes per copy_file_range/sendfile call
 _POOL_SLACK = 4                      # connections beyond in_flight: verification and stat calls overlap
+_LOOKUP_WINDOW = 1000                # planned items whose targets are looked up together (listing pages)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-# S3 error codes that mean "try again later"; any 5xx, 408 and 429 count too.
-_RETRIABLE_CODES = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
-    "RequestThrottled", "TooManyRequestsException", "InternalError", "ServiceUnavailable", "RequestTimeout",
-    "RequestTimeTooSkewed", "NoSuchUpload",
-})
-# Local errors that a retry cannot fix.
-_PERMANENT_ERRNOS = frozenset({
-    errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR,
-    errno.ENAMETOOLONG, errno.ELOOP, errno.EFBIG,
-})
-# copy_file_range cannot serve this pair of files (old kernel, cross-device, file system without it).
-_NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM})
+__all__ = ["CopyMethod", "Transfer", "TransferItem", "TransferOutcome", "TransferResult", "TransferSettings",
+           "VerifyItem", "VerifyResult", "verify_objects"]
 
 
 class TransferOutcome(StrEnum):
     COPIED = "copied"                  # bytes written to the target in this call
     SKIPPED = "skipped"                # the target already had the object, proven by its recorded version or a content hash
     SOURCE_MISSING = "source_missing"  # the source object is gone (e.g. a running Flink job subsumed the checkpoint)
-    SOURCE_CHANGED = "source_changed"  # the source differs from the expected (indexed) size, or changed while copied
+    SOURCE_CHANGED = "source_changed"  # the source differs from the expected (indexed) version, or changed while copied
     FAILED = "failed"                  # any other error (the message says which and what to do)
 
 
@@ -155,6 +152,8 @@ class TransferItem:
     expected_size: int | None = None   # the size the index recorded; a different current source size -> SOURCE_CHANGED
     known_version: str | None = None   # the target's version (FileInfo.etag) when this tool last wrote/verified it
     known_checksum: str | None = None  # the SHA-256 recorded with that version (checksum mode), if any
+    source_version: str | None = None  # the source's version the index recorded (files.etag): with expected_size,
+                                       # the copy is pinned to it and nothing is stat'ed (the planned way)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +172,14 @@ class TransferResult:
 class TransferSettings:
     in_flight: int = 16                      # concurrent transfers per Transfer (threads)
     checksum: bool = False                   # SHA-256 while copying; a skip candidate's source and target are compared
-    durable: bool = True                     # fsync local targets before the rename
+    durable: bool = True                     # local targets on stable storage before their results are handed back
     part_size: int = 64 * 1024 * 1024        # multipart part size for streamed uploads and multipart copies
     server_side_max: int = 5 * 1024 ** 3     # above this, a server-side copy uses UploadPartCopy parts
     max_attempts: int = 4                    # attempts per item on transient errors
     backoff_base: float = 0.5                # seconds; exponential with full jitter between attempts
     backoff_max: float = 20.0
+    max_per_second: float | None = None      # objects per second for this Transfer (a task's share of the run's)
+    durable_batch: int = 2000                # local files per durability barrier
 
     def __post_init__(self) -> None:
         if self.in_flight < 1 or self.max_attempts < 1:
@@ -192,41 +193,12 @@ class TransferSettings:
                              f"got {self.server_side_max}")
         if self.backoff_base < 0 or self.backoff_max < 0:
             raise ValueError("TransferSettings: backoff_base and backoff_max must be >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyItem:
-    target: str
-    size: int                          # expected exact size
-    checksum: str | None = None        # expected SHA-256 (checked when verify_objects(checksum=True))
-    version: str | None = None         # expected version (re-verification: the one recorded when it was verified)
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    target: str
-    ok: bool
-    size: int | None                   # found size (None if missing)
-    message: str | None
-    version: str | None = None         # found version (FileInfo.etag), recorded so later runs can prove identity
-
-
-# -- internal outcomes of one attempt ----------------------------------------------------------------
-
-class _SourceGone(Exception):
-    """The source vanished (stat, read or server-side copy): SOURCE_MISSING."""
-
-
-class _SourceChanged(Exception):
-    """The source is no longer the stat'ed version: SOURCE_CHANGED."""
+        if (self.max_per_second is not None and self.max_per_second <= 0) or self.durable_batch < 1:
+            raise ValueError("TransferSettings: max_per_second must be > 0 (or None) and durable_batch >= 1")
 
 
 class _Refused(Exception):
     """The item must not be attempted (a target outside the target roots or inside a source root)."""
-
-
-class _SizeMismatch(Exception):
-    """Bytes written differ from the stat'ed source size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +210,19 @@ class _Digests:
     sha256: str | None
 
 
-@dataclass(slots=True)
-class _Seen:
-    """What an attempt learnt before it failed, for the result of a failed item."""
+_UNKNOWN: Any = object()   # a target whose state was not looked up: stat it
 
-    size: int = 0
+
+@dataclass(slots=True)
+class _Job:
+    """One item on its way: where it goes, and what is known of its target."""
+
+    item: TransferItem
+    source: str = ""
+    target: str = ""
+    refusal: str | None = None
+    known: Any = _UNKNOWN      # FileInfo (as listed), None (absent) or _UNKNOWN
+    size: int = 0              # what an attempt learnt of the source's size, for a failed item's result
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -301,13 +281,6 @@ def _md5_etag(info: FileInfo) -> bool:
     return scheme_of(info.uri) in ("s3", "oss") and _plain_md5(info.etag)
 
 
-def _part_size_for(size: int, part_size: int) -> int:
-    """`part_size`, raised where needed so that `size` fits in S3's 10,000 parts (1 MiB steps)."""
-    needed = -(-size // _MAX_PARTS)
-    mib = 1024 * 1024
-    return min(_MAX_PART, max(part_size, -(-needed // mib) * mib))
-
-
 def _s3_parts(uri: str) -> tuple[str, str]:
     """(bucket, key) of an `s3://` or `oss://` URI (both reached through the S3 API)."""
     bucket, _, key = normalize_uri(uri).partition("://")[2].partition("/")
@@ -319,226 +292,83 @@ def _client_error(exc: ClientError) -> tuple[str, int | None]:
             exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        # `raise ... from None` hides the context on purpose (e.g. the FileNotFoundError behind a
-        # not-found error): it must not decide whether to retry.
-        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+def _checksums_differ(a: FileInfo, b: FileInfo) -> bool:
+    """Both carry a store checksum of one algorithm (GCS CRC32C), and the checksums differ."""
+    if not a.checksum or not b.checksum:
+        return False
+    return a.checksum.partition(":")[0] == b.checksum.partition(":")[0] and a.checksum != b.checksum
 
 
-def _is_transient(exc: BaseException) -> bool:
-    """Whether trying again may help: throttling, 5xx, connection trouble, I/O hiccups (NFS). Access
-    denied, a missing bucket, a full disk or bad parameters stay as they are, so they fail at once."""
-    for link in _chain(exc):
-        judged = vendor_transient(link)   # GCS and Azure clients: throttling, 5xx, no answer
-        if judged is not None:
-            return judged
-        if isinstance(link, ClientError):
-            code, status = _client_error(link)
-            return (code in _RETRIABLE_CODES or status in (408, 429)
-                    or (status is not None and status >= 500))
-        if isinstance(link, (NoCredentialsError, PartialCredentialsError, ParamValidationError)):
-            return False
-        if isinstance(link, BotoCoreError):
-            return True   # connection refused/reset, timeouts, truncated bodies
-        if isinstance(link, OSError) and link.errno is not None:
-            return link.errno not in _PERMANENT_ERRNOS
-    return isinstance(exc, StorageError) and not isinstance(exc, ConfigurationError)
+def _client_error_hint(code: str, status: int | None) -> str:
+    if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
+        return ("; check that the credentials in use may read the source and write the target (a server-side "
+                "copy needs both with one identity)")
+    if code == "NoSuchBucket":
+        return "; the source or target bucket does not exist: check the target mapping and the endpoint"
+    return ""
 
 
-class _SourceReader:
-    """The source stream, read once: bytes are counted and hashed on the way, reading past or
-    stopping short of the stat'ed size raises _SizeMismatch, and the source's own trouble (gone,
-    rewritten) becomes the item's outcome instead of a failure of the copy."""
+# What an attempt may raise for a storage reason (besides the GCS and Azure clients' own errors).
+_EXPECTED = (_SourceGone, _SourceChanged, _SizeMismatch, StatekeeperError, ClientError, BotoCoreError, OSError)
 
-    def __init__(self, stream: BinaryIO, uri: str, size: int, hasher: Any | None) -> None:
-        self._stream = stream
-        self._uri = uri
-        self._size = size
-        self._hasher = hasher
-        self.count = 0
 
-    def read(self, size: int = -1) -> bytes:
+def _lane_of(roots: Roots, uri: str) -> str:
+    """The job prefix of a target: its root and the first path segment below it."""
+    root = roots.root_of(uri)
+    if root is None:
+        return scheme_of(uri)
+    rest = uri[len(root.uri.rstrip("/")) + 1:]
+    head, sep, _ = rest.partition("/")
+    return f"{root.uri.rstrip('/')}/{head}" if sep else root.uri
+
+
+# -- the engine operation -------------------------------------------------------------------------------------
+
+
+class _Copies:
+    """The bulk engine's operation for a Transfer: one object per request."""
+
+    batch_limit = 1
+
+    def __init__(self, transfer: Transfer) -> None:
+        self.transfer = transfer
+
+    def describe(self, group: Hashable) -> str:
+        return "copying"
+
+    def judge(self, exc: BaseException) -> Failure:
+        raise exc   # send() settles every storage failure itself: anything else is a programming error
+
+    def send(self, group: Hashable, batch: Sequence[Work[_Job]]) -> list[Answer[TransferResult]]:
+        return [self._one(work) for work in batch]
+
+    def _one(self, work: Work[_Job]) -> Answer[TransferResult]:
+        job, transfer = work.item, self.transfer
+        if job.refusal is not None:
+            return Answer.settled(transfer._result(job.item, TransferOutcome.FAILED, message=job.refusal))
         try:
-            data = self._stream.read(size)
-        except ObjectChangedError as exc:
-            raise _SourceChanged(f"{self._uri} changed while being copied: {exc}") from exc
-        except NotRegularFileError:
-            raise
-        except ObjectNotFoundError as exc:
-            raise _SourceGone(f"{self._uri} vanished while being copied: {exc}") from exc
-        self.count += len(data)
-        if self.count > self._size or (not data and size != 0 and self.count != self._size):
-            raise _SizeMismatch(
-                f"read {'more than ' if self.count > self._size else ''}{self.count} bytes from {self._uri}, "
-                f"which was {self._size} bytes when stat'ed: it changed while being copied; nothing was made "
-                "visible at the target; re-run the copy")
-        if self._hasher is not None and data:
-            self._hasher.update(data)
-        return data
+            return Answer.settled(transfer._attempt(job, work.retries))
+        except Exception as exc:
+            if not isinstance(exc, _EXPECTED) and not is_vendor_error(exc):
+                raise   # a programming error
+            outcome, message, transient = transfer._judge(exc, job.source, job.target)
+            if transient:
+                job.known = _UNKNOWN   # the next attempt stats the target afresh: it may have changed
+                failure = judge(exc)
+                return Answer.again(Failure(True, failure.throttled, failure.code), message)
+            return Answer.settled(transfer._result(job.item, outcome, size=job.size, message=message,
+                                                   retries=work.retries))
 
-    def read_exact(self, size: int) -> bytes:
-        parts: list[bytes] = []
-        got = 0
-        while got < size:
-            data = self.read(min(size - got, _MAX_PART))
-            parts.append(data)
-            got += len(data)   # a short read raised _SizeMismatch at EOF already
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def finish(self) -> None:
-        """Confirm the end of the source (one more byte would be a mismatch)."""
-        self.read(1)
-
-    @property
-    def checksum(self) -> str | None:
-        return self._hasher.hexdigest() if self._hasher is not None else None
-
-
-class _ExactStream:
-    """What a FileIO's `write` reads when streaming a source to GCS or Azure: exactly the stat'ed size, and
-    the last bytes only after the end of the source was confirmed, so an upload of a source that grew or
-    shrank fails before it is committed (the stores make an object visible when its upload completes)."""
-
-    def __init__(self, reader: _SourceReader, size: int) -> None:
-        self._reader = reader
-        self._size = size
-        self._done = 0
-        self._finished = False
-
-    def read(self, size: int = -1) -> bytes:
-        remaining = self._size - self._done
-        if remaining <= 0:
-            if not self._finished:      # an empty source: nothing was handed over yet
-                self._reader.finish()
-                self._finished = True
-            return b""
-        want = remaining if size is None or size < 0 else min(size, remaining)
-        if want == 0:
-            return b""
-        data = self._reader.read_exact(want)
-        self._done += len(data)
-        if self._done == self._size:
-            self._reader.finish()       # one more byte would be a mismatch: raised before the last bytes go
-            self._finished = True
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-
-def _write_local(path: str, size: int, fill: Callable[[int], None], *, durable: bool) -> None:
-    """Create `path` atomically: `fill(fd)` writes a temp file beside it, which is checked for the
-    expected size, fsynced, and renamed over the target; on any failure it is removed, so a reader
-    sees the old file or the whole new one, never a partial or wrong-sized one."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
-    try:
-        try:
-            fill(fd)
-            written = os.fstat(fd).st_size
-            if written != size:
-                raise _SizeMismatch(f"wrote {written} bytes for {file_uri(path)}, but the source was {size} bytes "
-                                    "when stat'ed: it changed while being copied; the target was not replaced; "
-                                    "re-run the copy")
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-class _NoKernelCopy(Exception):
-    """This kernel copy cannot serve this pair of files; nothing was copied."""
-
-
-def _kernel_copy(src_fd: int, dst_fd: int, size: int) -> None:
-    """Copy from the source's position to its end inside the kernel: copy_file_range (server-side on
-    NFS 4.2, reflinks where the file system has them), else sendfile, else a read/write loop."""
-    for copier in (os.copy_file_range, _sendfile):
-        try:
-            _kernel_loop(copier, src_fd, dst_fd, size)
-            return
-        except _NoKernelCopy:
-            continue
-    while data := os.read(src_fd, _CHUNK):
-        _write_all(dst_fd, data)
-
-
-def _sendfile(src_fd: int, dst_fd: int, count: int) -> int:
-    return os.sendfile(dst_fd, src_fd, None, count)
-
-
-def _kernel_loop(copier: Callable[[int, int, int], int], src_fd: int, dst_fd: int, size: int) -> None:
-    copied = 0
-    try:
-        while n := copier(src_fd, dst_fd, _KERNEL_CHUNK):
-            copied += n
-    except OSError as exc:
-        if copied or exc.errno not in _NO_KERNEL_COPY:
-            raise
-        raise _NoKernelCopy() from exc
-    if copied == 0 and size > 0:
-        # Some file systems (procfs-like, some FUSE) report 0 copied for files that have bytes.
-        raise _NoKernelCopy()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _sha256_of(fio: Any, info: FileInfo) -> str:
-    """SHA-256 of one version of an object (pinned to `info`), read in chunks."""
-    hasher = hashlib.sha256()
-    with fio.open_input(info.uri, info=info) as stream:
-        while data := stream.read(_CHUNK):
-            hasher.update(data)
-    return hasher.hexdigest()
-
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def _bounded(fn: Callable[[T], R], items: Iterable[T], in_flight: int, name: str) -> Iterator[R]:
-    """fn(item) for every item on `in_flight` threads, results as they finish. At most 2 x in_flight
-    items are taken from `items` ahead of the results, so a long generator is never materialized.
-    Closing the iterator early cancels what has not started and waits for what has."""
-    pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=name)
-    pending: set[Future[R]] = set()
-    try:
-        for item in items:
-            pending.add(pool.submit(fn, item))
-            if len(pending) >= 2 * in_flight:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _backoff(attempt: int, base: float, cap: float) -> float:
-    # Full jitter: tasks that failed together spread out instead of retrying in lockstep.
-    return random.uniform(0, min(cap, base * (2 ** attempt)))
+    def give_up(self, work: Work[_Job], message: str, failure: Failure) -> TransferResult:
+        attempts = work.attempts
+        text = (f"{message} (gave up after {attempts} attempt{'s' if attempts > 1 else ''}; re-run the copy: objects "
+                "already at the target are skipped)")
+        return self.transfer._result(work.item.item, TransferOutcome.FAILED, size=work.item.size, message=text,
+                                     retries=work.retries)
 
 
 # -- the copier ---------------------------------------------------------------------------------------
+
 
 class Transfer:
     """Copies items from the `source` store to the `target` store (None: the source's settings),
@@ -557,6 +387,12 @@ class Transfer:
         self._check_roots_apart()
         self._lock = threading.Lock()
         self._ios: tuple[RoutingFileIO, RoutingFileIO, GuardedFileIO] | None = None
+        self._pacer = Pacer(PaceSettings(overall=settings.max_per_second),
+                            lane_rate=lambda lane: S3_WRITES_PER_PREFIX if lane.startswith(("s3://", "oss://"))
+                            else None)
+        self._throttle = ThrottleLog(log)
+        self._dirs_checked: dict[str, str | None] = {}   # local target directories: made, and free of symlinks
+        self._lookups: dict[str, ListingLookup] = {}
 
     # Clients and pools do not pickle; a Spark task rebuilds them from the settings on first use.
     def __getstate__(self) -> dict[str, Any]:
@@ -610,34 +446,96 @@ class Transfer:
     # -- public API -----------------------------------------------------------------------------
 
     def run(self, items: Iterable[TransferItem]) -> Iterator[TransferResult]:
-        """Copy every item, `settings.in_flight` at a time; results in completion order. Per-item
-        problems are results (FAILED and friends); only programming errors raise."""
-        return _bounded(self.copy_one, items, self.settings.in_flight, "statekeeper-transfer")
+        """Copy every item, `settings.in_flight` at a time; results in completion order (local copies once their
+        durability barrier has passed). Per-item problems are results (FAILED and friends); only programming
+        errors raise."""
+        settings = BulkSettings(in_flight=self.settings.in_flight,
+                                retry=RetryPolicy(self.settings.max_attempts, self.settings.backoff_base,
+                                                  self.settings.backoff_max),
+                                pace=self._pacer.settings, window=2 * self.settings.in_flight)
+        engine = BulkEngine(settings, throttle_log=self._throttle, name="statekeeper-transfer", pacer=self._pacer)
+        held: list[TransferResult] = []   # local copies waiting for their durability barrier
+        for results in engine.run(_Copies(self), self._plan(items)):
+            for result in results:
+                if self.settings.durable and result.outcome is TransferOutcome.COPIED and \
+                        result.target.startswith("file://"):
+                    held.append(result)
+                else:
+                    yield result
+            if len(held) >= self.settings.durable_batch:
+                yield from self._made_durable(held)
+                held = []
+        if held:
+            yield from self._made_durable(held)
 
     def copy_one(self, item: TransferItem) -> TransferResult:
+        [result] = list(self.run([item]))
+        return result
+
+    def prefix_report(self) -> list[LaneReport]:
+        """What each target job prefix achieved in this Transfer's runs."""
+        return self._pacer.report()
+
+    def log_prefix_report(self) -> None:
+        log_report(self._pacer, "dr copies", log)
+
+    def _made_durable(self, results: list[TransferResult]) -> Iterator[TransferResult]:
+        """One durability barrier for a batch of new local files (their data, then their directories), before
+        their results go out: the job writes a `_metadata` only after every object it names is COPIED."""
+        uris = [r.target for r in results]
         try:
-            source, target = self._check_item(item)
-        except _Refused as exc:
-            return self._result(item, TransferOutcome.FAILED, message=str(exc))
-        seen = _Seen()
-        attempt = 0
-        while True:
+            self._fileios()[1].make_durable(uris)
+        except OSError as exc:
+            message = (f"cannot make the copy durable ({exc.strerror or exc}): it may not survive a power loss; "
+                       "re-run the copy")
+            for r in results:
+                yield TransferResult(r.source, r.target, TransferOutcome.FAILED, r.size, r.checksum, r.method,
+                                     message, r.retries)
+            return
+        yield from results
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def _plan(self, items: Iterable[TransferItem]) -> Iterator[Work[_Job]]:
+        """Items as the engine's work: refused ones marked, planned object-store targets looked up a window at a
+        time (one listing page per directory and 1,000 objects), the rest left to stat."""
+        window: list[_Job] = []
+        for item in items:
+            job = _Job(item)
             try:
-                return self._attempt(item, source, target, seen, attempt)
-            except Exception as exc:
-                if not isinstance(exc, _EXPECTED) and not is_vendor_error(exc):
-                    raise   # a programming error
-                outcome, message, transient = self._judge(exc, source, target)
-            if not transient or attempt + 1 >= self.settings.max_attempts:
-                if transient:
-                    message += (f" (gave up after {attempt + 1} attempt{'s' if attempt else ''}; re-run the copy: "
-                                "objects already at the target are skipped)")
-                return self._result(item, outcome, size=seen.size, message=message, retries=attempt)
-            delay = _backoff(attempt, self.settings.backoff_base, self.settings.backoff_max)
-            log.warning("copying %s to %s failed (%s); attempt %d of %d in %.2fs", source, target, message,
-                        attempt + 2, self.settings.max_attempts, delay)
-            time.sleep(delay)
-            attempt += 1
+                job.source, job.target = self._check_item(item)
+            except _Refused as exc:
+                job.refusal = str(exc)
+                yield Work(job, "refused")
+                continue
+            planned = item.source_version is not None and item.expected_size is not None
+            if not planned or job.target.startswith("file://"):
+                yield Work(job, _lane_of(self.target_roots, job.target))   # local: an lstat in the attempt
+                continue
+            window.append(job)
+            if len(window) >= _LOOKUP_WINDOW:
+                yield from self._looked_up(window)
+                window = []
+        if window:
+            yield from self._looked_up(window)
+
+    def _looked_up(self, jobs: list[_Job]) -> Iterator[Work[_Job]]:
+        target_io = self._fileios()[1]
+        by_scheme: dict[str, list[_Job]] = {}
+        for job in jobs:
+            by_scheme.setdefault(scheme_of(job.target), []).append(job)
+        for scheme, group in by_scheme.items():
+            lookup = self._lookups.get(scheme)
+            if lookup is None:
+                lookup = self._lookups[scheme] = ListingLookup(
+                    target_io.backend(group[0].target), page_size=target_io.config.list_page_size,
+                    policy=RetryPolicy(self.settings.max_attempts, self.settings.backoff_base,
+                                       self.settings.backoff_max), throttle_log=self._throttle)
+            found: dict[str, Resolved] = lookup.resolve(j.target for j in group)
+            for job in group:
+                seen = found[job.target]
+                job.known = _UNKNOWN if seen.error is not None else seen.info   # unknown: the attempt stats it
+                yield Work(job, _lane_of(self.target_roots, job.target))
 
     # -- one item -------------------------------------------------------------------------------
 
@@ -673,36 +571,52 @@ class Transfer:
                     return f"{root} (resolved: {root_resolved})"
         return None
 
-    def _attempt(self, item: TransferItem, source: str, target: str, seen: _Seen, attempt: int) -> TransferResult:
-        src = self._stat_source(source)
-        seen.size = src.size
-        if item.expected_size is not None and src.size != item.expected_size:
-            return self._result(
-                item, TransferOutcome.SOURCE_CHANGED, size=src.size, retries=attempt,
-                message=f"{source} is {src.size} bytes now, but the index recorded {item.expected_size}: it was "
-                        "rewritten after it was indexed; re-index before copying it")
-        dst = self._stat_target(target)
+    def _attempt(self, job: _Job, retries: int) -> TransferResult:
+        item, source, target = job.item, job.source, job.target
+        planned = item.source_version is not None and item.expected_size is not None and retries == 0
+        if planned:
+            # The version the index recorded: every read or copy below is pinned to it, nothing is stat'ed.
+            src = FileInfo(source, int(item.expected_size), _EPOCH, item.source_version)  # type: ignore[arg-type]
+        else:
+            src = self._stat_source(source)
+            if item.expected_size is not None and src.size != item.expected_size:
+                job.size = src.size
+                return self._result(
+                    item, TransferOutcome.SOURCE_CHANGED, size=src.size, retries=retries,
+                    message=f"{source} is {src.size} bytes now, but the index recorded {item.expected_size}: it was "
+                            "rewritten after it was indexed; re-index before copying it")
+        job.size = src.size
+        if planned and job.known is not _UNKNOWN:
+            dst = job.known
+            if dst is not None and dst.object_type is not ObjectType.FILE:
+                raise NotRegularFileError(f"{target} is a {dst.object_type.value} at the target, not a file")
+        elif target.startswith("file://") and planned:
+            dst = self._lstat_target(target)
+        else:
+            dst = self._stat_target(target)
         known_checksum = None
         if dst is not None and dst.size == src.size:
             same, known_checksum = self._same_content(item, src, dst)
             if same:
                 return self._result(item, TransferOutcome.SKIPPED, size=src.size, checksum=known_checksum,
-                                    retries=attempt)
+                                    retries=retries)
         method = self._method(source, target)
+        create_only = dst is None
         if method is CopyMethod.SERVER_SIDE and target.startswith(("s3://", "oss://")):
-            checksum = self._copy_server_side(src, target, known_checksum)
+            checksum = self._copy_server_side(src, target, known_checksum, create_only=create_only,
+                                              size_check=not planned)
         elif method is CopyMethod.SERVER_SIDE:
-            checksum = self._copy_with_fileio(src, target, known_checksum)
+            checksum = self._copy_with_fileio(src, target, known_checksum, create_only=create_only)
         elif method is CopyMethod.LOCAL:
-            checksum = self._copy_to_local(src, target, kernel=not self.settings.checksum)
+            checksum = self._copy_to_local(src, target, kernel=not self.settings.checksum, create_only=create_only)
         elif target.startswith("file://"):
-            checksum = self._copy_to_local(src, target, kernel=False)
+            checksum = self._copy_to_local(src, target, kernel=False, create_only=create_only)
         elif target.startswith(("s3://", "oss://")):
-            checksum = self._stream_to_s3(src, target)
+            checksum = self._stream_to_s3(src, target, create_only=create_only)
         else:
-            checksum = self._stream_to_fileio(src, target, create_only=dst is None)
+            checksum = self._stream_to_fileio(src, target, create_only=create_only)
         return self._result(item, TransferOutcome.COPIED, size=src.size, checksum=checksum, method=method,
-                            retries=attempt)
+                            retries=retries)
 
     def _method(self, source: str, target: str) -> CopyMethod:
         schemes = (scheme_of(source), scheme_of(target))
@@ -733,6 +647,44 @@ class Transfer:
         except ObjectNotFoundError:
             return None
 
+    def _lstat_target(self, target: str) -> FileInfo | None:
+        """A local target as the planned way sees it: its directory checked once for symlinks below the root
+        (and made), the target itself lstat'ed."""
+        path = local_path(target)
+        self._local_dir(target, os.path.dirname(path))
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise NotRegularFileError(f"{target} is a {object_type_of(st.st_mode).value}, not a regular file; "
+                                      "Statekeeper does not follow symlinks or open special files inside roots "
+                                      "(replace it with the real file, or remove it)")
+        return FileInfo(file_uri(path), st.st_size, datetime.fromtimestamp(st.st_mtime_ns / 1e9, tz=timezone.utc),
+                        f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}")
+
+    def _local_dir(self, target: str, directory: str) -> None:
+        """Once per directory: no symlink on the way below the target root (SymlinkRefusedError), and it exists."""
+        with self._lock:
+            if directory in self._dirs_checked:
+                refusal = self._dirs_checked[directory]
+                if refusal is not None:
+                    raise SymlinkRefusedError(refusal)
+                return
+        root = self.target_roots.require(target)
+        link = symlink_below(local_path(root.uri), directory)
+        refusal = None
+        if link is not None:
+            refusal = (f"{target}: {file_uri(link)} is a symlink inside root {root.uri}; Statekeeper never reads, "
+                       "writes or deletes through symlinks (it could lead outside the root): replace the link with "
+                       "the real directory or file, or remove it")
+        else:
+            os.makedirs(directory, exist_ok=True)
+        with self._lock:
+            self._dirs_checked[directory] = refusal
+        if refusal is not None:
+            raise SymlinkRefusedError(refusal)
+
     def _same_content(self, item: TransferItem, src: FileInfo, dst: FileInfo) -> tuple[bool, str | None]:
         """Whether a same-size target is proven to hold the source's bytes (the module docstring's rule):
         (same, the source's SHA-256 where it was computed or recorded)."""
@@ -759,12 +711,12 @@ class Transfer:
             if target_crc and digests.crc32c == target_crc:
                 return True, digests.sha256
             if checksum:
-                return _sha256_of(self._fileios()[2], dst) == digests.sha256, digests.sha256
+                return sha256_of(self._fileios()[2], dst) == digests.sha256, digests.sha256
             return False, None
         return False, None
 
     def _source_digests(self, src: FileInfo, *, md5: bool, crc32c: bool) -> _Digests:
-        """MD5 / CRC32C (GCS's base64 form) / SHA-256 (checksum mode) of the stat'ed source version, in one read."""
+        """MD5 / CRC32C (GCS's base64 form) / SHA-256 (checksum mode) of the pinned source version, in one read."""
         import base64
 
         md5_hasher = hashlib.md5(usedforsecurity=False) if md5 else None
@@ -788,7 +740,7 @@ class Transfer:
         try:
             stream = self._fileios()[0].open_input(src.uri, info=src)
         except ObjectChangedError as exc:
-            raise _SourceChanged(f"{src.uri} changed since it was stat'ed: {exc}") from exc
+            raise _SourceChanged(f"{src.uri} changed since its version {src.etag} was recorded: {exc}") from exc
         except NotRegularFileError:
             raise
         except ObjectNotFoundError as exc:
@@ -805,13 +757,13 @@ class Transfer:
 
     # -- the three ways ---------------------------------------------------------------------------
 
-    def _copy_to_local(self, src: FileInfo, target: str, *, kernel: bool) -> str | None:
+    def _copy_to_local(self, src: FileInfo, target: str, *, kernel: bool, create_only: bool) -> str | None:
         stream, reader = self._open_source(src, hashed=self.settings.checksum)
         path = local_path(target)
 
         def fill(fd: int) -> None:
             if kernel:
-                _kernel_copy(stream.fileno(), fd, src.size)   # the stream is unread: its fd is at offset 0
+                kernel_copy(stream.fileno(), fd, src.size)   # the stream is unread: its fd is at offset 0
                 return
             with open(fd, "wb", buffering=_CHUNK, closefd=False) as out:   # a buffered write never comes short
                 while data := reader.read(_CHUNK):
@@ -819,45 +771,38 @@ class Transfer:
 
         with stream:
             try:
-                _write_local(path, src.size, fill, durable=self.settings.durable)
+                if create_only:
+                    # New files are written in place, create-only, and made durable in batches (run()).
+                    self._local_dir(target, os.path.dirname(path))
+                    try:
+                        create_local(path, src.size, fill)
+                    except FileExistsError as exc:
+                        raise ObjectExistsError(f"{target} appeared while it was being copied") from exc
+                else:
+                    # Replacing a file: a temporary name and a rename, so a reader sees the old or the new one.
+                    write_local_atomic(path, src.size, fill, durable=self.settings.durable)
             except OSError as exc:
                 raise StorageError(f"cannot copy {src.uri} to {target}: {exc.strerror or exc}") from exc
         return reader.checksum
 
-    def _stream_to_s3(self, src: FileInfo, target: str) -> str | None:
+    def _stream_to_s3(self, src: FileInfo, target: str, *, create_only: bool) -> str | None:
         client = self._s3_client(target)
         bucket, key = _s3_parts(target)
-        part = _part_size_for(src.size, self.settings.part_size)
+        part = part_size_for(src.size, self.settings.part_size)
         stream, reader = self._open_source(src, hashed=self.settings.checksum)
         with stream:
-            if src.size <= part:
-                body = reader.read_exact(src.size)
-                reader.finish()   # before the PUT: a grown source must not be written at all
-                client.put_object(Bucket=bucket, Key=key, Body=body)
-            else:
-                self._upload_parts(client, bucket, key, reader, src.size, part)
+            try:
+                upload_to_s3(client, bucket, key, reader, src.size, part, create_only=create_only)
+            except ClientError as exc:
+                code, status = _client_error(exc)
+                if create_only and (code == "PreconditionFailed" or status == 412):
+                    raise ObjectExistsError(f"{target} appeared while it was being copied") from exc
+                raise
         return reader.checksum
-
-    @staticmethod
-    def _upload_parts(client: Any, bucket: str, key: str, reader: _SourceReader, size: int, part: int) -> None:
-        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-        try:
-            parts = []
-            for number, start in enumerate(range(0, size, part), start=1):
-                body = reader.read_exact(min(part, size - start))
-                etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                                          Body=body)["ETag"]
-                parts.append({"ETag": etag, "PartNumber": number})
-            reader.finish()
-            client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                             MultipartUpload={"Parts": parts})
-        except BaseException:
-            _abort(client, bucket, key, upload_id)
-            raise
 
     def _stream_to_fileio(self, src: FileInfo, target: str, *, create_only: bool) -> str | None:
         """Stream the source into the target FileIO's atomic write (GCS, Azure). Create-only when the target
-        was absent when stat'ed: an object that appeared since (another copier) is not replaced blindly; the
+        was absent: an object that appeared since (another copier) is not replaced blindly; the
         ObjectExistsError is retried, and the next attempt's stat decides (skip, or replace)."""
         stream, reader = self._open_source(src, hashed=self.settings.checksum)
         with stream:
@@ -865,15 +810,18 @@ class Transfer:
         self._check_written(src, written, "upload")
         return reader.checksum
 
-    def _copy_with_fileio(self, src: FileInfo, target: str, known_checksum: str | None) -> str | None:
+    def _copy_with_fileio(self, src: FileInfo, target: str, known_checksum: str | None, *,
+                          create_only: bool) -> str | None:
         """Server-side copy through the target store's FileIO (GCS rewrite, Azure Copy Blob), pinned to the
-        stat'ed source version."""
+        source version (and create-only where the target was absent)."""
         checksum = known_checksum
         if self.settings.checksum and checksum is None:
             checksum = self._hash_source(src)   # first: the copy below is pinned to the same version
         backend = self._fileios()[1].backend(target)
         try:
-            written = backend.copy(src.uri, target, info=src)  # type: ignore[call-arg]
+            written = backend.copy(src.uri, target, info=src, if_absent=create_only)  # type: ignore[call-arg]
+        except ObjectExistsError:
+            raise
         except (ObjectChangedError, ObjectNotFoundError) as exc:
             # A precondition on a source that is gone may answer 412 or 404 (stores differ): one more stat says
             # which it is, and whether a 404 was about the source at all (or the target's bucket).
@@ -905,62 +853,38 @@ class Transfer:
             raise _SizeMismatch(f"the {how} of {src.uri} left other bytes at {written.uri} ({written.checksum}, "
                                 f"the source has {src.checksum}); re-run the copy (the target is overwritten)")
 
-    def _copy_server_side(self, src: FileInfo, target: str, known_checksum: str | None) -> str | None:
+    def _copy_server_side(self, src: FileInfo, target: str, known_checksum: str | None, *, create_only: bool,
+                          size_check: bool) -> str | None:
+        """CopyObject (UploadPartCopy parts above server_side_max) through the target's S3 FileIO, pinned to the
+        source's ETag, create-only where the target was absent: one request."""
         # Hash first: a source that vanishes meanwhile costs nothing at the target, and the copy below
         # is pinned to the same ETag, so the checksum is of the bytes copied.
         checksum = known_checksum
         if self.settings.checksum and checksum is None:
             checksum = self._hash_source(src)
-        client = self._s3_client(target)
-        src_bucket, src_key = _s3_parts(src.uri)
-        bucket, key = _s3_parts(target)
-        copy_source = {"Bucket": src_bucket, "Key": src_key}
-        if_match = {"CopySourceIfMatch": f'"{src.etag}"'} if src.etag else {}
-        copied_etag = None
+        backend = self._fileios()[1].backend(target)
         try:
-            if src.size <= self.settings.server_side_max:
-                response = client.copy_object(CopySource=copy_source, Bucket=bucket, Key=key, **if_match)
-                copied_etag = (response.get("CopyObjectResult") or {}).get("ETag")
-            else:
-                self._copy_parts(client, copy_source, bucket, key, src.size, if_match)
-        except ClientError as exc:
-            code, status = _client_error(exc)
-            if code == "PreconditionFailed" or status == 412:
-                raise _SourceChanged(f"{src.uri} changed since it was stat'ed (ETag {src.etag} no longer current); "
-                                     "the copy was refused by the store") from exc
-            if code in ("NoSuchKey", "NotFound") or (status == 404 and code not in ("NoSuchBucket", "NoSuchUpload")):
-                raise _SourceGone(f"{src.uri} does not exist any more (a running job may have subsumed its "
-                                  "checkpoint); nothing was copied") from exc
-            raise
-        if _plain_md5(src.etag) and copied_etag and copied_etag.strip('"') == src.etag:
-            # The new object's ETag is the MD5 of the stat'ed source version's bytes (one store, one
-            # identity, a single-part source): the copy is that version byte for byte, so it has its size.
-            # Saves a HEAD per object; any other ETag (multipart source, SSE-KMS, a store that ignored
-            # CopySourceIfMatch and copied a newer version) still gets the size check below.
+            written = backend.copy(src.uri, target, info=src, if_absent=create_only,  # type: ignore[call-arg]
+                                   single_max=self.settings.server_side_max, part_size=self.settings.part_size)
+        except ObjectChangedError as exc:
+            raise _SourceChanged(f"{src.uri} changed since its version was recorded (ETag {src.etag} no longer "
+                                 "current); the copy was refused by the store") from exc
+        except ObjectNotFoundError as exc:
+            raise _SourceGone(f"{src.uri} does not exist any more (a running job may have subsumed its "
+                              "checkpoint); nothing was copied") from exc
+        if _plain_md5(src.etag) and written.etag == src.etag:
+            # The new object's ETag is the MD5 of the pinned source version's bytes (one store, one identity, a
+            # single-part source): the copy is that version byte for byte, so it has its size.
             return checksum
-        written = self._fileios()[2].stat(target).size
-        if written != src.size:
-            raise _SizeMismatch(f"the server-side copy of {src.uri} ({src.size} bytes) left {written} bytes at "
-                                f"{target}; re-run the copy (a target of another size is overwritten)")
+        if size_check:
+            # Any other ETag (multipart source, SSE-KMS, a store that ignored CopySourceIfMatch and copied a newer
+            # version) gets a size check here. The planned way leaves it to the verification at the target that
+            # follows every copy (from a listing, not a request per object).
+            found = self._fileios()[2].stat(target).size
+            if found != src.size:
+                raise _SizeMismatch(f"the server-side copy of {src.uri} ({src.size} bytes) left {found} bytes at "
+                                    f"{target}; re-run the copy (a target of another size is overwritten)")
         return checksum
-
-    def _copy_parts(self, client: Any, copy_source: dict[str, str], bucket: str, key: str, size: int,
-                    if_match: dict[str, str]) -> None:
-        part = _part_size_for(size, self.settings.part_size)
-        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-        try:
-            parts = []
-            for number, start in enumerate(range(0, size, part), start=1):
-                end = min(size, start + part) - 1
-                response = client.upload_part_copy(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                                                   CopySource=copy_source, CopySourceRange=f"bytes={start}-{end}",
-                                                   **if_match)
-                parts.append({"ETag": response["CopyPartResult"]["ETag"], "PartNumber": number})
-            client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                             MultipartUpload={"Parts": parts})
-        except BaseException:
-            _abort(client, bucket, key, upload_id)
-            raise
 
     def _s3_client(self, target: str) -> Any:
         return self._fileios()[1].backend(target).client  # type: ignore[attr-defined]
@@ -978,106 +902,18 @@ class Transfer:
         if isinstance(exc, (ConfigurationError, OutsideRootError, NotRegularFileError)):
             return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", False
         if isinstance(exc, ObjectExistsError):
-            # A create-only upload met an object another writer made after the stat: the next attempt
-            # stats it again and skips it (same content) or replaces it.
+            # A create-only write met an object another writer made after the target was looked at: the next
+            # attempt stats it again and skips it (same content) or replaces it.
             return (TransferOutcome.FAILED, f"cannot copy {source} to {target}: {target} appeared while it was being "
                                             f"copied ({exc})", True)
+        transient = judge(exc).retriable
         if isinstance(exc, ClientError):
             code, status = _client_error(exc)
             hint = _client_error_hint(code, status)
-            return (TransferOutcome.FAILED, f"cannot copy {source} to {target}: {code or status}: {exc}{hint}",
-                    _is_transient(exc))
-        return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", _is_transient(exc)
+            return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {code or status}: {exc}{hint}", transient
+        return TransferOutcome.FAILED, f"cannot copy {source} to {target}: {exc}", transient
 
     @staticmethod
     def _result(item: TransferItem, outcome: TransferOutcome, *, size: int = 0, checksum: str | None = None,
                 method: CopyMethod = CopyMethod.NONE, message: str | None = None, retries: int = 0) -> TransferResult:
         return TransferResult(item.source, item.target, outcome, size, checksum, method.value, message, retries)
-
-
-def _checksums_differ(a: FileInfo, b: FileInfo) -> bool:
-    """Both carry a store checksum of one algorithm (GCS CRC32C), and the checksums differ."""
-    if not a.checksum or not b.checksum:
-        return False
-    return a.checksum.partition(":")[0] == b.checksum.partition(":")[0] and a.checksum != b.checksum
-
-
-# What an attempt may raise for a storage reason (besides the GCS and Azure clients' own errors).
-_EXPECTED = (_SourceGone, _SourceChanged, _SizeMismatch, StatekeeperError, ClientError, BotoCoreError, OSError)
-
-
-def _abort(client: Any, bucket: str, key: str, upload_id: str) -> None:
-    try:
-        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
-    except (ClientError, BotoCoreError) as exc:
-        # The original error matters more; a lifecycle rule for incomplete uploads reaps the parts.
-        log.warning("could not abort multipart upload %s of s3://%s/%s (%s); its parts stay billed until an "
-                    "AbortIncompleteMultipartUpload lifecycle rule removes them", upload_id, bucket, key, exc)
-
-
-def _client_error_hint(code: str, status: int | None) -> str:
-    if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
-        return ("; check that the credentials in use may read the source and write the target (a server-side "
-                "copy needs both with one identity)")
-    if code == "NoSuchBucket":
-        return "; the source or target bucket does not exist: check the target mapping and the endpoint"
-    return ""
-
-
-# -- verification -------------------------------------------------------------------------------------
-
-def verify_objects(items: Iterable[VerifyItem], target: StorageConfig, *, checksum: bool,
-                   in_flight: int = 16, max_attempts: int = 4) -> Iterator[VerifyResult]:
-    """Check that every item exists at the target with its exact size and, with `checksum` and an
-    expected checksum, SHA-256 (which reads the whole object). Concurrent, bounded like Transfer.run;
-    results in completion order. Transient storage errors are retried; what stays unreadable is a
-    failed result saying so, never an exception."""
-    if in_flight < 1 or max_attempts < 1:
-        raise ValueError(f"verify_objects: in_flight and max_attempts must be >= 1, got {in_flight} and {max_attempts}")
-    pool = max(target.max_pool_connections, in_flight + _POOL_SLACK)
-    fio = RoutingFileIO(target.with_overrides(max_pool_connections=pool))
-
-    def one(item: VerifyItem) -> VerifyResult:
-        for attempt in range(max_attempts):
-            try:
-                return _verify_one(fio, item, checksum)
-            except Exception as exc:
-                if not isinstance(exc, (StatekeeperError, ClientError, BotoCoreError, OSError)) \
-                        and not is_vendor_error(exc):
-                    raise   # a programming error
-                if not _is_transient(exc) or attempt + 1 >= max_attempts:
-                    return VerifyResult(item.target, False, None,
-                                        f"could not verify {item.target}: {exc}; re-run the verification")
-                time.sleep(_backoff(attempt, 0.5, 20.0))
-        raise AssertionError("unreachable")
-
-    return _bounded(one, items, in_flight, "statekeeper-verify")
-
-
-def _verify_one(fio: RoutingFileIO, item: VerifyItem, checksum: bool) -> VerifyResult:
-    try:
-        info = fio.stat(item.target)
-    except NotRegularFileError as exc:
-        return VerifyResult(item.target, False, None, f"not a regular file at the target: {exc}")
-    except ObjectNotFoundError:
-        return VerifyResult(item.target, False, None, "missing at the target")
-    if info.size != item.size:
-        return VerifyResult(item.target, False, info.size, f"size {info.size} at the target, expected {item.size}",
-                            info.etag)
-    if item.version and info.etag != item.version and not (checksum and item.checksum):
-        # Without a digest to compare, a new version is other bytes until proven otherwise (same size or not).
-        return VerifyResult(item.target, False, info.size,
-                            f"{item.target} changed at the target since it was verified (version {item.version}, now "
-                            f"{info.etag}): its bytes may no longer be the source's; re-run the DR copy, which "
-                            "replaces it", info.etag)
-    if checksum and item.checksum:
-        try:
-            found = _sha256_of(fio, info)
-        except ObjectNotFoundError:
-            return VerifyResult(item.target, False, None, "missing at the target (vanished while being read)")
-        if found != item.checksum.lower():
-            return VerifyResult(item.target, False, info.size,
-                                f"checksum mismatch at the target: SHA-256 {found}, expected {item.checksum}; "
-                                "the target bytes differ from the source's: re-run the DR copy, which replaces it",
-                                info.etag)
-    return VerifyResult(item.target, True, info.size, None, info.etag)
