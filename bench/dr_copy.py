@@ -4,24 +4,29 @@ A synthetic closure shaped like an incremental RocksDB checkpoint (--objects fil
 <root>/job-NN/shared/ plus 5% exclusive files in <root>/job-NN/chk-1000/; mostly small files, log-uniform
 128 B - 64 KiB, plus enough 1-8 MiB files to reach about --total-mb) is copied, in one run:
 
-S3 (a moto server on loopback started by the bench; the source and every target are buckets on it):
+S3 (a moto server on loopback started by the bench, enforcing S3's preconditions; the source and every same-store
+target are buckets on it; a second moto server is the other endpoint a streamed copy writes to):
 * aws s3 sync     - `aws s3 sync s3://SRC/flink s3://DST/flink --endpoint-url ...` with awscli from PyPI
                     (installed once into its own venv under $STATEKEEPER_CACHE/bench/, never into the
                     project's: its botocore pin conflicts with ours), default settings (10 requests in
                     flight), path-style addressing. Between buckets of one endpoint it copies server-side:
                     one CopyObject per object, after listing both sides.
 * ours            - exactly the job's copy step (CopyToDr._copy_round): the plan (source_uri, target_uri,
-                    expected_size) read by Spark, `repartition(4 x cores, "target_uri")
-                    .mapInArrow(CopyTask(...))`, outcomes counted, on a local Spark session (local[--cores])
-                    with the job's defaults (16 copies in flight per task, size verification). Source and
-                    target are one store and identity, so CopyObject pinned to the source ETag, as the job
-                    does. Per object: stat the source, stat the target (the skip check), copy.
-* ours, streamed  - the same with the target store spelt differently (http://localhost:PORT instead of
-                    http://127.0.0.1:PORT): to the Transfer another store, so every byte is streamed through
-                    the task (GET + PUT), as a copy to another region or account is.
-Local disk: the same tree in a temp dir; ours (same Spark path, file:// URIs: kernel copy into a temp file,
-fsync, rename) vs `cp -r SRC DST`. cp neither fsyncs nor writes atomically; ours does both. An extra line
-shows ours with fsync off (TransferSettings.durable=False; not what the job does).
+                    expected_size, expected_version: the source's size and ETag as the index records them) read
+                    by Spark, `repartition(4 x cores, "target_uri").mapInArrow(CopyTask(...))`, outcomes
+                    counted, on a local Spark session (local[--cores]) with the job's defaults (16 copies in
+                    flight per task, size verification). Source and target are one store and identity, so
+                    CopyObject pinned to the indexed ETag (CopySourceIfMatch), create-only (If-None-Match: *);
+                    what the target holds comes from one listing page per target directory: one request per
+                    object plus the listing pages.
+* ours, streamed  - the same into a bucket of the second moto server (another endpoint: to the Transfer another
+                    store), so every byte is streamed through the task: a GET pinned to the indexed ETag
+                    (If-Match) from the first server, a create-only PUT to the second, as a copy to another region
+                    or account is. The baseline stays `aws s3 sync` between buckets of one endpoint.
+Local disk: the same tree in a temp dir; ours (same Spark path, file:// URIs: each new file created in place
+(O_EXCL) by a kernel copy after the source's indexed fingerprint is checked, one durability barrier (syncfs)
+per batch of files before their results go out) vs `cp -r SRC DST`, which never syncs. An extra line shows ours
+with the barrier off (TransferSettings.durable=False; not what the job does).
 
 Every way copies into an empty target (a fresh bucket or directory), --repeat times on S3 and
 --local-repeat times on disk, the ways interleaved; medians are reported. Populating the source, checking
@@ -31,8 +36,9 @@ not counted; the Spark job of ours (reading the plan, shuffling it, the tasks, c
 is, and its share is printed as the floor (the same job with a task that copies nothing). The aws figure
 is the command's wall time, its process start included (printed). Not included in ours: computing the
 closure from the index tables, verification at the target, the rewritten `_metadata` and the Delta
-audit rows (synthetic files have no real `_metadata`). Informative: the skip pass (ours again on the
-complete target) and HTTP requests per object from moto's access log.
+audit rows (synthetic files have no real `_metadata`). HTTP requests per object come from the moto servers'
+access logs (LIST pages included; the streamed way counts both servers). Informative: the skip pass (ours again
+on the complete target).
 
     python -m bench dr_copy [--objects 10000] [--total-mb 400] [--jobs 4] [--repeat 3] [--local-repeat 5]
                             [--cores 2] [--copies-in-flight N] [--skip-s3] [--skip-local]
@@ -143,8 +149,10 @@ class _Tally:
         return self.median(baseline) / self.median(ours)
 
 
-def _write_plan(path: Path, layout: list[tuple[str, int]], source_root: str, target_root: str) -> None:
-    """The copy plan as the job hands it to the copy step: one row per distinct target object."""
+def _write_plan(path: Path, layout: list[tuple[str, int]], source_root: str, target_root: str,
+                versions: dict[str, str] | None = None) -> None:
+    """The copy plan as the job hands it to the copy step: one row per distinct target object, with the source's
+    size and version as the index records them (`versions`: relative path -> ETag or local fingerprint)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,7 +160,13 @@ def _write_plan(path: Path, layout: list[tuple[str, int]], source_root: str, tar
         "source_uri": pa.array([f"{source_root}/{rel}" for rel, _ in layout], pa.string()),
         "target_uri": pa.array([f"{target_root}/{rel}" for rel, _ in layout], pa.string()),
         "expected_size": pa.array([size for _, size in layout], pa.int64()),
+        "expected_version": pa.array([(versions or {}).get(rel) for rel, _ in layout], pa.string()),
     }), path)
+
+
+def _versions(fio, source_root: str) -> dict[str, str]:
+    """What the index would record as each source object's version (setup: one listing)."""
+    return {info.uri[len(source_root) + 1:]: info.etag for info in fio.list(source_root)}
 
 
 def _copy_step(spark, plan: Path, task) -> tuple[float, dict[str, tuple[int, int]], list[str]]:
@@ -222,7 +236,8 @@ def _nofsync_task(source, source_root: str, target_root: str, in_flight: int):
         def items():
             for batch in batches:
                 for row in batch.to_pylist():
-                    yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"])
+                    yield TransferItem(row["source_uri"], row["target_uri"], row["expected_size"],
+                                       source_version=row["expected_version"])
 
         transfer = Transfer(source, None, [target_root], TransferSettings(in_flight=in_flight, durable=False),
                             source_roots=[source_root])
@@ -276,18 +291,6 @@ def _aws_env(work: Path, access_key: str, secret_key: str) -> dict[str, str]:
 # -- S3 --------------------------------------------------------------------------------------------------
 
 
-def _populate_s3(client, bucket: str, layout: list[tuple[str, int]], payload: _Payload) -> float:
-    t = time.perf_counter()
-
-    def put(item: tuple[int, tuple[str, int]]) -> None:
-        i, (rel, size) = item
-        client.put_object(Bucket=bucket, Key=f"{ROOT}/{rel}", Body=payload.get(i, size))
-
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(put, enumerate(layout), chunksize=64))
-    return time.perf_counter() - t
-
-
 def _bucket_contents(client, bucket: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -302,6 +305,10 @@ def _check_bucket(client, bucket: str, expected: dict[str, int], way: str) -> No
         wrong = sorted(k for k in expected if k in found and found[k] != expected[k])
         raise RuntimeError(f"{way}: s3://{bucket} does not hold the closure: {len(found)} objects, "
                            f"{len(missing)} missing (e.g. {missing[:2]}), {len(wrong)} of another size")
+
+
+def _requests_both(log: Path, other: Path | None, offset: tuple[int, int]) -> int:
+    return _requests_since(log, offset[0]) + (_requests_since(other, offset[1]) if other is not None else 0)
 
 
 def _requests_since(log: Path, offset: int) -> int:
@@ -335,29 +342,38 @@ def run_s3(args, spark, work: Path, layout: list[tuple[str, int]], payload: _Pay
           "included in the aws figures)", flush=True)
     nbytes = sum(size for _, size in layout)
     tally = _Tally(len(layout), nbytes)
-    log = work / "moto.log"
+    log, other_log = work / "moto.log", work / "moto-dr.log"
     requests: dict[str, int] = {}
-    server = MotoServer(log)
+    server = MotoServer(log, seed=True)
+    other = None if args.skip_streamed else MotoServer(other_log)
     try:
         config = server.config()
-        streamed_target = config.with_overrides(endpoint=config.endpoint.replace("127.0.0.1", "localhost"))
+        streamed_target = other.config() if other is not None else None
         client = make_s3_client(config, max_pool_connections=32)
+        other_client = make_s3_client(streamed_target, max_pool_connections=32) if streamed_target else None
         source = f"bench-src-{uuid.uuid4().hex[:8]}"
         client.create_bucket(Bucket=source)
-        s = _populate_s3(client, source, layout, payload)
-        print(f"populated s3://{source}/{ROOT} with {len(layout)} objects, {_size(nbytes)} in {s:.0f} s "
-              f"({len(layout) / s:.0f} puts/s; setup, not timed)", flush=True)
+        t = time.perf_counter()
+        server.seed_objects(source, [(f"{ROOT}/{rel}", size) for rel, size in layout])
+        print(f"populated s3://{source}/{ROOT} with {len(layout)} objects, {_size(nbytes)} in "
+              f"{time.perf_counter() - t:.0f} s (inside the server; setup, not timed)", flush=True)
         expected = {f"{ROOT}/{rel}": size for rel, size in layout}
         source_root = f"s3://{source}/{ROOT}"
+        from statekeeper.storage import RoutingFileIO
+
+        versions = _versions(RoutingFileIO(config), source_root)
 
         def fresh(way: str) -> tuple[str, str]:
             bucket = f"bench-{way}-{uuid.uuid4().hex[:8]}"
-            client.create_bucket(Bucket=bucket)
+            (other_client if way == "streamed" else client).create_bucket(Bucket=bucket)
             return bucket, f"s3://{bucket}/{ROOT}"
+
+        def logged() -> tuple[int, int]:
+            return log.stat().st_size, other_log.stat().st_size if other is not None else 0
 
         # Warm-up (not counted): Spark's Python workers, imports, clients; the first 200 objects.
         bucket, target_root = fresh("warm")
-        _write_plan(work / "warm.parquet", layout[:200], source_root, target_root)
+        _write_plan(work / "warm.parquet", layout[:200], source_root, target_root, versions)
         _copy_step(spark, work / "warm.parquet", _copy_task(spark, config, None, source_root, target_root))
         _drop_bucket(client, bucket)
 
@@ -365,7 +381,7 @@ def run_s3(args, spark, work: Path, layout: list[tuple[str, int]], payload: _Pay
         for rep in range(args.repeat):
             for way in ways:
                 bucket, target_root = fresh(way)
-                offset = log.stat().st_size
+                offset = logged()
                 if way == "aws":
                     t = time.perf_counter()
                     out = subprocess.run([str(aws), "s3", "sync", source_root, target_root, "--endpoint-url",
@@ -375,36 +391,40 @@ def run_s3(args, spark, work: Path, layout: list[tuple[str, int]], payload: _Pay
                     if out.returncode != 0:
                         raise RuntimeError(f"aws s3 sync failed ({out.returncode}): {out.stderr[-2000:]}")
                 else:
-                    _write_plan(work / "plan.parquet", layout, source_root, target_root)
+                    _write_plan(work / "plan.parquet", layout, source_root, target_root, versions)
                     task = _copy_task(spark, config, None if way == "ours" else streamed_target, source_root,
                                       target_root, args.copies_in_flight)
                     seconds, counts, examples = _copy_step(spark, work / "plan.parquet", task)
                     _expect(counts, examples, "copied", len(layout), nbytes)
-                requests[way] = _requests_since(log, offset)
+                requests[way] = _requests_both(log, other_log if other is not None else None, offset)
                 if way == "ours" and rep == args.repeat - 1:
-                    offset = log.stat().st_size
+                    offset = logged()
                     skip_s, counts, examples = _copy_step(spark, work / "plan.parquet", task)
                     _expect(counts, examples, "skipped", len(layout), nbytes)
                     tally.add("skip", skip_s)
-                    requests["skip"] = _requests_since(log, offset)
+                    requests["skip"] = _requests_both(log, None, offset)
                 tally.add(way, seconds)
                 print(f"  run {rep + 1}/{args.repeat} {way:9} {seconds:7.2f} s", flush=True)
-                _check_bucket(client, bucket, expected, way)
-                _drop_bucket(client, bucket)
+                target_client = other_client if way == "streamed" else client
+                _check_bucket(target_client, bucket, expected, way)
+                _drop_bucket(target_client, bucket)
     finally:
         server.stop()
+        if other is not None:
+            other.stop()
 
     print(f"S3 (moto on loopback), {len(layout)} objects, {_size(nbytes)}, medians of {args.repeat}:", flush=True)
     tally.line("aws s3 sync (server-side copies)", "aws")
     tally.line(f"ours: Spark local[{args.cores}] + CopyTask, same store", "ours", "(server-side CopyObject)")
     if not args.skip_streamed:
-        tally.line("ours, target as another store", "streamed", "(GET + PUT through the tasks)")
+        tally.line("ours, streamed to a second endpoint", "streamed", "(GET + PUT through the tasks)")
     tally.line("ours again, target complete (skip pass)", "skip", "(all skipped; informative)", moved=False)
     print("  requests per object (moto's log): " + "   ".join(
         f"{way} {requests[way] / len(layout):.2f}" for way in [*ways, "skip"]), flush=True)
     r = tally.ratio("ours", "aws")
     text = f"  ratios (objects/s and bytes/s): ours/aws-sync {r:.2f}"
     summary = {"s3_objects": len(layout), "s3_bytes": nbytes, "s3_repeat": args.repeat,
+               "s3_requests_per_object": {way: round(n / len(layout), 4) for way, n in requests.items()},
                "s3_aws_objects_per_s": round(tally.objects_per_s("aws"), 1),
                "s3_aws_mib_per_s": round(tally.mb_per_s("aws"), 2),
                "s3_ours_objects_per_s": round(tally.objects_per_s("ours"), 1),
@@ -460,6 +480,9 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
     source_root = file_uri(str(src))
     config = StorageConfig()
     in_flight = args.copies_in_flight or DrOptions().copies_in_flight
+    from statekeeper.storage import RoutingFileIO
+
+    versions = _versions(RoutingFileIO(), source_root)
 
     def fresh(way: str) -> Path:
         return work / f"local-{way}-{uuid.uuid4().hex[:8]}" / ROOT
@@ -470,7 +493,7 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
 
     # Warm-up (not counted).
     dst = fresh("warm")
-    _write_plan(work / "warm-local.parquet", layout[:200], source_root, file_uri(str(dst)))
+    _write_plan(work / "warm-local.parquet", layout[:200], source_root, file_uri(str(dst)), versions)
     _copy_step(spark, work / "warm-local.parquet", _copy_task(spark, config, None, source_root, file_uri(str(dst))))
     drop(dst)
 
@@ -485,7 +508,7 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
                 seconds = time.perf_counter() - t
             else:
                 target_root = file_uri(str(dst))
-                _write_plan(work / "plan-local.parquet", layout, source_root, target_root)
+                _write_plan(work / "plan-local.parquet", layout, source_root, target_root, versions)
                 task = (_copy_task(spark, config, None, source_root, target_root, args.copies_in_flight)
                         if way == "ours" else
                         _nofsync_task(config, source_root, target_root, in_flight))
@@ -502,13 +525,13 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
 
     print(f"local disk ({work}), {len(layout)} files, {_size(nbytes)}, medians of {args.local_repeat}:", flush=True)
     tally.line("cp -r (no fsync)", "cp")
-    tally.line(f"ours: Spark local[{args.cores}] + CopyTask", "ours", "(kernel copy, fsync, rename per file)")
+    tally.line(f"ours: Spark local[{args.cores}] + CopyTask", "ours", "(kernel copy, one syncfs per batch)")
     if not args.skip_nofsync:
-        tally.line("ours with fsync off (not the job's)", "nofsync", "(durable=False; informative)")
+        tally.line("ours without the barrier (not the job's)", "nofsync", "(durable=False; informative)")
     tally.line("ours again, target complete (skip pass)", "skip", "(all skipped; informative)", moved=False)
     r = tally.ratio("ours", "cp")
     best = min(tally.seconds["cp"]) / tally.median("ours")
-    text = (f"  ratio (objects/s and bytes/s): ours/cp-r {r:.2f} (durability included in ours: fsync of every file; "
+    text = (f"  ratio (objects/s and bytes/s): ours/cp-r {r:.2f} (durability included in ours: a syncfs per batch; "
             f"against cp's fastest run {best:.2f})")
     summary = {"local_objects": len(layout), "local_bytes": nbytes,
                "local_cp_objects_per_s": round(tally.objects_per_s("cp"), 1),

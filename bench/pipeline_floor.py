@@ -11,7 +11,9 @@ one included).
 
 Jobs (the maintenance DAG's, in its order): index (the first run, then over unchanged storage),
 chains, validate (with the quality suite, and without it so its cost shows separately), gc (plan
-mode) and compact (dry run). With --dag also the whole `checkpoint_maintenance` DAG via
+mode) and compact (dry run); then the DR job end to end (`copy_to_dr`: select, closure, copy, verify,
+rewritten `_metadata`, audit rows) into a fresh local target, reported also against the first index run
+over the same roots (goal <= 2x). With --dag also the whole `checkpoint_maintenance` DAG via
 `dag.test()` on the sample store (goal: <= 2 minutes warm on 2 cores).
 
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
@@ -47,7 +49,7 @@ from pyspark.sql import SparkSession
 SparkSession.builder.appName("empty").getOrCreate().stop()
 """
 # The GC step plans with the DAG's default rules; the newest index run is the one just made.
-STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report")
+STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report", "dr_copy")
 
 
 @dataclass
@@ -131,6 +133,9 @@ def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[
         "gc": ("collect_garbage", [*common, "--mode", "plan"]),
         "compact": ("compact_checkpoints", [*common, "--dry-run"]),
         "report": ("build_report", common),
+        # A fresh target per warehouse (one per round): the copy, not a skip pass, is what is measured.
+        "dr_copy": ("copy_to_dr", [*common, "--target", str(warehouse.parent / f"dr-{warehouse.name}"),
+                                   "--allowed-targets", str(warehouse.parent)]),
     }[step]
 
 
@@ -195,6 +200,12 @@ def main(argv: list[str]) -> int:
                     entry, job_args = _step_args("index_first", roots, warehouse)
                     sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "unmeasured-index")
                 for step in steps:
+                    if step == "dr_copy":   # the DR job reads chains and validation too: made unmeasured if missing
+                        for needed in ("chains", "validate"):
+                            if needed not in steps:
+                                entry, job_args = _step_args(needed, roots, warehouse)
+                                sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(),
+                                        f"unmeasured-{needed}")
                     entry, job_args = _step_args(step, roots, warehouse)
                     sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, figures[(store, step)], step)
                 print(f"  round {round_ + 1}/{args.repeat} {store}: {time.perf_counter() - started:.0f}s", flush=True)
@@ -213,6 +224,10 @@ def main(argv: list[str]) -> int:
         print("ratio: to the empty spark-submit (goal <= 1.5 on the sample store); vs DAG floor: to the empty job "
               "started as the DAG starts jobs")
         for store in stores:
+            if (store, "dr_copy") in figures and (store, "index_first") in figures:
+                dr, index = figures[(store, "dr_copy")].median(), figures[(store, "index_first")].median()
+                print(f"{store}: the DR job end to end takes {dr:.1f}s, {dr / index:.2f}x the first index run over "
+                      f"the same roots ({index:.1f}s; goal <= 2x)")
             if (store, "validate") in figures and (store, "validate_no_suite") in figures:
                 suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()
                 print(f"{store}: the quality suite costs {suite:.1f}s of validate "

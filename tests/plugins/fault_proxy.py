@@ -11,11 +11,16 @@ client reports to the faults it really met.
         slow_s3.set_faults(share=0.3, seed=7, kinds={"delete", "list", "head"})
         client_config = slow_s3.config                  # a StorageConfig pointing at the proxy
         ... slow_s3.injected ...
+
+`ignore_delete_preconditions = True` makes the endpoint behave like an S3-compatible store that accepts the
+per-object `<ETag>` of DeleteObjects and ignores it: the proxy drops those elements before moto sees the request
+(and the body checksum with them), so every listed key is deleted unconditionally.
 """
 from __future__ import annotations
 
 import http.client
 import random
+import re
 import threading
 import uuid
 from collections import Counter
@@ -57,6 +62,7 @@ class FaultProxy:
         self._every: int | None = None
         self._kinds: frozenset[str] = frozenset({"delete"})
         self._matched = 0
+        self.ignore_delete_preconditions = False
         self.injected = 0                       # faults answered so far
         self.injected_by_kind: Counter[str] = Counter()
         self.forwarded: Counter[str] = Counter()  # requests passed to moto, by kind
@@ -127,7 +133,13 @@ class FaultProxy:
             handler.end_headers()
             handler.wfile.write(payload)
             return
-        status, reason, headers, data = self._forward(handler.command, handler.path, handler.headers.items(), body)
+        headers_in = handler.headers.items()
+        if kind == "delete" and self.ignore_delete_preconditions:
+            body = re.sub(rb"<ETag>[^<]*</ETag>", b"", body)
+            headers_in = [(k, v) for k, v in headers_in if not k.lower().startswith(("x-amz-checksum-", "content-md5"))
+                          and k.lower() not in ("content-length", "x-amz-sdk-checksum-algorithm")]
+            headers_in.append(("Content-Length", str(len(body))))
+        status, reason, headers, data = self._forward(handler.command, handler.path, headers_in, body)
         with self._lock:
             self.forwarded[kind] += 1
         handler.send_response(status, reason)

@@ -31,12 +31,14 @@ class MotoServer(LoopbackServer):
     name = "moto_server"
     start_timeout_s = 30.0
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *, seed: bool = False) -> None:
+        """`seed`: benchmarks' fast set-up (tests/plugins/s3_server.py, `seed_objects`); never in tests."""
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY,
                    AWS_DEFAULT_REGION="us-east-1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH", "")])))
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH", "")])),
+                   STATEKEEPER_MOTO_SEED="1" if seed else "0")
         super().__init__([sys.executable, "-m", "tests.plugins.s3_server", "-H", "127.0.0.1", "-p", str(self.port)],
                          log_path, env=env, cwd=_REPO)
 
@@ -46,6 +48,18 @@ class MotoServer(LoopbackServer):
                 return resp.status == 200
         except OSError:
             return False
+
+    def seed_objects(self, bucket: str, objects: list[tuple[str, int]]) -> None:
+        """Create objects of these keys and sizes inside the server (a server started with `seed=True`)."""
+        import json
+
+        for start in range(0, len(objects), 20_000):
+            body = json.dumps({"bucket": bucket, "objects": objects[start:start + 20_000]}).encode()
+            request = urllib.request.Request(f"{self.endpoint}/_statekeeper/seed", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as resp:
+                if resp.status != 200:
+                    raise RuntimeError(f"seeding {bucket} failed: {resp.status}")
 
     def config(self, **overrides: object) -> StorageConfig:
         base = StorageConfig(endpoint=self.endpoint, region="us-east-1", access_key_id=MOTO_ACCESS_KEY,

@@ -212,37 +212,50 @@ class _Run(Generic[T, R]):
         """(group, batch, send_at) to send now, or None. A group with fewer items than a batch waits for more input
         while more can come."""
         waiting_for_input = not self.exhausted
-        fallback: tuple[float, Hashable, str] | None = None
+        fallback: tuple[float, Hashable] | None = None
         for key, group in list(self.groups.items()):
             if group.count == 0:
                 continue
             if waiting_for_input and group.count < self.batch and not self._window_full():
                 continue
-            batch: list[Work] = []
-            for lane_name in list(group.lanes):
-                lane = group.lanes[lane_name]
-                if not lane:
-                    continue
-                ready = self.pacer.ready_at(lane_name, min(len(lane), self.batch - len(batch)))
-                if ready > now:
-                    if fallback is None or ready < fallback[0]:
-                        fallback = (ready, key, lane_name)
-                    continue
-                while lane and len(batch) < self.batch:
-                    batch.append(lane.popleft())
-                group.lanes.move_to_end(lane_name)   # round robin between the lanes of a group
-                if len(batch) >= self.batch:
-                    break
+            # Under an overall limit a batch goes out whole (as many items as it can take), not in dribbles.
+            overall_wait = self.pacer.overall_delay(min(group.count, self.batch))
+            batch = self._take(group, ready_only=True) if overall_wait <= 0 else []
             if batch:
                 return key, batch, self._reserve(key, group, batch)
+            wait_s = self._group_wait(group)
+            if fallback is None or wait_s < fallback[0]:
+                fallback = (wait_s, key)
         if fallback is not None and not self.in_flight:
-            # Nothing is ready: reserve the lane that is ready first; its worker waits for the tokens.
-            _, key, lane_name = fallback
+            # Nothing is ready and nothing is in flight: reserve the group ready first; its worker waits for the
+            # tokens (sleeping here would stop the answers of other requests from being handled).
+            key = fallback[1]
             group = self.groups[key]
-            lane = group.lanes[lane_name]
-            batch = [lane.popleft() for _ in range(min(len(lane), self.batch))]
+            batch = self._take(group, ready_only=False)
             return key, batch, self._reserve(key, group, batch)
         return None
+
+    def _take(self, group: _Group, *, ready_only: bool) -> list[Work]:
+        """Up to a batch of a group's works, from its lanes in turn (round robin), only lanes whose pace allows
+        their part now when `ready_only`."""
+        batch: list[Work] = []
+        for lane_name in list(group.lanes):
+            lane = group.lanes[lane_name]
+            if not lane:
+                continue
+            if ready_only and self.pacer.lane_delay(lane_name, min(len(lane), self.batch - len(batch))) > 0:
+                continue
+            while lane and len(batch) < self.batch:
+                batch.append(lane.popleft())
+            group.lanes.move_to_end(lane_name)
+            if len(batch) >= self.batch:
+                break
+        return batch
+
+    def _group_wait(self, group: _Group) -> float:
+        want = min(group.count, self.batch)
+        lanes = [self.pacer.lane_delay(name, min(len(lane), want)) for name, lane in group.lanes.items() if lane]
+        return max(self.pacer.overall_delay(want), min(lanes, default=0.0))
 
     def _window_full(self) -> bool:
         return self.pending + len(self.delayed) >= self.window
@@ -252,19 +265,17 @@ class _Run(Generic[T, R]):
         self.pending -= len(batch)
         if group.count == 0:
             del self.groups[key]
-        send_at = 0.0
+        wait_s = 0.0
         for lane, n in _count_lanes(batch).items():
-            send_at = max(send_at, self.pacer.ready_at(lane, n))
+            wait_s = max(wait_s, self.pacer.delay(lane, n))
             self.pacer.take(lane, n)
-        return send_at
+        return self.pacer.now() + wait_s
 
     def _earliest(self) -> float | None:
-        """When something may become sendable: a retry's back-off ends, or a paced lane has tokens again."""
+        """When something may become sendable: a retry's back-off ends, or a paced group has tokens again."""
         times = [self.delayed[0][0]] if self.delayed else []
-        for group in self.groups.values():
-            for lane_name, lane in group.lanes.items():
-                if lane:
-                    times.append(self.pacer.ready_at(lane_name, min(len(lane), self.batch)))
+        now = self.pacer.now()
+        times += [now + self._group_wait(group) for group in self.groups.values() if group.count]
         return min(times) if times else None
 
     # -- sending --------------------------------------------------------------------------------------------

@@ -150,15 +150,30 @@ class Pacer:
     def now(self) -> float:
         return self._clock()
 
-    def ready_at(self, lane: str, n: int) -> float:
-        """When `n` items of `lane` may be sent (now, or later)."""
+    def overall_delay(self, n: int) -> float:
+        """Seconds until `n` items of any lanes may be sent as far as the overall limit goes (0.0: now)."""
+        if self._overall is None:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            return max(0.0, self._overall.ready_at(n, now) - now)
+
+    def lane_delay(self, lane: str, n: int) -> float:
+        """Seconds until `n` items of `lane` may be sent as far as the lane's own pace goes (0.0: now)."""
+        with self._lock:
+            now = self._clock()
+            state = self._lane(lane, now)
+            return max(0.0, state.bucket.ready_at(n, now) - now) if state.bucket is not None else 0.0
+
+    def delay(self, lane: str, n: int) -> float:
+        """Seconds until `n` items of `lane` may be sent (0.0: now)."""
         with self._lock:
             now = self._clock()
             state = self._lane(lane, now)
             ready = state.bucket.ready_at(n, now) if state.bucket is not None else now
             if self._overall is not None:
                 ready = max(ready, self._overall.ready_at(n, now))
-            return ready
+            return max(0.0, ready - now)
 
     def take(self, lane: str, n: int) -> None:
         """`n` items of `lane` are being sent now."""
