@@ -1,0 +1,110 @@
+"""GC on S3 killed with SIGKILL mid-deletion, then re-run: it resumes, completes, and `gc_actions` accounts for
+every planned key; nothing referenced is lost.
+
+A relocated real store (2.3.0 `failed_and_orphans`) on the session's moto server (which enforces S3's
+conditional deletes) gets 600 planted orphans in its job's `shared/`; GC runs as `spark_jobs/collect_garbage.py`
+in its own process tree with a rate limit, so the deletion takes long enough to be killed half-way.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.chains.job import ComputeChains
+from statekeeper.gc.job import CollectGarbage
+from statekeeper.storage import RoutingFileIO
+from statekeeper.storage.s3 import make_s3_client
+from statekeeper.tables import Warehouse
+from statekeeper.uri import normalize_uri
+from tests.chains.support import oracle_references, relocate_store, store_roots
+from tests.gc.support import actions, runs
+from tests.index.support import run_index
+from tests.plugins.s3 import make_bucket
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+REPO = Path(__file__).resolve().parents[2]
+PLANTED = 600
+
+
+def _env(config) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
+                                                       os.environ.get("PYTHONPATH", "")]),
+                STATEKEEPER_S3_ENDPOINT=config.endpoint, AWS_ACCESS_KEY_ID=config.access_key_id,
+                AWS_SECRET_ACCESS_KEY=config.secret_access_key, AWS_REGION=config.region,
+                STATEKEEPER_S3_PATH_STYLE="true")
+
+
+def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config, tmp_path):
+    fx = flink_fixture(VERSION, "failed_and_orphans")
+    bucket = make_bucket(s3_config, "gc")
+    fio = RoutingFileIO(s3_config)
+    copy = relocate_store(fx.root, f"s3://{bucket}/store", fio)
+    roots = store_roots(copy)
+    job_dir = copy + normalize_uri(fx.job("A")["job_dir"])[len(normalize_uri(str(fx.root))):]
+    client = make_s3_client(s3_config.with_overrides(max_pool_connections=16))
+    planted = [f"{job_dir}/shared/planted-{i:05d}" for i in range(PLANTED)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(pool.map(lambda u: client.put_object(Bucket=bucket, Key=u.split("/", 3)[3], Body=b"x" * 64), planted))
+    truth = oracle_references(VERSION, fx.metadata_files())
+    base = normalize_uri(str(fx.root))
+    referenced = {copy + f[len(base):] for files in truth.values() for f in files}
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    index = run_index(spark, roots, warehouse, storage=s3_config, allow_empty_root=True)
+    assert index.status == "succeeded", index.summary()
+    ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
+    before = {i.uri for r in roots for i in fio.list(r)}
+    time.sleep(1.5)   # the planted objects must be older than the 1 s grace period
+
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
+         "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
+         "--master", "local[2]", "--progress-interval", "2"],
+        env=_env(s3_config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            present = {i.uri for i in fio.list(f"{job_dir}/shared")}
+            if sum(1 for u in planted if u not in present) >= 80:
+                break
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            time.sleep(0.5)
+        else:
+            pytest.fail("GC never started deleting")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    newest = _newest(warehouse)
+    [killed] = [rid for rid, row in newest.items() if row["status"] == "running"]
+    remaining = sum(1 for u in planted if fio.exists(u))
+    assert 0 < remaining < PLANTED, "the kill should land mid-deletion"
+
+    result = (CollectGarbage(spark).warehouse(warehouse).storage(s3_config).mode("delete")
+              .older_than(timedelta(seconds=1)).allow_short_grace().progress_interval(0).execute())
+    assert result.status == "completed" and result.failed == 0, result.summary()
+    assert killed in result.resumed
+    after = {i.uri for r in roots for i in fio.list(r)}
+    assert referenced & before <= after, "a referenced object was lost"
+    assert not [u for u in after if u.rsplit("/", 1)[-1].startswith("planted-")]
+    rows = actions(warehouse, killed)
+    assert {r["uri"] for r in rows} >= set(planted)          # every planned key has its outcome
+    assert {r["outcome"] for r in rows} <= {"deleted", "already_gone"}, {r["outcome"] for r in rows}
+    assert _newest(warehouse)[killed]["status"] == "completed"
+
+
+def _newest(warehouse: Warehouse) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for r in runs(warehouse):
+        if r["run_id"] not in out or r["finished_at"] >= out[r["run_id"]]["finished_at"]:
+            out[r["run_id"]] = r
+    return out

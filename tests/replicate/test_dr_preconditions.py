@@ -1,0 +1,149 @@
+"""DR copies pinned to the version the index saw, on real parts (a real Flink store; local disk, the moto S3 server
+that enforces CopySourceIfMatch and If-Match as S3 does, a second moto server as another endpoint).
+
+A source object rewritten after the index (same key, same size, other bytes) must not reach the target: the copy
+of its snapshot fails at the source (CopySourceIfMatch for a server-side copy, If-Match on the GET of a streamed
+one, the local fingerprint), no target `_metadata` is written for it, and the job falls back to the next older
+restorable checkpoint. Nothing is stat'ed first, so only the pin catches it: these tests fail if a mover drops it.
+Every object of every attempted snapshot has its outcome in `dr_files`. A SlowDown storm on the target's writes
+slows the copy down and loses nothing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.chains.job import ComputeChains
+from statekeeper.format import extract_references, open_metadata
+from statekeeper.replicate.job import CopyToDr
+from statekeeper.replicate.options import DrOptions, SavepointPolicy, TargetSpec
+from statekeeper.storage import RoutingFileIO, StorageConfig
+from statekeeper.tables import Warehouse
+from statekeeper.uri import normalize_uri
+from statekeeper.validate.job import ValidateCheckpoints
+from tests.chains.support import relocate_store, store_roots
+from tests.index.support import run_index
+from tests.plugins.s3 import MotoServer, make_bucket
+from tests.replicate.support import copies, table
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
+
+VERSION = harness.FLINK_VERSIONS[-1]
+
+
+@pytest.fixture(scope="module")
+def other_endpoint(tmp_path_factory):
+    server = MotoServer(tmp_path_factory.mktemp("moto-other") / "moto_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _named(metadata: Path) -> set[str]:
+    return set(extract_references(open_metadata(metadata), normalize_uri(str(metadata))).physical_files())
+
+
+def _prepare(spark, roots: list[str], warehouse: Warehouse, storage: StorageConfig | None) -> None:
+    index = run_index(spark, roots, warehouse, storage=storage, allow_empty_root=True)
+    assert index.status == "succeeded", index.summary()
+    ComputeChains(spark).warehouse(warehouse).storage(storage).progress_interval(0).execute()
+    result = (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage).roots(*roots).quality_suite(False)
+              .progress_interval(0).execute())
+    assert result.status == "ok", result.summary()
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3),
+                                  pytest.param("s3_other_endpoint", marks=pytest.mark.s3)])
+def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls_back(kind, spark, flink_fixture,
+                                                                                      tmp_path, request):
+    fx = flink_fixture(VERSION, "incremental")
+    chks = sorted(Path(fx.root).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
+    newest, older = chks[-1], chks[-2]
+    only_newest = sorted(_named(newest / "_metadata") - _named(older / "_metadata"))
+    assert only_newest
+    base = normalize_uri(str(fx.root))
+    if kind == "local":
+        storage, target_storage = None, None
+        store = relocate_store(fx.root, str(tmp_path / "src"))
+        fio = RoutingFileIO()
+        target = normalize_uri(str(tmp_path / "dr"))
+    else:
+        storage = request.getfixturevalue("s3_config")
+        fio = RoutingFileIO(storage)
+        bucket = make_bucket(storage, "src")
+        store = relocate_store(fx.root, f"s3://{bucket}/store", fio)
+        if kind == "s3":
+            target_storage, target = None, f"s3://{bucket}/dr"      # one store: server-side CopyObject
+        else:
+            target_storage = request.getfixturevalue("other_endpoint").config()
+            target = f"s3://{make_bucket(target_storage, 'dr')}/dr"  # another endpoint: streamed
+    roots = store_roots(store)
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    _prepare(spark, roots, warehouse, storage)
+
+    # After the index: one file only the newest checkpoint names is rewritten in place, same size, other bytes.
+    victim = store + only_newest[0][len(base):]
+    original = fio.read_bytes(victim)
+    fio.write(victim, bytes(b ^ 0x5A for b in original))
+
+    result = (CopyToDr(spark).warehouse(warehouse).storage(storage).progress_interval(0)
+              .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(target,),
+                                   savepoints=SavepointPolicy.NONE))
+              .target_storage(target_storage).execute())
+    assert result.status == "succeeded" and result.fallbacks == 1 and result.verified == 1, result.summary()
+    rows = sorted(copies(warehouse, result.run_id), key=lambda r: r["checkpoint_id"])
+    assert [(r["checkpoint_id"], r["status"], r["selected_by"]) for r in rows] == [
+        (int(older.name[4:]), "verified", "fallback"), (int(newest.name[4:]), "failed", "latest_restorable")]
+    failed, fell_back = rows[1], rows[0]
+    assert failed["target_metadata_uri"] is None and victim in failed["problem"], failed["problem"]
+    moved_newest = target + "/checkpoints" + normalize_uri(str(newest))[len(base + "/checkpoints"):]
+    target_io = RoutingFileIO(target_storage or storage or StorageConfig())
+    assert not target_io.exists(moved_newest + "/_metadata")
+    assert target_io.exists(fell_back["target_metadata_uri"])
+    # The rewritten bytes never reached the target.
+    victim_target = target + victim[len(store):]
+    assert not target_io.exists(victim_target) or target_io.read_bytes(victim_target) != fio.read_bytes(victim)
+
+    files = [r for r in table(warehouse, "dr_files") if r["run_id"] == result.run_id]
+    by_copy: dict[str, list[dict]] = {}
+    for r in files:
+        by_copy.setdefault(r["source_metadata_uri"], []).append(r)
+    for row in rows:   # every object of every attempted snapshot has its outcome
+        named = {store + u[len(base):] for u in _named(Path(fx.root) / (row["source_metadata_uri"][len(store) + 1:]))}
+        assert {r["source_uri"] for r in by_copy[row["source_metadata_uri"]]} == named
+    [changed] = [r for r in by_copy[failed["source_metadata_uri"]] if r["source_uri"] == victim]
+    assert changed["outcome"] == "source_changed" and not changed["verified"], changed
+    assert all(r["verified"] for r in by_copy[fell_back["source_metadata_uri"]])
+
+
+@pytest.mark.s3
+def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, flink_fixture, s3_config, slow_s3,
+                                                                        tmp_path):
+    fx = flink_fixture(VERSION, "incremental")
+    fio = RoutingFileIO(s3_config)
+    bucket = make_bucket(s3_config, "src")
+    store = relocate_store(fx.root, f"s3://{bucket}/store", fio)
+    roots = store_roots(store)
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    _prepare(spark, roots, warehouse, s3_config)
+    before = {i.uri: i.etag for r in roots for i in fio.list(r)}
+
+    target = f"s3://{bucket}/dr"
+    slow_s3.set_faults(share=0.4, seed=5, kinds={"put", "list"})   # copies, puts and listings: 503 SlowDown
+    result = (CopyToDr(spark).warehouse(warehouse).storage(slow_s3.config).progress_interval(0)
+              .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(target,),
+                                   savepoints=SavepointPolicy.NEWEST))
+              .target_storage(None).execute())
+    slow_s3.set_faults()
+    assert result.status == "succeeded" and result.failed == 0, result.summary()
+    assert slow_s3.injected > 0
+    # The storm reached the copies' prefixes and was reported per prefix (the pacer slowed them down).
+    assert result.prefixes and any(" 0 throttled" not in line for line in result.prefixes), result.prefixes
+    files = [r for r in table(warehouse, "dr_files") if r["run_id"] == result.run_id]
+    assert files and all(r["verified"] and r["outcome"] in ("copied", "skipped") for r in files)
+    at_target = {i.uri: i.size for i in fio.list(target)}
+    assert {r["target_uri"]: r["size"] for r in files}.items() <= at_target.items()
+    assert {i.uri: i.etag for r in roots for i in fio.list(r)} == before   # the source untouched
