@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 from urllib.parse import unquote, urlparse
+from xml.etree import ElementTree
 
 import xmltodict
 from moto.core.responses import ActionResult
@@ -64,25 +65,38 @@ def _checked_delete_keys(handler: Any) -> Any:
     """DeleteObjects: each object that names an ETag is deleted only while it is that object's ETag; the
     others are answered as S3 answers them (per key, in the same 200 response)."""
     def wrapper(self: S3Response, bucket_name: str, authenticated: bool = True) -> Any:
+        # ElementTree first (C, fast): a request whose every precondition holds goes to moto's handler as it came,
+        # so the check costs a parse and a lookup per key, not a second pass through xmltodict.
+        body_text = self.body if isinstance(self.body, (bytes, str)) else bytes(self.body)
+        if (b"<ETag>" if isinstance(body_text, bytes) else "<ETag>") not in body_text:
+            return handler(self, bucket_name, authenticated)
+        root = ElementTree.fromstring(body_text)
+        refusals: dict[str, tuple[str, str]] = {}
+        for obj in root:
+            if obj.tag.rpartition("}")[2] != "Object":
+                continue
+            key = etag = None
+            for child in obj:
+                name = child.tag.rpartition("}")[2]
+                if name == "Key":
+                    key = child.text or ""
+                elif name == "ETag":
+                    etag = child.text or ""
+            if key is None or etag is None:
+                continue
+            current = _current_etag(self, bucket_name, key)
+            if current is None:
+                refusals[key] = ("NoSuchKey", "The specified key does not exist.")
+            elif current != _bare(etag):
+                refusals[key] = ("PreconditionFailed", _MESSAGE)
+        if not refusals:
+            return handler(self, bucket_name, authenticated)
         body = xmltodict.parse(self.body, strip_whitespace=False)
         objects = body["Delete"].get("Object", [])
         if not isinstance(objects, list):
             objects = [objects]
-        refused: list[dict[str, str]] = []
-        passing = []
-        for obj in objects:
-            if not isinstance(obj, dict) or "ETag" not in obj:
-                passing.append(obj)
-                continue
-            current = _current_etag(self, bucket_name, obj["Key"])
-            if current is None:
-                refused.append({"Key": obj["Key"], "Code": "NoSuchKey", "Message": "The specified key does not exist."})
-            elif current != _bare(obj["ETag"]):
-                refused.append({"Key": obj["Key"], "Code": "PreconditionFailed", "Message": _MESSAGE})
-            else:
-                passing.append(obj)
-        if not refused:
-            return handler(self, bucket_name, authenticated)
+        refused = [{"Key": k, "Code": code, "Message": message} for k, (code, message) in refusals.items()]
+        passing = [obj for obj in objects if not (isinstance(obj, dict) and obj.get("Key") in refusals)]
         if not passing:
             self.data["Action"] = "DeleteObjects"
             return self.serialized(ActionResult({"Deleted": [], "Errors": refused}))

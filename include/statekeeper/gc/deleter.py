@@ -48,7 +48,7 @@ from typing import Any
 
 from statekeeper.storage.bulk import Answer, BulkEngine, BulkSettings, Work, log_report
 from statekeeper.storage.config import StorageConfig
-from statekeeper.storage.errors import OutsideRootError, StorageError
+from statekeeper.storage.errors import StorageError
 from statekeeper.storage.listing import ListingLookup, Resolved
 from statekeeper.storage.local import file_uri, local_path, object_type_of, symlink_below
 from statekeeper.storage.model import ConditionalDelete, ConditionalOutcome, DeleteRecheck, FileInfo, ObjectType
@@ -530,16 +530,18 @@ class Deleter:
 
     def _route(self, items: list[PlannedDelete]) -> _Routed:
         routed = _Routed()
+        # Canonical roots and their prefixes, so that each URI is normalized once (a plan holds millions).
+        prefixes = [(root, root.uri.rstrip("/") + "/") for root in self._roots]
         for item in items:
             try:
                 norm = normalize_uri(item.uri)
-                root = self._roots.require(norm)
-            except OutsideRootError:
-                routed.refused.append(_failed(item, f"{item.uri} lies outside the configured roots "
-                                                    f"({', '.join(self._roots.uris)}); not deleted"))
-                continue
             except ValueError as exc:
                 routed.refused.append(_failed(item, f"{item.uri} is not a valid URI ({exc}); not deleted"))
+                continue
+            root = next((r for r, prefix in prefixes if norm == r.uri or norm.startswith(prefix)), None)
+            if root is None:
+                routed.refused.append(_failed(item, f"{item.uri} lies outside the configured roots "
+                                                    f"({', '.join(self._roots.uris)}); not deleted"))
                 continue
             scheme = norm.partition(":")[0]
             if norm == root.uri:

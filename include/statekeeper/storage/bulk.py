@@ -381,8 +381,10 @@ class _Run(Generic[T, R]):
                         continue
                     time.sleep(max(0.0, min(earliest - self.pacer.now(), 1.0)))
                     continue
-                earliest = self._earliest() if (self.pending or self.delayed) else None
-                timeout = None if earliest is None else max(0.0, earliest - self.pacer.now())
+                # With every slot taken only an answer can free one; else wake when something paced may go.
+                earliest = self._earliest() if (self.pending or self.delayed) and len(self.in_flight) < limit \
+                    else None
+                timeout = None if earliest is None else max(0.001, earliest - self.pacer.now())
                 finished, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
                 for future in finished:
                     key, batch = self.in_flight.pop(future)

@@ -388,8 +388,12 @@ class S3FileIO(FileIO):
             raise ValueError(f"at most {_DELETE_OBJECTS_MAX} deletes per DeleteObjects request, got {len(uris)}")
         bucket: str | None = None
         keys = []
+        scheme = self.uri_scheme + "://"
         for uri in uris:
-            b, key = self._split(uri)
+            # Canonical URIs in (the FileIO contract): split, not re-normalize, a thousand per request.
+            if not uri.startswith(scheme):
+                raise ValueError(f"not an {self.uri_scheme.upper()} URI: {uri!r}")
+            b, _, key = uri[len(scheme):].partition("/")
             if not key:
                 raise ValueError(f"refusing to delete a bucket: {uri}")
             if bucket is not None and b != bucket:
