@@ -411,9 +411,3 @@ def log_report(pacer: Pacer, what: str, logger: logging.Logger = log, top: int =
         logger.info("%s: %s", what, report.describe())
     if len(reports) > top:
         logger.info("%s: %d more prefix(es)", what, len(reports) - top)
-
-
-def make_work(items: Iterable[T], lane: Callable[[T], str], group: Callable[[T], Hashable] = lambda _: None
-              ) -> Iterator[Work[T]]:
-    for item in items:
-        yield Work(item, lane(item), group(item))

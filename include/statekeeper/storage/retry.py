@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from statekeeper.errors import ConfigurationError
 from statekeeper.storage.errors import (
@@ -233,10 +233,3 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy, throttle_log: T
                 throttle_log.hit(what, failure.code, delay)
             time.sleep(delay)
             attempt += 1
-
-
-def response_retries(response: Any) -> int:
-    """Retries botocore made inside one call (its standard retry mode), from the response's metadata."""
-    if isinstance(response, dict):
-        return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
-    return 0
