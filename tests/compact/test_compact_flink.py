@@ -13,6 +13,7 @@ import pytest
 
 import tests.harness as harness
 from tests.compact.support import compact_pipeline, compactions, listing, local, relocated, sha256, table, uri
+from tests.plugins.flink import matrix_versions
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -20,7 +21,7 @@ SCENARIOS = ("inline_heavy", "incremental_inline")
 SHORT = ["--older-than", "1s", "--allow-short-grace"]
 
 
-@pytest.fixture(scope="module", params=harness.FLINK_VERSIONS)
+@pytest.fixture(scope="module", params=matrix_versions())
 def compacted(request, spark, flink_fixture, tmp_path_factory):
     version = request.param
     base = tmp_path_factory.mktemp(f"compact-{version}")
