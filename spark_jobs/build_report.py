@@ -7,17 +7,20 @@ The page goes to <warehouse>/_reports/runs/<run>/index.html and <warehouse>/_rep
 points at it; the Airflow UI's Statekeeper page shows it. The logic lives in statekeeper.report;
 docs/reports.md describes every view and the table it comes from.
 
-Exit status: see `--help` (statekeeper.jobs.registry.REPORT).
+Exit status: see `--help` (statekeeper.registry.REPORT).
 """
 from __future__ import annotations
 
 import sys
 
 try:
-    from statekeeper.report.entry import main, parser  # noqa: F401 - parser: the registry tests read it
+    from statekeeper.entrypoint import entry_point
+    from statekeeper.report.entry import ENTRY
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit("cannot import statekeeper: run `make setup` (installs it into .venv) or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
+
+parser, main = entry_point(ENTRY)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from statekeeper.jobs.result import human_size
+from statekeeper.units import human_size
 from statekeeper.layout.locate import EXTERNAL_ROOT_ID, METADATA_SUFFIX, location_job_dir
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables import cut

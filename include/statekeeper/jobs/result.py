@@ -69,17 +69,6 @@ class JobResult:
         return pa.Table.from_pylist([row], schema=spec.schema)
 
 
-def human_size(n: float | None) -> str:
-    """Bytes as summaries print them: 512 B, 1.5 KiB, ... ("?" when unknown)."""
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
