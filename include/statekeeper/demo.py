@@ -232,8 +232,7 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
     from statekeeper.tables.reader import TableReader
 
     reader = TableReader(Warehouse(warehouse))
-    runs = {r["mode"]: r for r in reader.read("compaction_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id}
-    run = runs["compact"]
+    run = next(r for r in reader.read("compaction_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id)
     rows = [r for r in reader.read("compactions").to_pylist() if r["run_id"] == run["run_id"]]
     lines = [f"compaction {run['run_id']}: {run['status']}, {run['compacted']} snapshot(s) compacted, "
              f"{run['failed']} failed; {run['files_written']} file(s) written"]
@@ -243,14 +242,12 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
     for r in run["report"][:5]:
         lines.append(f"  inline: {r['job_dir'][:12]}… {r['operator_uid'] or r['operator_name'] or r['operator_id']}: "
                      f"{r['inline_bytes']:,} bytes in {r['snapshots']} snapshot(s), {r['movable_bytes']:,} movable")
-    maintenance = runs.get("maintain_warehouse")
+    maintenance = next((r for r in reader.read("maintenance_runs").to_pylist()
+                        if r["airflow_run_id"] == airflow_run_id), None)
     if maintenance is not None:
-        import json
-
-        report = json.loads(maintenance["maintenance"] or "{}")
         lines.append(f"warehouse maintenance {maintenance['run_id']}: {maintenance['status']}; "
-                     f"{report.get('files_compacted', 0)} small file(s) compacted, {report.get('files_vacuumed', 0)} "
-                     f"vacuumed, live data files {report.get('files_before', 0)} -> {report.get('files_after', 0)}")
+                     f"{maintenance['files_compacted']} small file(s) compacted, {maintenance['files_vacuumed']} "
+                     f"vacuumed, live data files {maintenance['files_before']} -> {maintenance['files_after']}")
     return "\n".join(lines)
 
 
