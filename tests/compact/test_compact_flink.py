@@ -141,8 +141,8 @@ def test_warehouse_maintenance_through_the_entry_point(compacted):
     # the refused run's and the dry run's own audit rows are maintenance_runs' two small files
     assert report["mode"] == "maintain" and report["files_compacted"] == planned["files_compacted"] + 2
     assert report["files_after"] < report["files_before"]
-    runs = {r["run_id"]: r for r in table(p.warehouse, "compaction_runs")}
-    assert runs[done["run_id"]]["mode"] == "maintain_warehouse" and runs[done["run_id"]]["maintenance"]
+    runs = {r["run_id"]: r for r in table(p.warehouse, "maintenance_runs")}
+    assert runs[report["run_id"]]["mode"] == "maintain" and runs[report["run_id"]]["tables"]
 
 
 def test_a_second_run_finds_nothing_to_do(compacted):
