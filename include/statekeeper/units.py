@@ -56,11 +56,11 @@ def parse_size(text: str) -> int:
 
 
 def human_size(n: float | None) -> str:
-    """Bytes as summaries print them: 512 B, 1.5 KiB, ... ("?" when unknown)."""
+    """Bytes as summaries and reports print them: 512 B, 1.5 KiB, ... 2.0 EiB ("?" when unknown)."""
     if n is None:
         return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(n) < 1024 or unit == "EiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
