@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Move inline state out of bloated `_metadata` files (thin entry point).
 
+Exit status: see `--help` (statekeeper.registry.COMPACT).
+
 Runs under spark-submit after index, chains and validate, against the same warehouse:
 
     spark-submit spark_jobs/compact_checkpoints.py --warehouse s3://bucket/statekeeper        # > 64 MiB
@@ -10,22 +12,11 @@ Runs under spark-submit after index, chains and validate, against the same wareh
 By default each result is a new snapshot directory, `<job dir>/compacted/chk-N/`, beside the source,
 which is never modified; restore from it like from any retained checkpoint. The logic lives in
 statekeeper.compact (its command line: statekeeper.compact.entry); docs/compaction.md documents the rules
-and the compactions table. Statekeeper's own tables are maintained by spark_jobs/maintain_warehouse.py.
-
-Exit status: see `--help` (statekeeper.registry.COMPACT).
-"""
-from __future__ import annotations
-
-import sys
-
+and the compactions table. Statekeeper's own tables are maintained by spark_jobs/maintain_warehouse.py."""
 try:
-    from statekeeper.compact.entry import ENTRY
-    from statekeeper.entrypoint import entry_point
+    from statekeeper.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
-    raise SystemExit("cannot import statekeeper: run `make setup` (installs it into .venv) or ship it "
+    raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
 
-parser, main = entry_point(ENTRY)
-
-if __name__ == "__main__":
-    sys.exit(main())
+parser, main = script("compact_checkpoints", __name__)   # executed (spark-submit): runs the job and exits with its code

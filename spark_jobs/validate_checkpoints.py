@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Validate every indexed checkpoint and savepoint (thin entry point).
 
+Exit status: see `--help` (statekeeper.registry.VALIDATE).
+
 Runs under spark-submit after the index job, against the same warehouse:
 
     spark-submit spark_jobs/validate_checkpoints.py --warehouse s3://bucket/statekeeper \
@@ -9,22 +11,11 @@ Runs under spark-submit after the index job, against the same warehouse:
 and from Python (`main([...])`, reusing an active SparkSession). S3 settings come from the
 environment, never from the command line. The logic lives in statekeeper.validate.job;
 docs/chains-and-validation.md documents the checks and tables (validation_results,
-validation_jobs, validation_runs) and where the Great Expectations Data Docs go.
-
-Exit status: see `--help` (statekeeper.registry.VALIDATE).
-"""
-from __future__ import annotations
-
-import sys
-
+validation_jobs, validation_runs) and where the Great Expectations Data Docs go."""
 try:
-    from statekeeper.entrypoint import entry_point
-    from statekeeper.validate.entry import ENTRY
+    from statekeeper.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
-    raise SystemExit("cannot import statekeeper: run `make setup` (installs it into .venv) or ship it "
+    raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc
 
-parser, main = entry_point(ENTRY)
-
-if __name__ == "__main__":
-    sys.exit(main())
+parser, main = script("validate_checkpoints", __name__)   # executed (spark-submit): runs the job and exits with its code

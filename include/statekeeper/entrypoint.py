@@ -10,7 +10,7 @@ how they become its options dataclass, and the exit code of a finished run. This
 rest, the same way for every job: parse, build and check the options (and the warehouse) before
 Spark starts, start the session, build the job from the registry, `configure` it, execute, print
 the summary, write `--result-json`, exit. `spark_jobs/<entry point>.py` is a few lines around
-`entry_point(ENTRY)`.
+`script(...)`.
 
 pyspark is imported lazily so that `--help` and configuration errors answer in well under a second.
 """
@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import logging
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Generic, Iterator, TypeVar
 
 from statekeeper.errors import ConfigurationError
+from statekeeper import registry
 from statekeeper.registry import ExitCode, JobSpec
 
 O = TypeVar("O")
@@ -68,14 +70,20 @@ class JobEntry(Generic[O]):
     wire: Callable[[Any], Any] | None = None
 
 
-def entry_point(entry: JobEntry[Any]) -> tuple[Callable[[], argparse.ArgumentParser], Callable[..., int]]:
-    """`parser` and `main` of the spark_jobs/ script of `entry`."""
+def script(entry_point: str, caller: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable[..., int]]:
+    """`parser` and `main` of `spark_jobs/<entry_point>.py`, from its job's `ENTRY` (found through the
+    registry); when the script itself runs (`caller`, its `__name__`, is "__main__"), it runs the job and
+    exits with its code."""
+    entry = importlib.import_module(registry.job(entry_point).entry_module).ENTRY
+
     def parser() -> argparse.ArgumentParser:
         return build_parser(entry)
 
     def main(argv: list[str] | None = None) -> int:
         return run(entry, argv)
 
+    if caller == "__main__":
+        sys.exit(main())
     return parser, main
 
 

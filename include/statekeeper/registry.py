@@ -60,6 +60,12 @@ class JobSpec:
         return self
 
     @property
+    def entry_module(self) -> str:
+        """The module declaring the job's command line: `entry` beside its builder (each job package
+        has one, as `ENTRY`; statekeeper.entrypoint drives them all)."""
+        return self.builder.partition(":")[0].rpartition(".")[0] + ".entry"
+
+    @property
     def logger(self) -> str:
         return f"statekeeper.{self.name}"
 
