@@ -28,7 +28,6 @@ from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, ChainsRunStatus, De
 SUCCEEDED = ChainsRunStatus.SUCCEEDED
 INCOMPLETE = ChainsRunStatus.INCOMPLETE
 FAILED = ChainsRunStatus.FAILED
-SOURCES = ("snapshots", "references", "files")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,15 +58,7 @@ class ComputeChains(StatekeeperJob[ChainsResult, ChainsOptions]):
     """Builder for one chains run. Every option is explicit; `execute()` runs it."""
 
     JOB = CHAINS
-    RESULT = ChainsResult
-    OPTIONS = ChainsOptions
-    SOURCES = SOURCES
-
-    # -- run ------------------------------------------------------------------------------------
-
-    def _prepare(self, ctx: RunContext) -> None:
-        ctx.log.info("%s: warehouse %s, engine %s, index versions %s", ctx.label, ctx.warehouse.uri,
-                     ctx.engine.name, self.inputs.versions)
+    SOURCES = ("snapshots", "references", "files")
 
     def _run(self, ctx: RunContext) -> ChainsResult:
         from statekeeper.chains.spark_graph import lineage

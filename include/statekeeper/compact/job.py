@@ -29,7 +29,6 @@ from statekeeper.units import human_size
 from statekeeper.tables.catalog import COMPACTIONS
 from statekeeper.tables.vocabulary import CompactionRunStatus, CompactionStatus
 
-SOURCES = ("snapshots", "references", "inline_state", "files")
 _PROBLEMS_SHOWN = 50
 _DONE = (CompactionStatus.COMPACTED.value, CompactionStatus.ALREADY_COMPACTED.value,
          CompactionStatus.RECOVERED.value, CompactionStatus.PLANNED.value)
@@ -85,9 +84,7 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult, CompactOptions]):
     """Builder for one compaction run. Defaults: a new snapshot directory per result, nothing in place."""
 
     JOB = COMPACT
-    RESULT = CompactionResult
-    OPTIONS = CompactOptions
-    SOURCES = SOURCES
+    SOURCES = ("snapshots", "references", "inline_state", "files")
     OPTIONAL_SOURCES = VALIDATION_TABLES
 
     def _prepare(self, ctx: RunContext) -> None:
@@ -95,8 +92,6 @@ class CompactCheckpoints(StatekeeperJob[CompactionResult, CompactOptions]):
                                        then="compact")
         if self.options.snapshots:
             self._check_explicit(ctx)
-        ctx.log.info("%s: warehouse %s, index run %s versions %s, options %s", ctx.label, ctx.warehouse.uri,
-                     self.inputs.cut.run_id, self.inputs.versions, self.options.to_json())
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         return {"mode": self.options.mode, "options": self.options.to_json()}

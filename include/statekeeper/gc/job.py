@@ -35,8 +35,6 @@ from statekeeper.units import human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
 from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus, OwnerlessVerdict
 
-SOURCES = ("snapshots", "references", "files")
-OPTIONAL_SOURCES = ("dependencies",)
 _BREAKDOWN_ROWS = 1000
 _EXTERNAL_EXAMPLES = 5
 
@@ -182,10 +180,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
     """Builder for one GC run. Every option is explicit; the defaults plan only."""
 
     JOB = GC
-    RESULT = GcResult
-    OPTIONS = GcOptions
-    SOURCES = SOURCES
-    OPTIONAL_SOURCES = OPTIONAL_SOURCES
+    SOURCES = ("snapshots", "references", "files")
+    OPTIONAL_SOURCES = ("dependencies",)
 
     # -- run ----------------------------------------------------------------------------------
 
@@ -197,8 +193,6 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
             "index_runs", columns=["run_id", "status", "finished_at", "roots", "table_versions"]).to_pylist(),
             key=lambda r: r["finished_at"])
         self._newest_index = self._index_runs[-1] if self._index_runs else None
-        ctx.log.info("%s: warehouse %s, roots %s, index run %s versions %s, options %s", ctx.label, ctx.warehouse.uri,
-                     self.inputs.roots, self.inputs.cut.run_id, self.inputs.versions, self.options.to_json())
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         opts = self.options

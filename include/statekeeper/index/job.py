@@ -90,8 +90,6 @@ class IndexCheckpoints(StatekeeperJob[IndexResult, IndexOptions]):
     """Builder for one index run. Every option is explicit; `execute()` runs it."""
 
     JOB = INDEX
-    RESULT = IndexResult
-    OPTIONS = IndexOptions
 
     def __init__(self, spark: Any) -> None:
         super().__init__(spark)
@@ -102,8 +100,6 @@ class IndexCheckpoints(StatekeeperJob[IndexResult, IndexOptions]):
     def _prepare(self, ctx: RunContext) -> None:
         roots = Roots(list(self.options.roots))
         roots.check_separate(ctx.warehouse.uri, "warehouse")
-        ctx.log.info("%s: roots %s, warehouse %s, engine %s", ctx.label, roots.uris, ctx.warehouse.uri,
-                     ctx.engine.name)
         t0 = time.monotonic()
         states = {spec.name: delta_log.load_state(ctx.warehouse, spec.name) for spec in INDEX_TABLES}
         for spec in INDEX_TABLES:

@@ -23,7 +23,7 @@ import logging
 import uuid
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from statekeeper import __version__
 from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
@@ -39,8 +39,8 @@ Self = TypeVar("Self", bound="StatekeeperJob[Any, Any]")
 
 
 class StatekeeperJob(Generic[R, O]):
-    """Base builder. Subclasses set JOB (their registry entry), RESULT (their Result type) and OPTIONS
-    (their options dataclass), and SOURCES when they read the index."""
+    """Base builder. A job subclasses `StatekeeperJob[ItsResult, ItsOptions]` (the two types become
+    RESULT and OPTIONS), sets JOB (its registry entry), and SOURCES when it reads the index."""
 
     JOB: ClassVar[JobSpec]
     RESULT: ClassVar[type]
@@ -50,6 +50,12 @@ class StatekeeperJob(Generic[R, O]):
     SOURCES: ClassVar[tuple[str, ...]] = ()
     OPTIONAL_SOURCES: ClassVar[tuple[str, ...]] = ()
     FAILED: ClassVar[str] = "failed"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is StatekeeperJob:
+                cls.RESULT, cls.OPTIONS = get_args(base)
 
     def __init__(self, spark: Any) -> None:
         self._spark = spark
@@ -141,6 +147,8 @@ class StatekeeperJob(Generic[R, O]):
         if self.SOURCES:
             self._inputs = pin_inputs(warehouse, self.SOURCES, self.OPTIONAL_SOURCES)
         self._prepare(ctx)
+        self.log.info("%s: warehouse %s, engine %s%s, %s", ctx.label, warehouse.uri, engine.name, self._read_line(),
+                      self._options)
         try:
             with ctx.keep, beat:
                 result = self._run(ctx)
@@ -150,6 +158,13 @@ class StatekeeperJob(Generic[R, O]):
         self._audit(ctx, result)
         self.log.info("%s", result.summary())
         return result
+
+    def _read_line(self) -> str:
+        """What the run reads, as its first log line names it."""
+        if self._inputs is None:
+            return ""
+        line = f", index run {self._inputs.cut.run_id} of roots {self._inputs.roots} at versions {self._inputs.versions}"
+        return line + (f", derived tables at versions {self._inputs.optional}" if self.OPTIONAL_SOURCES else "")
 
     def _check_options(self) -> None:
         """Refuse contradictory or missing options before anything starts (a ConfigurationError)."""

@@ -72,8 +72,6 @@ class MaintainWarehouse(StatekeeperJob[MaintenanceResult, MaintainOptions]):
     """Builder for one maintenance run. Defaults: a 7-day retention, for real (not a dry run)."""
 
     JOB = MAINTAIN
-    RESULT = MaintenanceResult
-    OPTIONS = MaintainOptions
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         return {"mode": self.options.mode, "options": self.options.to_json()}

@@ -36,7 +36,6 @@ from statekeeper.storage import StorageConfig
 from statekeeper.tables.catalog import DR_COPIES, DR_FILES
 from statekeeper.tables.vocabulary import DrCopyStatus, DrRunStatus, DrSelectedBy
 
-SOURCES = ("snapshots", "references", "files")
 _PROBLEMS_SHOWN = 50
 
 
@@ -82,9 +81,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
     """Builder for one DR copy run. Nothing is written without a target allowlist."""
 
     JOB = DR
-    RESULT = DrResult
-    OPTIONS = DrOptions
-    SOURCES = SOURCES
+    SOURCES = ("snapshots", "references", "files")
     OPTIONAL_SOURCES = VALIDATION_TABLES
 
     def __init__(self, spark: Any) -> None:
@@ -106,8 +103,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         self._mapping = self.options.mapping(self.inputs.roots)
         if self.options.snapshots:
             self._check_explicit(ctx)
-        ctx.log.info("%s: warehouse %s, index run %s versions %s, targets %s, options %s", ctx.label, ctx.warehouse.uri,
-                     self.inputs.cut.run_id, self.inputs.versions, self._mapping, self.options.to_json())
+        ctx.log.info("%s: targets %s", ctx.label, self._mapping)
 
     def _target_config(self, ctx: RunContext) -> StorageConfig:
         return self._target if self._target is not None else ctx.storage

@@ -33,8 +33,6 @@ from statekeeper.units import human_size
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
-SOURCES = ("files", "snapshots", "references")
-OPTIONAL_SOURCES = ("inline_state", "validation_jobs", "validation_results", "gc_actions", "dr_copies", "compactions")
 AUDIT_SOURCES = ("gc_runs", "dr_runs", "compaction_runs", "report_runs")
 
 
@@ -73,14 +71,8 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
     """Builder for one report run."""
 
     JOB = REPORT
-    RESULT = ReportResult
-    OPTIONS = ReportOptions
-    SOURCES = SOURCES
-    OPTIONAL_SOURCES = OPTIONAL_SOURCES
-
-    def _prepare(self, ctx: RunContext) -> None:
-        ctx.log.info("%s: warehouse %s, index run %s, versions %s, derived %s", ctx.label, ctx.warehouse.uri,
-                     self.inputs.cut.run_id, self.inputs.versions, self.inputs.optional)
+    SOURCES = ("files", "snapshots", "references")
+    OPTIONAL_SOURCES = ("inline_state", "validation_jobs", "validation_results", "gc_actions", "dr_copies", "compactions")
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         return {"index_run_id": self.inputs.cut.run_id}

@@ -34,8 +34,6 @@ OK = ValidationRunStatus.OK
 UNRESTORABLE = ValidationRunStatus.UNRESTORABLE
 QUALITY_FAILED = ValidationRunStatus.QUALITY_FAILED
 FAILED = ValidationRunStatus.FAILED
-SOURCES = ("snapshots", "references", "files")
-OPTIONAL_SOURCES = ("inline_state", "dependencies", "pins")
 _MAX_LISTED = 50
 
 
@@ -98,12 +96,10 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
     """Builder for one validation run. Every option is explicit; `execute()` runs it."""
 
     JOB = VALIDATE
-    RESULT = ValidationResult
-    OPTIONS = ValidateOptions
-    SOURCES = SOURCES
+    SOURCES = ("snapshots", "references", "files")
     # inline_state is an index table: its version comes from the same cut. The chains tables are
     # read at their latest version.
-    OPTIONAL_SOURCES = OPTIONAL_SOURCES
+    OPTIONAL_SOURCES = ("inline_state", "dependencies", "pins")
 
     def __init__(self, spark: Any) -> None:
         super().__init__(spark)
@@ -116,8 +112,6 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         self._stat_roots = Roots(list(self.options.roots)).uris if self.options.roots else []   # overlaps, schemes: up front
 
     def _prepare(self, ctx: RunContext) -> None:
-        ctx.log.info("%s: warehouse %s, stat roots %s, index versions %s", ctx.label, ctx.warehouse.uri,
-                     self._stat_roots or "none", self.inputs.versions)
         if self.inputs.stale:
             ctx.log.warning("%s: inputs computed from another index cut (the quality suite checks them as they are): %s",
                             ctx.label, "; ".join(self.inputs.stale))
