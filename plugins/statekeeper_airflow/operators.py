@@ -379,33 +379,31 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                               result["report_uri"], report_page_url())
             return result
 
+    def _spark_connection(self) -> Connection:
+        """The task's Spark connection; refused when it is missing (the provider would silently default to YARN)."""
+        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
+        self._conn_id = self.spark_conn_id
+        try:
+            return BaseHook.get_connection(self._conn_id)
+        except Exception as e:
+            raise StatekeeperConfigError(
+                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
+                "(python -m statekeeper.airflow_settings) or create it in the UI"
+            ) from e
+
     @contextmanager
     def prepared_submission(self) -> Iterator[Submission]:
         """Resolve the connections and set env_vars, conf, properties_file, py_files and
         application_args for the provider's hook; inside the block the storage variables are in this
         process's environment. Everything written is removed when the block ends."""
-        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
-        self._conn_id = self.spark_conn_id
-        try:
-            spark_conn = BaseHook.get_connection(self._conn_id)
-        except Exception as e:  # the provider would silently default to YARN
-            raise StatekeeperConfigError(
-                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
-                "(python -m statekeeper.airflow_settings) or create it in the UI"
-            ) from e
+        spark_conn = self._spark_connection()
         # The hook decides argv vs environment from the effective master (an override is the master
         # of the connection it is built with, see _get_hook); the storage variables also stay out of
         # env_vars when only the connection's master is a cluster one (the process environment
         # reaches a client-mode driver just as well). The driver's location follows the effective master.
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
-        env = {
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
-            "PATH": os.environ.get("PATH", ""),
-            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
-        }
+        env = _driver_env()
         jvm = None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
@@ -439,6 +437,18 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             shutil.rmtree(tmp, ignore_errors=True)
             if jvm is not None:
                 jvm.discard()
+
+
+def _driver_env() -> dict[str, str]:
+    """What spark-submit's driver and executors need of this process's environment: the venv's Python
+    (same library on both sides), the library on the path, Java, the caches."""
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
+        "PATH": os.environ.get("PATH", ""),
+        **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
+    }
 
 
 def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
