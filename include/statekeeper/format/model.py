@@ -1,18 +1,10 @@
-"""Typed, immutable model of a Flink `_metadata` file (spec §3-§4).
+"""Typed, immutable model of a Flink `_metadata` file (spec §3-§4): the file (`CheckpointMetadata`) and,
+re-exported, every record it is made of.
 
-Every field needed to re-serialize the file byte-for-byte is kept, including fields Flink ignores
-(V2 chain length and duration), because a maintenance tool must never change what it does not
-mean to change. Inline payloads are `InlineBytes`: an (offset, length) window into the source,
-loaded only on request, so a multi-GB file is modelled in bounded memory.
-
-IDs are 32-character lower-case hex strings, exactly as Flink prints OperatorID (spec §2).
-Offsets arrays (key-group offsets, operator-state partition offsets, channel offsets) are kept as
-the raw big-endian bytes of the file (`offsets_be`) and decoded on access via `.offsets`: they are
-never needed for references, and keeping bytes keeps parsing lean and memory proportional.
-
-This module is the model's one address: the file (`CheckpointMetadata`) and every record it is made
-of (defined in `statekeeper.format.handles`, below the traversal and the accounting, which the file's
-`inline_bytes` uses).
+The records are defined in `statekeeper.format.handles` (how they keep every byte of the file, and
+inline payloads as windows into it, is described there), below the traversal (`walk`) and the
+byte accounting, which this module's `CheckpointMetadata.inline_bytes` uses. This module is the
+model's one address: import records from here.
 """
 from __future__ import annotations
 
