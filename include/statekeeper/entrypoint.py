@@ -176,6 +176,20 @@ def snapshots_from(values: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def add_flag(parser: argparse.ArgumentParser, option: str, help_text: str) -> None:
+    """`--option` (true) or `--option=true|false`, which the DAG forms render; off unless given."""
+    parser.add_argument(option, nargs="?", const=True, default=False, type=flag, metavar="BOOL", help=help_text)
+
+
+def add_snapshot_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """`--snapshot URI` (repeatable, comma-separated; an empty value is none): read with `snapshots_from`."""
+    parser.add_argument("--snapshot", action="append", default=[], metavar="URI", help=help_text)
+
+
+def add_job_filter(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--job-filter", default="", metavar="GLOB", help=f"only {what} whose name matches this glob")
+
+
 def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--roots", action="append", default=[], metavar="URI[,URI...]",
                         help=f"{help_text}; comma-separated and/or repeated")

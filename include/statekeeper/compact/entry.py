@@ -23,26 +23,24 @@ size = ep.argtype(parse_size, "size")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--snapshot", action="append", default=[], metavar="URI",
-                   help="compact only this snapshot (its directory or _metadata; repeatable or comma-separated). An "
-                        "empty value (--snapshot=) is ignored")
+    ep.add_snapshot_argument(p, "compact only this snapshot (its directory or _metadata; repeatable or comma-separated). An "
+                             "empty value (--snapshot=) is ignored")
     p.add_argument("--max-metadata-size", type=size, default=COMPACT_MAX_METADATA_SIZE, metavar="SIZE",
                    help=f"select every _metadata larger than this (default {COMPACT_MAX_METADATA_SIZE_TEXT})")
     p.add_argument("--max-inline-ratio", type=float, default=None, metavar="R",
                    help="also select a _metadata of at least 1 MiB whose inline share is at least R (0-1; default off)")
     p.add_argument("--min-bytes", type=size, default=1024, metavar="SIZE",
                    help="inline payloads smaller than this stay inline (default 1KiB: each moved payload is one object)")
-    p.add_argument("--job-filter", default="", metavar="GLOB",
-                   help="only job directories whose name matches this glob")
-    p.add_argument("--in-place", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="replace the source _metadata itself (jobs that are not running: refused when the job "
-                        "directory has an object newer than --quiet-period, or a newer chk-N appeared; also --in-place=true|false, "
-                        "which the DAG's form uses)")
+    ep.add_job_filter(p, "job directories")
+    ep.add_flag(p, "--in-place",
+                "replace the source _metadata itself (jobs that are not running: refused when the job "
+                "directory has an object newer than --quiet-period, or a newer chk-N appeared; also --in-place=true|false, "
+                "which the DAG's form uses)")
     p.add_argument("--quiet-period", default="1h", metavar="DURATION",
                    help="with --in-place: how long a job must have written nothing (default 1h; under 10m refused)")
-    p.add_argument("--dry-run", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="parse and plan only: report what would move and the sizes after; write nothing (also "
-                        "--dry-run=true|false)")
+    ep.add_flag(p, "--dry-run",
+                "parse and plan only: report what would move and the sizes after; write nothing (also "
+                "--dry-run=true|false)")
 
 
 def options(args: argparse.Namespace) -> CompactOptions:

@@ -67,12 +67,7 @@ class CompactionResult(JobResult):
                 lines.append(f"    {r['job_dir']} {name}: {human_size(r['inline_bytes'])} inline in "
                              f"{r['snapshots']} snapshot(s), {human_size(r['movable_bytes'])} movable, "
                              f"{r['handle_count']} handle(s)")
-        for p in self.problems[:20]:
-            lines.append(f"  PROBLEM: {p}")
-        if len(self.problems) > 20:
-            lines.append(f"  ... {len(self.problems) - 20} more in compaction_runs.problems and compactions")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines(self.problems, "compaction_runs.problems and compactions")
         return "\n".join(lines)
 
     def audit_values(self) -> dict[str, Any]:

@@ -50,11 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoints an inactive job keeps (default 1; its newest is always kept)")
     p.add_argument("--expire-savepoints-older-than", type=_optional(parse_duration), default=None,
                    metavar="DURATION", help="expire savepoints older than this (default: never; savepoints are user data)")
-    p.add_argument("--roots-complete", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="declare that the roots of the index run are every root any job may restore from, so files "
-                        "in a job directory without any snapshot (ownerless: e.g. a job whose checkpoint a job in "
-                        "another root claimed, CLAIM or LEGACY restore) may be deleted when unreferenced. Default: "
-                        "such directories are held back and listed in the summary")
+    ep.add_flag(p, "--roots-complete",
+                "declare that the roots of the index run are every root any job may restore from, so files "
+                "in a job directory without any snapshot (ownerless: e.g. a job whose checkpoint a job in "
+                "another root claimed, CLAIM or LEGACY restore) may be deleted when unreferenced. Default: "
+                "such directories are held back and listed in the summary")
     p.add_argument("--ownerless-older-than", type=_optional(parse_duration), default=None, metavar="DURATION",
                    help="also judge ownerless job directories whose newest object is older than this; must be longer "
                         "than --older-than, e.g. 90d (default: never)")

@@ -122,8 +122,7 @@ class GcResult(JobResult):
         if self.failed:
             lines.append("  failed deletes are listed in gc_actions (outcome 'failed') with the storage error; the "
                          "next run retries them")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
     def _roots_lines(self) -> list[str]:

@@ -32,9 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-interval-start", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--data-interval-end", type=_timestamp, default=None, help="ISO-8601 with time zone")
     p.add_argument("--allow-partial", action="store_true", help="exit 0 even when some units could not be listed")
-    p.add_argument("--allow-empty-root", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="index an s3:// root with no object under it as empty instead of refusing it as a likely "
-                        "typo (also --allow-empty-root=true|false, which the DAG's form uses)")
+    ep.add_flag(p, "--allow-empty-root",
+                "index an s3:// root with no object under it as empty instead of refusing it as a likely "
+                "typo (also --allow-empty-root=true|false, which the DAG's form uses)")
 
 
 def options(args: argparse.Namespace) -> IndexOptions:

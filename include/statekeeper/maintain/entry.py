@@ -21,8 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warehouse-retention", default=WAREHOUSE_RETENTION_TEXT, metavar="DURATION",
                    help=f"keep files of table versions younger than this (default {WAREHOUSE_RETENTION_TEXT}); "
                         "refused when shorter than the age of a version a job still reads")
-    p.add_argument("--dry-run", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="report what compaction and vacuum would do; change nothing (also --dry-run=true|false)")
+    ep.add_flag(p, "--dry-run",
+                "report what compaction and vacuum would do; change nothing (also --dry-run=true|false)")
 
 
 def options(args: argparse.Namespace) -> MaintainOptions:

@@ -59,9 +59,7 @@ class MaintenanceResult(JobResult):
                                        self.mode is MaintenanceMode.DRY_RUN, self.started_at, self.finished_at,
                                        self.tables)
             lines.append(report.summary())
-        lines.extend(f"  PROBLEM: {p}" for p in self.problems)
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines(self.problems, "maintenance_runs.problems")
         return "\n".join(lines)
 
     def audit_values(self) -> dict[str, Any]:

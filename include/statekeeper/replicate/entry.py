@@ -27,16 +27,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--savepoints", choices=["none", "newest", "all"], default="newest",
                    help="savepoints to copy besides each job's latest restorable checkpoint (default newest: the "
                         "newest restorable savepoint per job)")
-    p.add_argument("--snapshot", action="append", default=[], metavar="URI",
-                   help="copy only this snapshot (its directory or _metadata; repeatable or comma-separated): an "
-                        "ad-hoc copy. An empty value (--snapshot=, what the DAG passes when none is given) is "
-                        "ignored: without a non-empty one, the usual selection")
-    p.add_argument("--job-filter", default="", metavar="GLOB",
-                   help="only job (and savepoint) directories whose name matches this glob")
-    p.add_argument("--include-external", nargs="?", const=True, default=False, type=ep.flag, metavar="BOOL",
-                   help="also copy referenced files outside the indexed roots (below <target>/_external/); without "
-                        "it a snapshot that references one is refused (also --include-external=true|false, which "
-                        "the DAG's form uses)")
+    ep.add_snapshot_argument(p, "copy only this snapshot (its directory or _metadata; repeatable or comma-separated): an "
+                             "ad-hoc copy. An empty value (--snapshot=, what the DAG passes when none is given) is "
+                             "ignored: without a non-empty one, the usual selection")
+    ep.add_job_filter(p, "job (and savepoint) directories")
+    ep.add_flag(p, "--include-external",
+                "also copy referenced files outside the indexed roots (below <target>/_external/); without "
+                "it a snapshot that references one is refused (also --include-external=true|false, which "
+                "the DAG's form uses)")
     p.add_argument("--verify", choices=["size", "checksum"], default="size",
                    help="size (default): what this run wrote exists at the target with the source's size; "
                         "checksum: also compare SHA-256 of the source with the target's bytes. Either way an object "

@@ -68,12 +68,7 @@ class DrResult(JobResult):
             lines.append(f"  {src} -> {dst}")
         for n in self.notes[:20]:
             lines.append(f"  fell back: {n}")
-        for p in self.problems[:20]:
-            lines.append(f"  PROBLEM: {p}")
-        if len(self.problems) > 20:
-            lines.append(f"  ... {len(self.problems) - 20} more in dr_runs.problems and dr_copies")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines(self.problems, "dr_runs.problems and dr_copies")
         return "\n".join(lines)
 
 

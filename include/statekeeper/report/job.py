@@ -62,8 +62,7 @@ class ReportResult(JobResult):
         if self.local_copy:
             lines.append(f"  local copy: {self.local_copy}")
         lines.extend(f"  note: {n}" for n in self.notes)
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
 

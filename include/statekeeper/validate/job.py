@@ -84,8 +84,7 @@ class ValidationResult(JobResult):
                          + "; ".join(self.quality_failures[:10]))
         if self.report_uri:
             lines.append(f"  data docs: {self.report_uri}")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
     def audit_values(self) -> dict[str, Any]:
