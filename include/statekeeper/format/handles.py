@@ -426,3 +426,37 @@ class CheckpointProperties:
 
     def flag(self, name: str) -> Optional[bool]:
         return dict(self.flags).get(name)
+
+__all__ = [
+    "DISTRIBUTION_MODES",
+    "EMPTY_SEGMENT",
+    "AnyChannelHandle",
+    "ByteStreamHandle",
+    "ChangelogEntry",
+    "ChangelogFileHandle",
+    "ChangelogHandle",
+    "ChannelStateHandle",
+    "CheckpointProperties",
+    "EmptySegmentFileHandle",
+    "FileHandle",
+    "FileMergingOperatorHandle",
+    "InMemoryChangelogHandle",
+    "IncrementalKeyedHandle",
+    "InlineBytes",
+    "KeyGroupsHandle",
+    "KeyedHandle",
+    "MasterState",
+    "MergedChannelEntry",
+    "MergedChannelStateHandle",
+    "NamedHandle",
+    "OperatorHandle",
+    "OperatorState",
+    "OperatorStateMeta",
+    "OperatorStreamHandle",
+    "RelativeFileHandle",
+    "SegmentFileHandle",
+    "StateChange",
+    "StreamHandle",
+    "SubtaskState",
+    "pack_offsets",
+]

@@ -12,74 +12,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .accounting import account
-from .handles import (
-    DISTRIBUTION_MODES,
-    EMPTY_SEGMENT,
-    AnyChannelHandle,
-    ByteStreamHandle,
-    ChangelogEntry,
-    ChangelogFileHandle,
-    ChangelogHandle,
-    ChannelStateHandle,
-    CheckpointProperties,
-    EmptySegmentFileHandle,
-    FileHandle,
-    FileMergingOperatorHandle,
-    InMemoryChangelogHandle,
-    IncrementalKeyedHandle,
-    InlineBytes,
-    KeyGroupsHandle,
-    KeyedHandle,
-    MasterState,
-    MergedChannelEntry,
-    MergedChannelStateHandle,
-    NamedHandle,
-    OperatorHandle,
-    OperatorState,
-    OperatorStateMeta,
-    OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    StateChange,
-    StreamHandle,
-    SubtaskState,
-    pack_offsets,
-)
+from .handles import *  # noqa: F403 - every record, re-exported: this module is the model's one address
+from .handles import CheckpointProperties, MasterState, OperatorState
+from .handles import __all__ as _records
 
-__all__ = [
-    "DISTRIBUTION_MODES",
-    "EMPTY_SEGMENT",
-    "AnyChannelHandle",
-    "ByteStreamHandle",
-    "ChangelogEntry",
-    "ChangelogFileHandle",
-    "ChangelogHandle",
-    "ChannelStateHandle",
-    "CheckpointProperties",
-    "EmptySegmentFileHandle",
-    "FileHandle",
-    "FileMergingOperatorHandle",
-    "InMemoryChangelogHandle",
-    "IncrementalKeyedHandle",
-    "InlineBytes",
-    "KeyGroupsHandle",
-    "KeyedHandle",
-    "MasterState",
-    "MergedChannelEntry",
-    "MergedChannelStateHandle",
-    "NamedHandle",
-    "OperatorHandle",
-    "OperatorState",
-    "OperatorStateMeta",
-    "OperatorStreamHandle",
-    "RelativeFileHandle",
-    "SegmentFileHandle",
-    "StateChange",
-    "StreamHandle",
-    "SubtaskState",
-    "pack_offsets",
-    "CheckpointMetadata",
-]
+__all__ = [*_records, "CheckpointMetadata"]
 
 
 @dataclass(frozen=True, slots=True)
