@@ -133,6 +133,14 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
     except Exception as exc:  # noqa: BLE001 - a codec bug must not stop the run nor hide the file
         return _failed(row, SnapshotStatus.PARSE_ERROR, exc, internal=True)
 
+    _describe(row, model, refs)
+    keys = (info.uri, root.uri, root.root_id, job_dir, row["bucket"])
+    return ParsedSnapshot(row, _reference_rows(keys, location.job_id, model.checkpoint_id, refs, roots),
+                          _inline_rows(keys, model.checkpoint_id, refs))
+
+
+def _describe(row: dict[str, Any], model: Any, refs: Any) -> None:
+    """The snapshots row's description of a parsed `_metadata`: type, version, references, inline state, operators."""
     props = model.properties
     if props is not None:
         row["snapshot_type"] = props.snapshot_type
@@ -154,8 +162,11 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         for op in model.operators
     ]
 
-    snap_uri, root_uri, root_id, bucket = info.uri, root.uri, root.root_id, row["bucket"]
-    job_id, checkpoint_id = location.job_id, model.checkpoint_id
+
+def _reference_rows(keys: tuple, job_id: str | None, checkpoint_id: int, refs: Any, roots: RootIndex) -> list[tuple]:
+    """One REFERENCE_COLUMNS row per reference, with the root and directory it falls in (or external).
+    `keys`: the snapshot's (uri, root, root_id, job_dir, bucket)."""
+    snap_uri, root_uri, root_id, job_dir, bucket = keys
     references = []
     append = references.append
     locate = roots.locate
@@ -172,7 +183,12 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
                 f.operator_name, f.operator_uid, f.subtask, f.slot, f.role, f.local_name,
                 None if froot is None else froot.uri, None if floc is None else (floc.job_dir or "."),
                 None if floc is None else floc.job_id, kind))
+    return references
 
+
+def _inline_rows(keys: tuple, checkpoint_id: int, refs: Any) -> list[tuple]:
+    """One INLINE_COLUMNS row per (operator, handle kind, slot): bytes, handles, subtasks."""
+    snap_uri, root_uri, root_id, job_dir, bucket = keys
     agg: dict[tuple, list] = {}
     for s in refs.inline:
         key = (s.operator_id, s.operator_name, s.operator_uid, s.handle_kind, s.slot)
@@ -181,9 +197,8 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         a[1] += s.handle_count
         if s.subtask is not None:
             a[2].add(s.subtask)
-    inline = [(snap_uri, root_uri, root_id, job_dir, bucket, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
-               len(v[2])) for k, v in sorted(agg.items(), key=lambda kv: tuple("" if x is None else x for x in kv[0]))]
-    return ParsedSnapshot(row, references, inline)
+    return [(snap_uri, root_uri, root_id, job_dir, bucket, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
+             len(v[2])) for k, v in sorted(agg.items(), key=lambda kv: tuple("" if x is None else x for x in kv[0]))]
 
 
 def _failed(row: dict[str, Any], status: str, exc: BaseException, internal: bool = False) -> ParsedSnapshot:
