@@ -19,12 +19,13 @@ AZURITE_VERSION := 3.37.0
 AZURITE_DIR := $(STATEKEEPER_CACHE)/npm/azurite-$(AZURITE_VERSION)
 AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: setup system-packages azurite demo test test-unit test-fast bench airflow-ui clean help
+.PHONY: setup system-packages azurite demo test test-unit test-fast test-full bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
 	@echo "make test-unit - only the unit tier (-m unit: no JVM, Spark, S3 server or Airflow; under a minute)"
 	@echo "make test-fast - everything but the real-Flink and slow tests (-m \"not slow and not flink\"): unit, Spark, moto S3, Airflow"
+	@echo "make test-full - make test plus the full_matrix tests (every harness Flink version everywhere): nightly, release"
 	@echo "make bench  - run the benchmarks (prints ratios against a same-run baseline)"
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
@@ -66,8 +67,13 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(PY) -m statekeeper.demo
 
+# The wall time of the whole target (setup included) is printed last, against the budget in tests/README.md;
+# pytest's own last lines (tests/plugins/budget.py) give the slowest tests and modules.
+MAKE_T0 := $(shell date +%s)
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; t=$$(( $$(date +%s) - $(MAKE_T0) )); \
+	echo "make test: $$((t / 60))m$$((t % 60))s wall, setup included (budget on 2 cores: 30 min warm, 40 min cold)"; \
+	exit $$rc
 
 # Tiers by marker (tests/conftest.py adds flink/s3/spark/airflow/cluster from the fixtures a test uses, and
 # `unit` when it has none of them and is not slow). PYTEST_ARGS still applies, e.g. a folder.
@@ -76,6 +82,9 @@ test-unit: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not flink" $(PYTEST_ARGS)
+
+test-full: setup
+	$(PY) -m pytest --full-matrix $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)

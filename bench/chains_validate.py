@@ -146,6 +146,7 @@ def main(argv: list[str]) -> int:
     from statekeeper.tables import Warehouse
     from statekeeper.tables.engine import DeltaRsEngine
     from statekeeper.validate.job import ValidateCheckpoints
+    from statekeeper.validate.options import ValidateOptions
     from tests.plugins.spark import build_local_session
 
     work = Path(tempfile.mkdtemp(prefix="statekeeper-bench-"))
@@ -176,7 +177,8 @@ def main(argv: list[str]) -> int:
             ComputeChains(spark).warehouse(warehouse).storage(storage).execute()
 
         def validate(gx: bool) -> None:
-            ValidateCheckpoints(spark).warehouse(warehouse).storage(storage).quality_suite(gx).execute()
+            (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage)
+             .configure(ValidateOptions(quality_suite=gx)).execute())
 
         # warm up: Python workers, JIT, table caches
         baseline()

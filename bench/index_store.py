@@ -187,12 +187,13 @@ def _tree_cpu() -> float:
 
 def _index(spark, roots: list[str], warehouse, storage=None):
     from statekeeper.index.job import IndexCheckpoints
+    from statekeeper.index.options import IndexOptions
     from statekeeper.storage import StorageConfig
 
     cpu = _tree_cpu()
     t = time.perf_counter()
-    result = (IndexCheckpoints(spark).roots(*roots).warehouse(warehouse).storage(storage or StorageConfig())
-              .progress_interval(0).execute())
+    result = (IndexCheckpoints(spark).warehouse(warehouse).storage(storage or StorageConfig())
+              .configure(IndexOptions(roots=tuple(roots))).progress_interval(0).execute())
     seconds = time.perf_counter() - t
     _LAST_CPU[0] = _tree_cpu() - cpu
     return result, seconds

@@ -3,19 +3,22 @@
 Scheduled on the asset the maintenance DAG's `validate` publishes (the `validation_jobs` table), so a
 copy starts from a freshly validated warehouse. Thin like the maintenance DAG: `dr_copy` submits
 spark_jobs/copy_to_dr.py; retention at the target reuses the index, chains and gc jobs on a warehouse
-of the DR store's own. Task entry points and exit-code contracts come from statekeeper.jobs.registry.
+of the DR store's own. Task entry points and exit-code contracts come from statekeeper.registry.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
-from statekeeper.jobs.registry import CHAINS, DR, GC, INDEX
+from statekeeper.defaults import GC_GRACE_TEXT as GRACE
+from statekeeper.registry import CHAINS, DR, GC, INDEX
+from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
-from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
+from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
 
-DAG_DOC = """
+
+DAG_DOC = f"""
 ### Flink checkpoints: disaster-recovery copy
 
 Copies each job's **latest restorable checkpoint** (from the `validation_jobs` table of the
@@ -51,8 +54,8 @@ schedule it. Runs of a paused DAG, manual ones included, stay queued. Only one r
 * `statekeeper_warehouse` (the source warehouse, as in the maintenance DAG) and
   `statekeeper_dr_warehouse` (the DR warehouse, for the retention steps; it must not lie inside a
   target root);
-* `statekeeper_dr_storage_conn_id`: an 'aws' connection for the DR store (S3 settings reach
-  `copy_to_dr` as `STATEKEEPER_DR_*` variables, never on a command line). Empty: the targets are
+* `statekeeper_dr_storage_conn_id`: the DR store's connection ({p.CONNECTION_TYPES}; its settings
+  reach `copy_to_dr` as `STATEKEEPER_DR_*` variables, never on a command line). Empty: the targets are
   reached with the source's settings (`storage_conn_id`), and so are the retention steps.
 
 A scheduled run follows the Variable `statekeeper_warehouse`, whichever warehouse the maintenance run
@@ -61,7 +64,7 @@ that published the event used (a manual maintenance run on another warehouse als
 **Retention at the target.** `target_gc` keeps the newest `keep` checkpoints of each job
 (scheduled: Variable `statekeeper_dr_keep`, default 3; manual: the form), never expires savepoints,
 never deletes anything newer than the grace period (Variable `statekeeper_dr_gc_older_than`, default
-3d) and only **plans** (a dry run written to the DR warehouse's `gc_actions`) unless the mode is
+{GRACE}) and only **plans** (a dry run written to the DR warehouse's `gc_actions`) unless the mode is
 `delete` (scheduled: Variable `statekeeper_dr_gc_mode`, default `plan`; manual: the form).
 
 **Failures.** The retention steps run only when `dr_copy` succeeded (trigger rule `all_success`): a
@@ -81,12 +84,9 @@ nothing. *Verification* `size` or `checksum`: an object already at the target is
 size; it is skipped only on proof that it is the source's bytes (docs/dr-copy.md, "Identity"). Empty warehouse and connection fields fall back to the Variables.
 """
 
-MANUAL = "dag_run.run_type == 'manual'"
-RUN_ID = ["--run-id", "{{ run_id }}"]
-
 # The target and warehouses: a form value, else the Variable (what scheduled runs use).
-WAREHOUSE = "{{ params.warehouse or var.value.statekeeper_warehouse }}"
-DR_WAREHOUSE = "{{ params.dr_warehouse or var.value.statekeeper_dr_warehouse }}"
+WAREHOUSE = p.form_or_variable("warehouse", "statekeeper_warehouse")
+DR_WAREHOUSE = p.form_or_variable("dr_warehouse", "statekeeper_dr_warehouse")
 TARGETS = ("--target={{ (params.targets | join(',')) if params.targets "
            "else var.value.get('statekeeper_dr_targets', '') }}")
 # The allowlist is the deployment's guard: the Variable only, whatever a run's conf says.
@@ -96,7 +96,7 @@ DR_CONN = "(params.dr_storage_conn_id or var.value.get('statekeeper_dr_storage_c
 
 DR_ARGS = [
     "--warehouse", WAREHOUSE,
-    *RUN_ID,
+    *p.RUN_ID,
     TARGETS,
     ALLOWED_TARGETS,
     "--mode={{ params.mode }}",
@@ -105,7 +105,7 @@ DR_ARGS = [
     "--snapshot={{ params.snapshots | join(',') if params.snapshots else '' }}",
     "--job-filter={{ params.job_filter }}",
     "--verify={{ params.verify }}",
-    "--include-external={{ 'true' if params.include_external else 'false' }}",
+    p.flag_arg("include-external", "params.include_external"),
 ]
 
 # The roots dr_copy wrote to, from its result. No result (a cluster-mode driver returns none): an
@@ -115,27 +115,23 @@ TARGET_ROOTS = ("{{ ((ti.xcom_pull(task_ids='" + DR.name + "') or {}).get('targe
 TARGET_INDEX_ARGS = [
     "--roots", TARGET_ROOTS,
     "--warehouse", DR_WAREHOUSE,
-    *RUN_ID,
+    *p.RUN_ID,
     # A target root the copy has not written to yet (e.g. a savepoint root with no savepoint) is
     # empty, not a typo: dr_copy derived it from the allowlisted targets.
     "--allow-empty-root=true",
-    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
-    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
+    *p.DATA_INTERVAL,
 ]
 
 # target_gc: scheduled runs follow the Variables; only a manual run takes the form's keep and mode.
-KEEP = ("--retain-last={{ (params.keep if " + MANUAL + " else "
+KEEP = ("--retain-last={{ (params.keep if " + p.MANUAL + " else "
         "(var.value.get('statekeeper_dr_keep', '') or 3)) | string | trim }}")
-GC_MODE = ("--mode={{ ((params.gc_mode if " + MANUAL + " else var.value.get('statekeeper_dr_gc_mode', '')) "
-           "or 'plan') | trim }}")
-GC_OLDER_THAN = "--older-than={{ (var.value.get('statekeeper_dr_gc_older_than', '') or '3d') | trim }}"
 TARGET_GC_ARGS = [
     "--warehouse", DR_WAREHOUSE,
-    *RUN_ID,
+    *p.RUN_ID,
     # target_index of this run finished after the run started: an older newest index run is stale.
-    "--index-not-before={{ (dag_run.start_date or dag_run.run_after) | ts }}",
-    GC_MODE,
-    GC_OLDER_THAN,
+    p.INDEX_NOT_BEFORE,
+    p.gc_mode_arg("statekeeper_dr_gc_mode"),
+    p.gc_older_than_arg("statekeeper_dr_gc_older_than"),
     KEEP,
 ]
 
@@ -156,80 +152,54 @@ with DAG(
     tags=["statekeeper", "flink", "dr"],
     default_args=DEFAULT_ARGS,
     params={
-        "targets": Param(
-            [], type="array", items={"type": "string"},
-            title="Targets",
-            description="A target base URI (every indexed root is mirrored below it by its path below the roots' "
-                        "common directory) and/or SOURCE_ROOT=TARGET_ROOT pairs. Each must lie below a prefix of the Variable "
-                        "statekeeper_dr_allowed_targets. Empty: the Variable statekeeper_dr_targets.",
-        ),
-        "snapshots": Param(
-            [], type="array", items={"type": "string"},
-            title="Snapshots",
-            description="Copy only these snapshots (a chk-N or savepoint directory, or its _metadata URI), instead "
-                        "of every job's latest restorable checkpoint. Empty: the usual selection.",
-        ),
-        "job_filter": Param(
-            "", type="string", title="Job filter",
-            description="Only job (and savepoint) directories whose name matches this glob. Empty: all jobs.",
-        ),
-        "savepoints": Param(
-            "newest", type="string", enum=["none", "newest", "all"], title="Savepoints",
-            description="Savepoints to copy besides each job's latest restorable checkpoint: none, the newest "
-                        "restorable one per job, or all restorable ones.",
-        ),
-        "verify": Param(
-            "size", type="string", enum=["size", "checksum"], title="Verification",
-            description="Either way an object already at the target is skipped only when it is proven to be the "
-                        "source's bytes (the version this tool recorded when it wrote or verified it, or an equal "
-                        "content hash: S3 MD5 ETag, GCS CRC32C, SHA-256); anything else is copied again. size: what "
-                        "this run wrote exists at the target with the source's size. checksum: also compare a "
-                        "SHA-256 of the source with the target's bytes (reads both). With Mode verify: an object "
-                        "whose version changed since it was verified fails the copy (size mode), or is compared by "
-                        "SHA-256 (checksum mode).",
-        ),
-        "mode": Param(
-            "copy", type="string", enum=["copy", "verify"], title="Mode",
-            description="copy: copy what is missing and verify. verify: re-verify the newest copies at the target, "
-                        "copy nothing.",
-        ),
-        "include_external": Param(
-            False, type="boolean", title="Include files outside the roots",
-            description="Also copy referenced files outside the indexed roots (below <target>/_external/). Off: a "
-                        "snapshot that references one is not copied.",
-        ),
+        "targets": p.uri_list(
+            "Targets", "A target base URI (every indexed root is mirrored below it by its path below the roots' "
+                       "common directory) and/or SOURCE_ROOT=TARGET_ROOT pairs. Each must lie below a prefix of the "
+                       "Variable statekeeper_dr_allowed_targets. Empty: the Variable statekeeper_dr_targets."),
+        "snapshots": p.uri_list(
+            "Snapshots", "Copy only these snapshots (a chk-N or savepoint directory, or its _metadata URI), instead "
+                         "of every job's latest restorable checkpoint. Empty: the usual selection."),
+        "job_filter": p.job_filter("job (and savepoint) directories"),
+        "savepoints": p.choice(
+            "newest", ["none", "newest", "all"], "Savepoints",
+            "Savepoints to copy besides each job's latest restorable checkpoint: none, the newest restorable one per "
+            "job, or all restorable ones."),
+        "verify": p.choice(
+            "size", ["size", "checksum"], "Verification",
+            "Either way an object already at the target is skipped only when it is proven to be the source's bytes "
+            "(the version this tool recorded when it wrote or verified it, or an equal content hash: S3 MD5 ETag, "
+            "GCS CRC32C, SHA-256); anything else is copied again. size: what this run wrote exists at the target "
+            "with the source's size. checksum: also compare a SHA-256 of the source with the target's bytes (reads "
+            "both). With Mode verify: an object whose version changed since it was verified fails the copy (size "
+            "mode), or is compared by SHA-256 (checksum mode)."),
+        "mode": p.choice(
+            "copy", ["copy", "verify"], "Mode",
+            "copy: copy what is missing and verify. verify: re-verify the newest copies at the target, copy nothing."),
+        "include_external": p.flag(
+            "Include files outside the roots", "Also copy referenced files outside the indexed roots (below "
+                                               "<target>/_external/). Off: a snapshot that references one is not "
+                                               "copied."),
         "keep": Param(
             3, type="integer", minimum=1, title="Keep at the target",
             description="Retention at the target: the newest N checkpoints of each job are kept. Manual runs only; "
                         "scheduled runs use the Variable statekeeper_dr_keep (default 3).",
         ),
-        "gc_mode": Param(
-            "plan", type="string", enum=["plan", "delete"], title="Retention mode at the target",
-            description="plan: a dry run that writes the plan to the DR warehouse's gc_actions and deletes nothing. "
-                        "delete: plan and delete at the target. Manual runs only; scheduled runs use the Variable "
-                        "statekeeper_dr_gc_mode (default plan).",
-        ),
-        "warehouse": Param(
-            "", type="string", title="Warehouse",
-            description="The source warehouse (its validation_jobs table selects what to copy). "
-                        "Empty: the Variable statekeeper_warehouse.",
-        ),
-        "dr_warehouse": Param(
-            "", type="string", title="DR warehouse",
-            description="Where the retention steps keep the DR store's index tables (not inside a target root). "
-                        "Empty: the Variable statekeeper_dr_warehouse.",
-        ),
-        "storage_conn_id": Param(
-            "", type="string", title="Storage connection",
-            description="The source storage connection: 'aws' for s3:// source roots or warehouse (e.g. statekeeper_s3_local), 'google_cloud_platform' for gs://, 'wasb' or 'adls' for abfss://. "
-                        "Empty for local disks and NFS mounts.",
-        ),
-        "dr_storage_conn_id": Param(
-            "", type="string", title="DR storage connection",
-            description="An 'aws' connection for the DR store (targets and DR warehouse). Empty: the Variable "
-                        "statekeeper_dr_storage_conn_id, else the storage connection's settings.",
-        ),
-        **spark_params(),
+        "gc_mode": p.gc_mode(
+            "Retention mode at the target", "plan: a dry run that writes the plan to the DR warehouse's gc_actions "
+                                            "and deletes nothing. delete: plan and delete at the target. Manual runs "
+                                            "only; scheduled runs use the Variable statekeeper_dr_gc_mode (default "
+                                            "plan)."),
+        "warehouse": p.warehouse("The source warehouse (its validation_jobs table selects what to copy)."),
+        "dr_warehouse": p.text(
+            "DR warehouse", "Where the retention steps keep the DR store's index tables (not inside a target root). "
+                            "Empty: the Variable statekeeper_dr_warehouse."),
+        "storage_conn_id": p.storage_connection("Storage connection", "The source storage connection (source roots "
+                                                "and warehouse)", "Empty for local disks and NFS mounts."),
+        "dr_storage_conn_id": p.storage_connection("DR storage connection", "The DR store's connection (targets "
+                                                   "and DR warehouse)", "Empty: the Variable "
+                                                   "statekeeper_dr_storage_conn_id, else the storage connection's "
+                                                   "settings."),
+        **p.spark(),
     },
 ) as dag:
     dr_copy = StatekeeperSparkSubmitOperator(
@@ -255,7 +225,7 @@ with DAG(
     target_chains = StatekeeperSparkSubmitOperator(
         task_id="target_chains",
         job=CHAINS.entry_point,
-        job_args=["--warehouse", DR_WAREHOUSE, *RUN_ID],
+        job_args=["--warehouse", DR_WAREHOUSE, *p.RUN_ID],
         doc_md="Reference chains of the copies (what each copied snapshot uses), in the DR warehouse.",
         **TARGET_SUBMIT,
     )

@@ -2,19 +2,24 @@
 
 Thin by design: each task submits one entry point from spark_jobs/ through
 StatekeeperSparkSubmitOperator; the logic lives in include/statekeeper. Each task's id, entry point
-and exit-code contract (which failures are retried) come from statekeeper.jobs.registry.
+and exit-code contract (which failures are retried) come from statekeeper.registry.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
-from statekeeper.jobs.registry import CHAINS, COMPACT, GC, INDEX, REPORT, VALIDATE
+from statekeeper.defaults import COMPACT_MAX_METADATA_SIZE_TEXT as MAX_METADATA_SIZE
+from statekeeper.defaults import GC_GRACE_TEXT as GRACE
+from statekeeper.defaults import WAREHOUSE_RETENTION_TEXT as RETENTION
+from statekeeper.registry import CHAINS, COMPACT, GC, INDEX, MAINTAIN, REPORT, VALIDATE
+from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
-from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT, spark_params
+from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
 from statekeeper_airflow.operators import RunOutcomeOperator, StatekeeperSparkSubmitOperator
 
-DAG_DOC = """
+
+DAG_DOC = f"""
 ### Flink checkpoint-storage maintenance
 
 Runs Statekeeper's Spark jobs against the checkpoint and savepoint **roots**, writing Delta tables
@@ -31,8 +36,8 @@ to the **warehouse**.
 `gc_actions` and deletes nothing. It runs only when `validate` succeeded (the default trigger rule,
 `all_success`): a run whose newest checkpoint does not restore never deletes anything. Scheduled and
 backfill runs take the mode and the grace period from the Variables `statekeeper_gc_mode` (`plan`
-unless set to `delete`) and `statekeeper_gc_older_than` (default `3d`); manual runs take them from
-the form (`gc_mode`, `older_than`; an empty grace period falls back to the Variable, then `3d`).
+unless set to `delete`) and `statekeeper_gc_older_than` (default `{GRACE}`); manual runs take them from
+the form (`gc_mode`, `older_than`; an empty grace period falls back to the Variable, then `{GRACE}`).
 The retention policy (`retain_last`, `inactive_after`/`inactive_retain`,
 `expire_savepoints_older_than`) and `max_deletes_per_second` are form parameters; scheduled runs use
 their defaults, which expire nothing by policy. To **execute a reviewed plan**, trigger a manual run
@@ -44,14 +49,14 @@ them; the next run retries them); an internal failure (3) is retried and resumes
 **Compaction** (`compact`, see docs/compaction.md) is off unless enabled: scheduled runs follow the
 Variable `statekeeper_compact_enabled` (`false` unless set to `true`), manual runs the form's
 `compact`. It runs after a successful `validate`, beside `gc`, and moves inline state out of every
-`_metadata` larger than `compact_max_metadata_size` (default `64MiB`) into a new
+`_metadata` larger than `compact_max_metadata_size` (default `{MAX_METADATA_SIZE}`) into a new
 `<job dir>/compacted/chk-N/` snapshot directory, verified before its `_metadata` is written; the
 source is never modified. A manual run can name one snapshot (`compact_snapshot`), plan only
 (`compact_dry_run`), or replace the `_metadata` of a stopped job in place (`compact_in_place`).
 
-**Warehouse maintenance** (`maintain_warehouse`) compacts Statekeeper's own Delta tables' small files
-and vacuums versions older than the Variable `statekeeper_warehouse_retention` (default `7d`; refused
-when a job still reads an older version). Scheduled runs do it on Sundays, after `gc` and `compact`,
+**Warehouse maintenance** (`maintain_warehouse`, see docs/tables.md) compacts Statekeeper's own Delta
+tables' small files and vacuums versions older than the Variable `statekeeper_warehouse_retention`
+(default `{RETENTION}`; refused when a job still reads an older version), recorded in `maintenance_runs`. Scheduled runs do it on Sundays, after `gc` and `compact`,
 unless one of them (or `validate` before them) failed; a manual run when the form's
 `maintain_warehouse` is set. Both steps show as
 skipped when off.
@@ -80,69 +85,50 @@ runs never race on one warehouse. Spark submissions share the `statekeeper_spark
 """
 
 ROOTS = "{{ (params.roots | join(',')) if params.roots else var.value.statekeeper_roots }}"
-WAREHOUSE_AND_RUN = [
-    "--warehouse", "{{ params.warehouse or var.value.statekeeper_warehouse }}",
-    "--run-id", "{{ run_id }}",
-]
+WAREHOUSE_AND_RUN = ["--warehouse", p.form_or_variable("warehouse", "statekeeper_warehouse"), *p.RUN_ID]
 INDEX_ARGS = [
     "--roots", ROOTS,
     *WAREHOUSE_AND_RUN,
     "--job-filter", "{{ params.job_filter }}",
-    "--allow-empty-root={{ 'true' if params.allow_empty_roots else 'false' }}",
-    # Manual runs triggered without a logical date have no data interval (the names are undefined).
-    "--data-interval-start", "{{ data_interval_start | ts if data_interval_start is defined and data_interval_start else '' }}",
-    "--data-interval-end", "{{ data_interval_end | ts if data_interval_end is defined and data_interval_end else '' }}",
+    p.flag_arg("allow-empty-root", "params.allow_empty_roots"),
+    *p.DATA_INTERVAL,
 ]
 
 # gc: scheduled and backfill runs follow the Variables (a deployment opts in to deleting once, there);
 # only a manual run takes the form's mode, grace period and plan to execute.
-MANUAL = "dag_run.run_type == 'manual'"
-GC_MODE = ("{{ '--execute=' ~ params.gc_execute_plan if " + MANUAL + " and params.gc_execute_plan else '--mode=' ~ "
-           "((params.gc_mode if " + MANUAL + " else var.value.get('statekeeper_gc_mode', '')) or 'plan') | trim }}")
-GC_OLDER_THAN = ("--older-than={{ ((params.older_than if " + MANUAL + " else '') "
-                 "or var.value.get('statekeeper_gc_older_than', '') or '3d') | trim }}")
-
-
-def optional(option: str, param: str) -> str:
-    """`--option=<param>`, with an empty value when the param is unset (None or ''): the entry points
-    take an empty value as "not given", and every argument stays one token."""
-    return f"--{option}={{{{ params.{param} if params.{param} is not none else '' }}}}"
-
-
+GC_MODE = ("{{ '--execute=' ~ params.gc_execute_plan if " + p.MANUAL + " and params.gc_execute_plan else '--mode=' ~ "
+           + p.manual_or_variable("gc_mode", "statekeeper_gc_mode", "plan") + " | trim }}")
 GC_ARGS = [
     *WAREHOUSE_AND_RUN,
-    # gc plans from the newest succeeded index run; this run's own `index` finished after the run
-    # started, so a newest index run that finished before then is stale and gc refuses to delete.
-    "--index-not-before={{ (dag_run.start_date or dag_run.run_after) | ts }}",
+    p.INDEX_NOT_BEFORE,
     GC_MODE,
-    GC_OLDER_THAN,
-    optional("retain-last", "retain_last"),
-    optional("inactive-after", "inactive_after"),
-    optional("inactive-retain", "inactive_retain"),
-    optional("expire-savepoints-older-than", "expire_savepoints_older_than"),
-    optional("max-deletes-per-second", "max_deletes_per_second"),
+    p.gc_older_than_arg("statekeeper_gc_older_than", param="older_than"),
+    p.optional("retain-last", "retain_last"),
+    p.optional("inactive-after", "inactive_after"),
+    p.optional("inactive-retain", "inactive_retain"),
+    p.optional("expire-savepoints-older-than", "expire_savepoints_older_than"),
+    p.optional("max-deletes-per-second", "max_deletes_per_second"),
     # Ownerless job directories (docs/gc.md "Which roots a GC run must be given"): manual runs only, so
     # no schedule ever declares its roots complete by default.
-    "--roots-complete={{ 'true' if " + MANUAL + " and params.gc_roots_complete else 'false' }}",
-    optional("ownerless-older-than", "gc_ownerless_older_than"),
+    p.flag_arg("roots-complete", p.MANUAL + " and params.gc_roots_complete"),
+    p.optional("ownerless-older-than", "gc_ownerless_older_than"),
 ]
 
-COMPACT_ENABLED = ("{{ (params.compact if " + MANUAL + " else var.value.get('statekeeper_compact_enabled', '')) "
+COMPACT_ENABLED = ("{{ (params.compact if " + p.MANUAL + " else var.value.get('statekeeper_compact_enabled', '')) "
                    "| string | lower | trim in ('true', '1', 'yes', 'on') }}")
 COMPACT_ARGS = [
     *WAREHOUSE_AND_RUN,
     "--max-metadata-size={{ params.compact_max_metadata_size or var.value.get('statekeeper_compact_max_metadata_size', "
-    "'') or '64MiB' }}",
-    "--snapshot={{ params.compact_snapshot if " + MANUAL + " else '' }}",
-    "--dry-run={{ 'true' if " + MANUAL + " and params.compact_dry_run else 'false' }}",
-    "--in-place={{ 'true' if " + MANUAL + " and params.compact_in_place else 'false' }}",
+    f"'') or '{MAX_METADATA_SIZE}' }}}}",
+    "--snapshot={{ params.compact_snapshot if " + p.MANUAL + " else '' }}",
+    p.flag_arg("dry-run", p.MANUAL + " and params.compact_dry_run"),
+    p.flag_arg("in-place", p.MANUAL + " and params.compact_in_place"),
 ]
 # Weekly on scheduled runs (the run that fires on a Sunday), on request on manual ones.
-MAINTAIN_ENABLED = "{{ params.maintain_warehouse if " + MANUAL + " else (dag_run.run_after.weekday() == 6) }}"
+MAINTAIN_ENABLED = "{{ params.maintain_warehouse if " + p.MANUAL + " else (dag_run.run_after.weekday() == 6) }}"
 MAINTAIN_ARGS = [
     *WAREHOUSE_AND_RUN,
-    "--maintain-warehouse",
-    "--warehouse-retention={{ var.value.get('statekeeper_warehouse_retention', '') or '7d' }}",
+    f"--warehouse-retention={{{{ var.value.get('statekeeper_warehouse_retention', '') or '{RETENTION}' }}}}",
 ]
 
 SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ params.storage_conn_id }}"}
@@ -158,109 +144,75 @@ with DAG(
     tags=["statekeeper", "flink"],
     default_args=DEFAULT_ARGS,
     params={
-        "roots": Param(
-            [], type="array", items={"type": "string"},
-            title="Roots",
-            description="Checkpoint base directories (<root>/<job-id>/chk-N) or savepoint base directories, "
-                        "as file://, s3://, oss://, gs:// or abfss:// URIs. Empty: the Variable statekeeper_roots (comma-separated).",
-        ),
-        "job_filter": Param(
-            "", type="string", title="Job filter",
-            description="Only job directories whose name matches this glob (e.g. 'a1b2*'). Empty: all jobs.",
-        ),
-        "allow_empty_roots": Param(
-            False, type="boolean", title="Allow empty S3 roots",
-            description="Index an s3:// root with no object under it (e.g. a savepoint prefix nobody wrote to yet) "
-                        "as empty. Off: such a root fails the index as a likely typo.",
-        ),
-        "warehouse": Param(
-            "", type="string", title="Warehouse",
-            description="Where the Delta tables live (a local path, file:// or s3:// prefix). "
-                        "Empty: the Variable statekeeper_warehouse.",
-        ),
-        "storage_conn_id": Param(
-            "", type="string", title="Storage connection",
-            description="The storage connection: 'aws' for s3:// roots or warehouse (e.g. statekeeper_s3_local), 'google_cloud_platform' for gs://, 'wasb' or 'adls' for abfss:// (docs/storage-schemes.md). "
-                        "Empty for local disks and NFS mounts.",
-        ),
-        **spark_params(),
-        "gc_mode": Param(
-            "plan", type="string", enum=["plan", "delete"], title="GC mode",
-            description="plan: a dry run that writes the plan to gc_actions and deletes nothing. delete: plan "
-                        "and delete. Manual runs only; scheduled runs use the Variable statekeeper_gc_mode "
-                        "(default plan).",
-        ),
-        "gc_execute_plan": Param(
-            "", type="string", title="GC: execute a reviewed plan",
-            description="The run id of a reviewed dry run (gc_runs): delete exactly its planned files instead "
-                        "of planning anew; the GC mode is then ignored. Empty: plan (or delete) as usual.",
-        ),
-        "older_than": Param(
-            "", type="string", title="GC grace period",
-            description="Never delete anything newer than this (e.g. 3d, 12h, 90m; under 1h is refused). "
-                        "Empty: the Variable statekeeper_gc_older_than, else 3d.",
-        ),
+        "roots": p.uri_list(
+            "Roots", "Checkpoint base directories (<root>/<job-id>/chk-N) or savepoint base directories, as file://, "
+                     "s3://, oss://, gs:// or abfss:// URIs. Empty: the Variable statekeeper_roots (comma-separated)."),
+        "job_filter": p.job_filter("job directories"),
+        "allow_empty_roots": p.flag(
+            "Allow empty S3 roots", "Index an s3:// root with no object under it (e.g. a savepoint prefix nobody "
+                                    "wrote to yet) as empty. Off: such a root fails the index as a likely typo."),
+        "warehouse": p.warehouse("Where the Delta tables live (a local path, file:// or s3:// prefix)."),
+        "storage_conn_id": p.storage_connection("Storage connection", "The storage connection of the roots and the "
+                                                "warehouse", "Empty for local disks and NFS mounts."),
+        **p.spark(),
+        "gc_mode": p.gc_mode(
+            "GC mode", "plan: a dry run that writes the plan to gc_actions and deletes nothing. delete: plan and "
+                       "delete. Manual runs only; scheduled runs use the Variable statekeeper_gc_mode (default plan)."),
+        "gc_execute_plan": p.text(
+            "GC: execute a reviewed plan", "The run id of a reviewed dry run (gc_runs): delete exactly its planned "
+                                           "files instead of planning anew; the GC mode is then ignored. Empty: plan "
+                                           "(or delete) as usual."),
+        "older_than": p.text(
+            "GC grace period", f"Never delete anything newer than this (e.g. 3d, 12h, 90m; under 1h is refused). "
+                               f"Empty: the Variable statekeeper_gc_older_than, else {GRACE}."),
         "retain_last": Param(
             None, type=["null", "integer"], minimum=1, title="GC: retain last N checkpoints",
             description="Expire all but the newest N retained checkpoints of each job. Empty: expire nothing "
                         "by count.",
         ),
-        "inactive_after": Param(
-            "", type="string", title="GC: inactive after",
-            description="A job whose newest checkpoint is older than this (e.g. 30d) is inactive and keeps only "
-                        "its newest 'GC: inactive jobs keep' checkpoints. Empty: no job counts as inactive.",
-        ),
+        "inactive_after": p.text(
+            "GC: inactive after", "A job whose newest checkpoint is older than this (e.g. 30d) is inactive and keeps "
+                                  "only its newest 'GC: inactive jobs keep' checkpoints. Empty: no job counts as "
+                                  "inactive."),
         "inactive_retain": Param(
             1, type="integer", minimum=1, title="GC: inactive jobs keep",
             description="How many newest checkpoints an inactive job keeps (see 'GC: inactive after').",
         ),
-        "expire_savepoints_older_than": Param(
-            "", type="string", title="GC: expire savepoints older than",
-            description="Expire savepoints older than this (e.g. 90d). Empty: savepoints never expire.",
-        ),
-        "gc_roots_complete": Param(
-            False, type="boolean", title="GC: the roots are complete",
-            description="Declare that the roots are every root any job may restore from (all deployments, "
-                        "savepoint roots). Then files of job directories without any snapshot (ownerless: e.g. a "
-                        "job whose checkpoint a job in another root claimed) may be deleted. Off: they are held "
-                        "back and listed in the GC summary and report.",
-        ),
-        "gc_ownerless_older_than": Param(
-            "", type="string", title="GC: collect ownerless directories older than",
-            description="Also collect ownerless job directories whose newest object is older than this (e.g. "
-                        "90d; must exceed the grace period). Empty: never.",
-        ),
+        "expire_savepoints_older_than": p.text(
+            "GC: expire savepoints older than", "Expire savepoints older than this (e.g. 90d). Empty: savepoints "
+                                                "never expire."),
+        "gc_roots_complete": p.flag(
+            "GC: the roots are complete", "Declare that the roots are every root any job may restore from (all "
+                                          "deployments, savepoint roots). Then files of job directories without any "
+                                          "snapshot (ownerless: e.g. a job whose checkpoint a job in another root "
+                                          "claimed) may be deleted. Off: they are held back and listed in the GC "
+                                          "summary and report."),
+        "gc_ownerless_older_than": p.text(
+            "GC: collect ownerless directories older than", "Also collect ownerless job directories whose newest "
+                                                             "object is older than this (e.g. 90d; must exceed the "
+                                                             "grace period). Empty: never."),
         "max_deletes_per_second": Param(
             None, type=["null", "number"], exclusiveMinimum=0, title="GC: max deletes per second",
             description="Rate limit on deletions against the storage. Empty: unlimited.",
         ),
-        "compact": Param(
-            False, type="boolean", title="Compact bloated _metadata",
-            description="Run the compaction step (manual runs; scheduled runs follow the Variable "
-                        "statekeeper_compact_enabled, default off).",
-        ),
-        "compact_max_metadata_size": Param(
-            "", type="string", title="Compaction: select _metadata larger than",
-            description="e.g. 64MiB, 512KiB. Empty: the Variable statekeeper_compact_max_metadata_size, else 64MiB.",
-        ),
-        "compact_snapshot": Param(
-            "", type="string", title="Compaction: only this snapshot",
-            description="A snapshot directory or its _metadata URI (manual runs). Empty: select by size.",
-        ),
-        "compact_dry_run": Param(
-            False, type="boolean", title="Compaction: dry run",
-            description="Plan only: report what would move and the sizes after; write nothing.",
-        ),
-        "compact_in_place": Param(
-            False, type="boolean", title="Compaction: in place (stopped jobs only)",
-            description="Replace the source _metadata itself, keeping the original beside it. Refused for a job "
-                        "that wrote anything in the last hour. Off: a new <job dir>/compacted/chk-N/ directory.",
-        ),
-        "maintain_warehouse": Param(
-            False, type="boolean", title="Maintain the warehouse tables",
-            description="Compact the Delta tables' small files and vacuum old versions (manual runs; scheduled "
-                        "runs do it on Sundays).",
-        ),
+        "compact": p.flag(
+            "Compact bloated _metadata", "Run the compaction step (manual runs; scheduled runs follow the Variable "
+                                         "statekeeper_compact_enabled, default off)."),
+        "compact_max_metadata_size": p.text(
+            "Compaction: select _metadata larger than", "e.g. 64MiB, 512KiB. Empty: the Variable "
+                                                        f"statekeeper_compact_max_metadata_size, else {MAX_METADATA_SIZE}."),
+        "compact_snapshot": p.text(
+            "Compaction: only this snapshot", "A snapshot directory or its _metadata URI (manual runs). Empty: select "
+                                              "by size."),
+        "compact_dry_run": p.flag(
+            "Compaction: dry run", "Plan only: report what would move and the sizes after; write nothing."),
+        "compact_in_place": p.flag(
+            "Compaction: in place (stopped jobs only)", "Replace the source _metadata itself, keeping the original "
+                                                        "beside it. Refused for a job that wrote anything in the last "
+                                                        "hour. Off: a new <job dir>/compacted/chk-N/ directory."),
+        "maintain_warehouse": p.flag(
+            "Maintain the warehouse tables", "Compact the Delta tables' small files and vacuum old versions (manual "
+                                             "runs; scheduled runs do it on Sundays)."),
     },
 ) as dag:
     index = StatekeeperSparkSubmitOperator(
@@ -325,8 +277,8 @@ with DAG(
         **SUBMIT,
     )
     maintain = StatekeeperSparkSubmitOperator(
-        task_id="maintain_warehouse",
-        job=COMPACT.entry_point,
+        task_id=MAINTAIN.name,
+        job=MAINTAIN.entry_point,
         job_args=MAINTAIN_ARGS,
         enabled=MAINTAIN_ENABLED,
         skip_reason="it runs on Sundays, or when the form's maintain_warehouse is set",
@@ -335,7 +287,7 @@ with DAG(
         # A skipped `compact` (off) does not hold it back.
         trigger_rule="none_failed_min_one_success",
         doc_md="Compacts the warehouse's Delta tables (small files) and vacuums versions older than the "
-               "retention, never one a job still reads. Weekly.",
+               "retention, never one a job still reads; writes `maintenance_runs`. Weekly.",
         **SUBMIT,
     )
     report = StatekeeperSparkSubmitOperator(

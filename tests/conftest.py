@@ -11,14 +11,18 @@ So `pytest -m unit` (make test-unit) never needs a JVM, a moto server, an emulat
 long as tests reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
 spark-submit directly must still say so with an explicit marker.
 """
+import os
+
 import pytest
 
 pytest_plugins = [
     "tests.plugins.airflow",
+    "tests.plugins.budget",
     "tests.plugins.browser",
     "tests.plugins.fault_proxy",
     "tests.plugins.flink",
     "tests.plugins.object_stores",
+    "tests.plugins.prepared",
     "tests.plugins.s3",
     "tests.plugins.spark",
     "tests.plugins.spark_cluster",
@@ -43,8 +47,20 @@ TIER_FIXTURES = {
 NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-matrix", action="store_true", default=os.environ.get("STATEKEEPER_FULL_MATRIX") == "1",
+                     help="also run the tests marked full_matrix (every harness Flink version where `make test` "
+                          "runs the newest only; also STATEKEEPER_FULL_MATRIX=1)")
+
+
 @pytest.hookimpl(tryfirst=True)   # before `-m` deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--full-matrix"):
+        # Deselected, not skipped: `make test` lists what it runs; the nightly/release run adds them.
+        matrix = [item for item in items if item.get_closest_marker("full_matrix")]
+        if matrix:
+            config.hook.pytest_deselected(items=matrix)
+            items[:] = [item for item in items if not item.get_closest_marker("full_matrix")]
     for item in items:
         used = set(item.fixturenames)
         for marker, fixtures in TIER_FIXTURES.items():

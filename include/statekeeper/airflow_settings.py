@@ -103,9 +103,14 @@ def parse_settings(text: str, env: Mapping[str, str] | None = None, *, source: s
     unknown = set(section) - {"connections", "variables", "pools"}
     if unknown:
         raise SettingsError(f"{source}: unknown keys under 'airflow': {sorted(unknown)}")
+    return AirflowSettings(_connections(section.get("connections") or [], env, source),
+                           _variables(section.get("variables") or [], env, source),
+                           _pools(section.get("pools") or [], source))
 
+
+def _connections(entries: list[Any], env: Mapping[str, str], source: str) -> dict[str, dict[str, Any]]:
     connections: dict[str, dict[str, Any]] = {}
-    for i, raw in enumerate(section.get("connections") or []):
+    for i, raw in enumerate(entries):
         where = f"{source}: airflow.connections[{i}]"
         if not isinstance(raw, dict) or not raw.get("conn_id") or not raw.get("conn_type"):
             raise SettingsError(f"{where}: each connection needs conn_id and conn_type")
@@ -126,16 +131,22 @@ def parse_settings(text: str, env: Mapping[str, str] | None = None, *, source: s
         if raw["conn_id"] in connections:
             raise SettingsError(f"{where}: duplicate conn_id {raw['conn_id']!r}")
         connections[raw["conn_id"]] = conn
+    return connections
 
+
+def _variables(entries: list[Any], env: Mapping[str, str], source: str) -> dict[str, str]:
     variables: dict[str, str] = {}
-    for i, raw in enumerate(section.get("variables") or []):
+    for i, raw in enumerate(entries):
         where = f"{source}: airflow.variables[{i}]"
         if not isinstance(raw, dict) or not raw.get("variable_name"):
             raise SettingsError(f"{where}: each variable needs variable_name and variable_value")
         variables[raw["variable_name"]] = expand(str(raw.get("variable_value", "")), env, where=where)
+    return variables
 
+
+def _pools(entries: list[Any], source: str) -> dict[str, dict[str, Any]]:
     pools: dict[str, dict[str, Any]] = {}
-    for i, raw in enumerate(section.get("pools") or []):
+    for i, raw in enumerate(entries):
         where = f"{source}: airflow.pools[{i}]"
         if not isinstance(raw, dict) or not raw.get("pool_name") or "pool_slot" not in raw:
             raise SettingsError(f"{where}: each pool needs pool_name and pool_slot")
@@ -147,7 +158,7 @@ def parse_settings(text: str, env: Mapping[str, str] | None = None, *, source: s
             "description": str(raw.get("pool_description", "")),
             "include_deferred": False,
         }
-    return AirflowSettings(connections, variables, pools)
+    return pools
 
 
 def load_settings(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> AirflowSettings:

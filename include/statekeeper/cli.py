@@ -4,7 +4,7 @@ Subcommands live in `statekeeper.commands`, one module per command; each module 
 `NAME`, `HELP`, `configure(parser)` and `run(args) -> int` and is found automatically, so adding a
 command never touches this file. Exit codes are shared by all commands (see EXIT_*).
 
-0 and 2 mean what they mean for the Spark jobs (statekeeper.jobs.registry.ExitCode); the other
+0 and 2 mean what they mean for the Spark jobs (statekeeper.registry.ExitCode); the other
 codes are the commands' own: a command answers a question about one object, so "the object is
 missing" and "its `_metadata` is corrupt" get codes of their own, where a job's 1 and 3 speak of a
 whole run.
@@ -17,7 +17,7 @@ import pkgutil
 import sys
 from typing import Optional, Sequence
 
-from statekeeper.jobs.registry import ExitCode
+from statekeeper.registry import ExitCode
 
 EXIT_OK = ExitCode.OK
 EXIT_USAGE = ExitCode.USAGE  # argparse's own code for bad arguments

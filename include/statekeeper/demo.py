@@ -71,16 +71,11 @@ def summarize(warehouse: str, run_id: str) -> str:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency, UnitKind
-
     def table(name: str):
         return DeltaTable(f"{warehouse.rstrip('/')}/{name}").to_pyarrow_table()
 
     def this_run(name: str):
         return table(name).filter(pc.equal(pc.field("airflow_run_id"), run_id)).to_pylist()
-
-    def short(job_id: str | None) -> str:
-        return f"{job_id[:8]}…" if job_id else "?"
 
     index_run = (this_run("index_runs") or [{}])[0]
     validation = (this_run("validation_runs") or [{}])[0]
@@ -96,25 +91,13 @@ def summarize(warehouse: str, run_id: str) -> str:
         f"  references: {refs.num_rows}",
         "reference chains (dependencies): snapshots that use another job's or a savepoint's files",
     ]
-    cross: dict[tuple[str, str, str], list[int]] = {}
-    for d in table("dependencies").to_pylist():
-        if d["dependency"] == Dependency.DIRECT and d["relation"] in FOREIGN_RELATIONS:
-            acc = cross.setdefault((d["snapshot_job_id"], d["relation"], d["target_uri"]), [0, 0, 0])
-            acc[0] += 1
-            acc[1] += d["files"] or 0
-            acc[2] += d["bytes"] or 0
-    lines += [f"  job {short(job)} -> {relation} {target}: {n} snapshot(s), {f} files, {b:,} bytes"
+    cross = _cross_job_uses(table("dependencies").to_pylist())
+    lines += [f"  job {_short(job)} -> {relation} {target}: {n} snapshot(s), {f} files, {b:,} bytes"
               for (job, relation, target), (n, f, b) in sorted(cross.items())] or ["  none"]
     lines.append(f"validation run {validation.get('run_id', '?')}: {validation.get('status', '?')} "
                  f"({validation.get('snapshots', '?')} snapshots, {validation.get('snapshots_with_errors', '?')} "
                  f"with errors, {validation.get('snapshots_with_warnings', '?')} with warnings)")
-    for job in sorted(table("validation_jobs").to_pylist(), key=lambda j: j["location"]):
-        if job["kind"] != UnitKind.JOB:
-            continue
-        latest = job["latest_restorable_checkpoint_id"]
-        lines.append(f"  job {short(job['job_id'])}: newest chk-{job['newest_checkpoint_id']} "
-                     f"{'restorable' if job['newest_restorable'] else 'NOT restorable'}; "
-                     f"latest restorable: {f'chk-{latest}' if latest is not None else 'none'}")
+    lines += _job_health_lines(table("validation_jobs").to_pylist())
     if validation.get("report_uri"):
         lines.append(f"  Data Docs: {validation['report_uri']}")
     lines.append(f"tables: {warehouse}/{{files,snapshots,references,inline_state,index_runs,dependencies,pins,"
@@ -123,6 +106,39 @@ def summarize(warehouse: str, run_id: str) -> str:
         target = sorted(cross)[0][2]
         lines.append(f"who keeps that directory alive: .venv/bin/statekeeper explain {target}/shared --warehouse {warehouse}")
     return "\n".join(lines)
+
+
+def _short(job_id: str | None) -> str:
+    return f"{job_id[:8]}…" if job_id else "?"
+
+
+def _cross_job_uses(dependencies: list[dict]) -> dict[tuple[str, str, str], list[int]]:
+    """(job id, relation, directory) -> [snapshots, files, bytes] of every direct use of another job's
+    or a savepoint's files."""
+    from statekeeper.tables.vocabulary import FOREIGN_RELATIONS, Dependency
+
+    cross: dict[tuple[str, str, str], list[int]] = {}
+    for d in dependencies:
+        if d["dependency"] == Dependency.DIRECT and d["relation"] in FOREIGN_RELATIONS:
+            acc = cross.setdefault((d["snapshot_job_id"], d["relation"], d["target_uri"]), [0, 0, 0])
+            acc[0] += 1
+            acc[1] += d["files"] or 0
+            acc[2] += d["bytes"] or 0
+    return cross
+
+
+def _job_health_lines(validation_jobs: list[dict]) -> list[str]:
+    from statekeeper.tables.vocabulary import UnitKind
+
+    lines = []
+    for job in sorted(validation_jobs, key=lambda j: j["location"]):
+        if job["kind"] != UnitKind.JOB:
+            continue
+        latest = job["latest_restorable_checkpoint_id"]
+        lines.append(f"  job {_short(job['job_id'])}: newest chk-{job['newest_checkpoint_id']} "
+                     f"{'restorable' if job['newest_restorable'] else 'NOT restorable'}; "
+                     f"latest restorable: {f'chk-{latest}' if latest is not None else 'none'}")
+    return lines
 
 
 def gc_summary(warehouse: str, run_id: str, label: str) -> str:
@@ -232,8 +248,7 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
     from statekeeper.tables.reader import TableReader
 
     reader = TableReader(Warehouse(warehouse))
-    runs = {r["mode"]: r for r in reader.read("compaction_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id}
-    run = runs["compact"]
+    run = next(r for r in reader.read("compaction_runs").to_pylist() if r["airflow_run_id"] == airflow_run_id)
     rows = [r for r in reader.read("compactions").to_pylist() if r["run_id"] == run["run_id"]]
     lines = [f"compaction {run['run_id']}: {run['status']}, {run['compacted']} snapshot(s) compacted, "
              f"{run['failed']} failed; {run['files_written']} file(s) written"]
@@ -243,14 +258,12 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
     for r in run["report"][:5]:
         lines.append(f"  inline: {r['job_dir'][:12]}… {r['operator_uid'] or r['operator_name'] or r['operator_id']}: "
                      f"{r['inline_bytes']:,} bytes in {r['snapshots']} snapshot(s), {r['movable_bytes']:,} movable")
-    maintenance = runs.get("maintain_warehouse")
+    maintenance = next((r for r in reader.read("maintenance_runs").to_pylist()
+                        if r["airflow_run_id"] == airflow_run_id), None)
     if maintenance is not None:
-        import json
-
-        report = json.loads(maintenance["maintenance"] or "{}")
         lines.append(f"warehouse maintenance {maintenance['run_id']}: {maintenance['status']}; "
-                     f"{report.get('files_compacted', 0)} small file(s) compacted, {report.get('files_vacuumed', 0)} "
-                     f"vacuumed, live data files {report.get('files_before', 0)} -> {report.get('files_after', 0)}")
+                     f"{maintenance['files_compacted']} small file(s) compacted, {maintenance['files_vacuumed']} "
+                     f"vacuumed, live data files {maintenance['files_before']} -> {maintenance['files_after']}")
     return "\n".join(lines)
 
 

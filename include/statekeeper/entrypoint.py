@@ -1,31 +1,148 @@
-"""What the thin entry points in spark_jobs/ share: arguments, exit codes, the Spark session, results.
+"""The one driver of every entry point in spark_jobs/: arguments, options, the Spark session, exit codes.
 
 Every Statekeeper Spark job speaks the same command-line dialect and the same exit codes
-(`statekeeper.jobs.registry.ExitCode`; what each means for one job is in its registry entry), so
+(`statekeeper.registry.ExitCode`; what each means for one job is in its registry entry), so
 an orchestrator (the Airflow operator, a cron wrapper, a human) can react to any job the same way.
 Configuration errors (`statekeeper.errors.ConfigurationError`) exit 2, any other failure 3.
+
+A job package declares its command line once, as a `JobEntry` in its `entry.py`: its own arguments,
+how they become its options dataclass, and the exit code of a finished run. This module does the
+rest, the same way for every job: parse, build and check the options (and the warehouse) before
+Spark starts, start the session, build the job from the registry, `configure` it, execute, print
+the summary, write `--result-json`, exit. `spark_jobs/<entry point>.py` is a few lines around
+`script(...)`.
 
 pyspark is imported lazily so that `--help` and configuration errors answer in well under a second.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generic, Iterator, TypeVar
 
 from statekeeper.errors import ConfigurationError
-from statekeeper.jobs.registry import ExitCode, JobSpec
+from statekeeper import registry
+from statekeeper.registry import ExitCode, JobSpec
+
+O = TypeVar("O")
 
 S3_EPILOG = ("S3 settings come from the environment: STATEKEEPER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
              "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, STATEKEEPER_S3_PATH_STYLE (never from "
              "the command line, where they would show in process listings).")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class UsageError(ConfigurationError):
+    """Arguments argparse cannot refuse by itself (a value out of range, a missing root): reported the
+    way argparse reports its own errors, with the usage line, exit 2."""
+
+
+def _always_ok(result: Any, args: argparse.Namespace) -> ExitCode:
+    return ExitCode.OK
+
+
+@dataclass(frozen=True)
+class JobEntry(Generic[O]):
+    """A job's command line: what it adds to the common arguments, and what a run's outcome means."""
+
+    job: JobSpec
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    # The job's options dataclass from the parsed arguments: pure, before Spark starts (UsageError,
+    # or any ConfigurationError for a value its own parser refuses).
+    options: Callable[[argparse.Namespace], O]
+    # The exit code of a run that finished (whatever its Result says; exceptions are the driver's).
+    exit_code: Callable[[Any, argparse.Namespace], ExitCode] = _always_ok
+    # Open the warehouse before Spark starts, so a wrong one answers in a second (the index, which
+    # creates it, leaves it to the run).
+    check_warehouse: bool = True
+    # Further checks of the checked options before Spark starts (roots, a second store's settings).
+    preflight: Callable[[O], Any] | None = None
+    # Builder settings that are not options (a second store's settings: secrets stay out of options).
+    wire: Callable[[Any], Any] | None = None
+
+
+def script(entry_point: str, caller: str) -> tuple[Callable[[], argparse.ArgumentParser], Callable[..., int]]:
+    """`parser` and `main` of `spark_jobs/<entry_point>.py`, from its job's `ENTRY` (found through the
+    registry); when the script itself runs (`caller`, its `__name__`, is "__main__"), it runs the job and
+    exits with its code."""
+    entry = importlib.import_module(registry.job(entry_point).entry_module).ENTRY
+
+    def parser() -> argparse.ArgumentParser:
+        return build_parser(entry)
+
+    def main(argv: list[str] | None = None) -> int:
+        return run(entry, argv)
+
+    if caller == "__main__":
+        sys.exit(main())
+    return parser, main
+
+
+def build_parser(entry: JobEntry[Any], prog: str | None = None) -> argparse.ArgumentParser:
+    """The common arguments, the job's own, and its exit codes from the registry in the epilog."""
+    parser = job_parser(entry.job, entry.description)
+    if prog:
+        parser.prog = prog
+    entry.add_arguments(parser)
+    return parser
+
+
+def run(entry: JobEntry[Any], argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Parse `argv`, check the options before Spark starts, run the job; the exit code."""
+    from statekeeper.tables.errors import TableError
+
+    parser = build_parser(entry, prog)
+    args = parser.parse_args(argv)
+    configure_logging()
+    log = logging.getLogger(entry.job.logger)
+    try:
+        options = _checked_options(entry, args)
+    except UsageError as exc:
+        parser.error(str(exc))
+    except (ConfigurationError, TableError) as exc:
+        log.error("configuration error: %s", exc)
+        return ExitCode.USAGE
+
+    def execute(spark: Any) -> JobOutcome:
+        from statekeeper.storage import StorageConfig
+
+        job = common_options(_builder(entry.job)(spark), args, StorageConfig.from_env()).configure(options)
+        if entry.wire is not None:
+            job = entry.wire(job)
+        result = job.execute()
+        return JobOutcome(result.summary(), result.to_mapping(), entry.exit_code(result, args))
+
+    return run_job(args, entry.job, execute)
+
+
+def _checked_options(entry: JobEntry[O], args: argparse.Namespace) -> O:
+    """The job's options, checked, and whatever else can be checked before Spark starts: a wrong
+    setting should answer in a second, not after JVM start-up."""
+    options = entry.options(args)
+    options.check()
+    if entry.preflight is not None:
+        entry.preflight(options)
+    if entry.check_warehouse:
+        from statekeeper.storage import StorageConfig
+        from statekeeper.tables.warehouse import Warehouse
+
+        Warehouse(args.warehouse, StorageConfig.from_env())
+    return options
+
+
+def _builder(job: JobSpec) -> Callable[[Any], Any]:
+    """The job's builder class, named by the registry ("module:Class"); imported only now, with pyspark."""
+    module, _, name = job.builder.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def flag(text: str) -> bool:
@@ -57,6 +174,20 @@ def snapshots_from(values: list[str]) -> tuple[str, ...]:
             raise SnapshotArgumentError(f"snapshot {value!r} is not an absolute URI (file://, s3://, oss://, gs://, abfss://): {exc}") from None
         out.append(uri if uri.endswith("/_metadata") else uri + "/_metadata")
     return tuple(out)
+
+
+def add_flag(parser: argparse.ArgumentParser, option: str, help_text: str) -> None:
+    """`--option` (true) or `--option=true|false`, which the DAG forms render; off unless given."""
+    parser.add_argument(option, nargs="?", const=True, default=False, type=flag, metavar="BOOL", help=help_text)
+
+
+def add_snapshot_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """`--snapshot URI` (repeatable, comma-separated; an empty value is none): read with `snapshots_from`."""
+    parser.add_argument("--snapshot", action="append", default=[], metavar="URI", help=help_text)
+
+
+def add_job_filter(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--job-filter", default="", metavar="GLOB", help=f"only {what} whose name matches this glob")
 
 
 def add_root_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -153,26 +284,13 @@ class JobOutcome:
     exit_code: ExitCode
 
 
-def run_job(args: argparse.Namespace, job: JobSpec, execute: Callable[[Any], JobOutcome], *,
-            preflight: Callable[[], None] | None = None) -> int:
+def run_job(args: argparse.Namespace, job: JobSpec, execute: Callable[[Any], JobOutcome]) -> int:
     """Run `execute(spark)`, turning every outcome into an exit code, a summary and --result-json.
 
-    `preflight` checks the configuration before Spark starts (a wrong warehouse should answer in a
-    second, not after JVM start-up). Configuration errors exit 2 with their message; anything else
-    exits 3 with the traceback in the log. Nothing is swallowed: the result JSON always says what
-    happened.
+    Configuration errors exit 2 with their message; anything else exits 3 with the traceback in the
+    log. Nothing is swallowed: the result JSON always says what happened.
     """
-    from statekeeper.errors import ConfigurationError
-    from statekeeper.tables.errors import TableError
-
-    configure_logging()
     log = logging.getLogger(job.logger)
-    if preflight is not None:
-        try:
-            preflight()
-        except (ConfigurationError, TableError) as exc:
-            log.error("configuration error: %s", exc)
-            return ExitCode.USAGE
     with spark_session(job.app_name, args.master) as spark:
         try:
             outcome = execute(spark)
@@ -187,3 +305,14 @@ def run_job(args: argparse.Namespace, job: JobSpec, execute: Callable[[Any], Job
     print(outcome.summary, flush=True)
     write_result(args.result_json, outcome.mapping)
     return outcome.exit_code
+
+
+def argtype(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """`parse` as an argparse type: its ConfigurationError becomes argparse's own error message."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ConfigurationError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = name
+    return convert

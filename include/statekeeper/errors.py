@@ -12,4 +12,4 @@ class StatekeeperError(Exception):
 class ConfigurationError(StatekeeperError):
     """The arguments, roots, warehouse or storage settings are wrong, or an input table a job
     needs is absent: nothing was attempted, and retrying without a change cannot help. Jobs exit 2
-    on it (statekeeper.jobs.registry.ExitCode.USAGE). Mixed into the layer errors that mean this."""
+    on it (statekeeper.registry.ExitCode.USAGE). Mixed into the layer errors that mean this."""

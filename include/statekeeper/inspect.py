@@ -37,6 +37,7 @@ from typing import Any
 
 from statekeeper.format import CheckpointMetadata, account, extract_references
 from statekeeper.format.references import MANAGED_DIR, MetadataReferences
+from statekeeper.units import human_size
 
 JSON_SCHEMA_VERSION = 1
 _RELEASES = {2: "Flink 1.3-1.10", 3: "Flink 1.11-1.15", 4: "Flink 1.16-1.20", 5: "Flink 2.0", 6: "Flink 2.1+"}
@@ -61,71 +62,6 @@ def build_report(model: CheckpointMetadata, metadata_uri: str, *, top: int = 5,
     n_files, n_bytes = _physical(refs.files)
     outside = refs.outside_snapshot()
     out_files, out_bytes = _physical(outside)
-
-    per_op_files: dict[str, list] = defaultdict(list)
-    for f in refs.files:
-        if f.operator_id is not None:
-            per_op_files[f.operator_id].append(f)
-    per_op_inline: dict[str, list] = defaultdict(list)
-    for s in refs.inline:
-        if s.operator_id is not None:
-            per_op_inline[s.operator_id].append(s)
-
-    operators = []
-    for op in model.operators:
-        inl = per_op_inline.get(op.operator_id, [])
-        by_kind: dict[tuple, list] = defaultdict(lambda: [0, 0])
-        for s in inl:
-            a = by_kind[(s.slot, s.role, s.handle_kind)]
-            a[0] += s.inline_bytes
-            a[1] += s.handle_count
-        kinds = sorted(
-            ({"slot": k[0], "role": k[1], "handle_kind": k[2], "bytes": v[0], "handles": v[1]}
-             for k, v in by_kind.items()),
-            key=lambda d: (-d["bytes"], d["slot"], d["role"]),
-        )
-        contributors = sorted(inl, key=lambda s: (-s.inline_bytes, s.subtask if s.subtask is not None else -1))
-        f_count, f_bytes = _physical(per_op_files.get(op.operator_id, []))
-        operators.append({
-            "operator_id": op.operator_id,
-            "name": op.name,
-            "uid": op.uid,
-            "parallelism": op.parallelism,
-            "max_parallelism": op.max_parallelism,
-            "subtask_states": len(op.subtasks),
-            "finished_subtasks": sum(1 for s in op.subtasks if s.finished),
-            "fully_finished": op.fully_finished,
-            "inline_bytes": sum(s.inline_bytes for s in inl),
-            "coordinator_bytes": op.coordinator.payload.length if op.coordinator else 0,
-            "inline_handles": sum(s.handle_count for s in inl),
-            "inline_by_kind": kinds,
-            "referenced_files": f_count,
-            "referenced_bytes": f_bytes,
-            "top_inline": [
-                {"subtask": s.subtask, "slot": s.slot, "role": s.role, "handle_kind": s.handle_kind,
-                 "bytes": s.inline_bytes, "handles": s.handle_count}
-                for s in contributors[: max(top, 0)]
-            ],
-        })
-    operators.sort(key=lambda o: (-o["inline_bytes"], -o["referenced_bytes"], o["operator_id"]))
-
-    # A checkpoint's own job directory (parent of chk-N) holds its shared/ and taskowned/: those
-    # references are normal; anything else belongs to another job, a savepoint or DSTL.
-    snap_name = refs.snapshot_dir.rsplit("/", 1)[-1]
-    job_dir = refs.snapshot_dir.rsplit("/", 1)[0] if snap_name.startswith("chk-") else None
-    groups: dict[str, list] = defaultdict(list)
-    for f in outside:
-        directory = f.uri if f.scope == MANAGED_DIR else f.uri.rsplit("/", 1)[0]
-        groups[directory].append(f)
-    outside_groups = []
-    for directory, fs in groups.items():
-        c, b = _physical(fs)
-        dirs = sum(1 for f in fs if f.scope == MANAGED_DIR)
-        same_job = job_dir is not None and directory.startswith(job_dir + "/")
-        outside_groups.append({"directory": directory, "files": c, "bytes": b, "managed_dirs": dirs,
-                               "same_job": same_job})
-    outside_groups.sort(key=lambda g: (g["same_job"], -g["bytes"], g["directory"]))
-
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "metadata_uri": refs.metadata_uri,
@@ -153,26 +89,88 @@ def build_report(model: CheckpointMetadata, metadata_uri: str, *, top: int = 5,
         "master_states": [
             {"name": m.name, "version": m.version, "bytes": m.payload.length} for m in model.master_states
         ],
-        "operators": operators,
-        "outside_references": outside_groups,
+        "operators": _operators(model, refs, top),
+        "outside_references": _outside_groups(refs.snapshot_dir, outside),
     }
+
+
+def _operators(model: CheckpointMetadata, refs: MetadataReferences, top: int) -> list[dict[str, Any]]:
+    """Per operator: identity, inline bytes by kind and its largest contributors, referenced files;
+    the largest inline state first."""
+    per_op_files: dict[str, list] = defaultdict(list)
+    for f in refs.files:
+        if f.operator_id is not None:
+            per_op_files[f.operator_id].append(f)
+    per_op_inline: dict[str, list] = defaultdict(list)
+    for s in refs.inline:
+        if s.operator_id is not None:
+            per_op_inline[s.operator_id].append(s)
+    operators = []
+    for op in model.operators:
+        inl = per_op_inline.get(op.operator_id, [])
+        contributors = sorted(inl, key=lambda s: (-s.inline_bytes, s.subtask if s.subtask is not None else -1))
+        f_count, f_bytes = _physical(per_op_files.get(op.operator_id, []))
+        operators.append({
+            "operator_id": op.operator_id,
+            "name": op.name,
+            "uid": op.uid,
+            "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism,
+            "subtask_states": len(op.subtasks),
+            "finished_subtasks": sum(1 for s in op.subtasks if s.finished),
+            "fully_finished": op.fully_finished,
+            "inline_bytes": sum(s.inline_bytes for s in inl),
+            "coordinator_bytes": op.coordinator.payload.length if op.coordinator else 0,
+            "inline_handles": sum(s.handle_count for s in inl),
+            "inline_by_kind": _inline_by_kind(inl),
+            "referenced_files": f_count,
+            "referenced_bytes": f_bytes,
+            "top_inline": [
+                {"subtask": s.subtask, "slot": s.slot, "role": s.role, "handle_kind": s.handle_kind,
+                 "bytes": s.inline_bytes, "handles": s.handle_count}
+                for s in contributors[: max(top, 0)]
+            ],
+        })
+    operators.sort(key=lambda o: (-o["inline_bytes"], -o["referenced_bytes"], o["operator_id"]))
+    return operators
+
+
+def _inline_by_kind(inline: list) -> list[dict[str, Any]]:
+    by_kind: dict[tuple, list] = defaultdict(lambda: [0, 0])
+    for s in inline:
+        a = by_kind[(s.slot, s.role, s.handle_kind)]
+        a[0] += s.inline_bytes
+        a[1] += s.handle_count
+    return sorted(
+        ({"slot": k[0], "role": k[1], "handle_kind": k[2], "bytes": v[0], "handles": v[1]}
+         for k, v in by_kind.items()),
+        key=lambda d: (-d["bytes"], d["slot"], d["role"]),
+    )
+
+
+def _outside_groups(snapshot_dir: str, outside: list) -> list[dict[str, Any]]:
+    """References outside the snapshot directory, by directory; this job's own first, then by bytes."""
+    # A checkpoint's own job directory (parent of chk-N) holds its shared/ and taskowned/: those
+    # references are normal; anything else belongs to another job, a savepoint or DSTL.
+    snap_name = snapshot_dir.rsplit("/", 1)[-1]
+    job_dir = snapshot_dir.rsplit("/", 1)[0] if snap_name.startswith("chk-") else None
+    groups: dict[str, list] = defaultdict(list)
+    for f in outside:
+        directory = f.uri if f.scope == MANAGED_DIR else f.uri.rsplit("/", 1)[0]
+        groups[directory].append(f)
+    outside_groups = []
+    for directory, fs in groups.items():
+        c, b = _physical(fs)
+        dirs = sum(1 for f in fs if f.scope == MANAGED_DIR)
+        same_job = job_dir is not None and directory.startswith(job_dir + "/")
+        outside_groups.append({"directory": directory, "files": c, "bytes": b, "managed_dirs": dirs,
+                               "same_job": same_job})
+    outside_groups.sort(key=lambda g: (g["same_job"], -g["bytes"], g["directory"]))
+    return outside_groups
 
 
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, sort_keys=False)
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        value /= 1024
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-    return f"{value:.1f} EiB"
 
 
 def _pct(part: int, whole: int | None) -> str:
@@ -182,6 +180,27 @@ def _pct(part: int, whole: int | None) -> str:
 
 
 def render_text(r: dict[str, Any]) -> str:
+    lines = _header_lines(r)
+    lines.append("")
+    lines.append(f"operators ({len(r['operators'])}, largest inline state first)")
+    for op in r["operators"]:
+        lines.extend(_operator_lines(op, r["size"]["total_bytes"]))
+    lines.append("")
+    if r["outside_references"]:
+        lines.append(f"referenced outside {r['snapshot_dir']} (OTHER: another job, a savepoint, DSTL)")
+        for g in r["outside_references"]:
+            what = f"{g['files']} files  {human_size(g['bytes'])}" if g["files"] else ""
+            if g["managed_dirs"]:
+                what = (what + "  " if what else "") + "file-merging managed directory"
+            owner = "this job" if g["same_job"] else "OTHER"
+            lines.append(f"  {owner:8}  {g['directory']}  {what}")
+    else:
+        lines.append("no references outside the snapshot directory")
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(r: dict[str, Any]) -> list[str]:
+    """The file: what it is, how its bytes split, what it references, its master state."""
     s = r["size"]
     total = s["total_bytes"]
     lines = [f"_metadata   {r['metadata_uri']}"]
@@ -192,60 +211,48 @@ def render_text(r: dict[str, Any]) -> str:
         f"metadata V{r['metadata_version']} ({_RELEASES.get(r['metadata_version'], '?')})"
     )
     lines.append(
-        f"size        {human_bytes(total)} total = {human_bytes(s['inline_bytes'])} inline state"
-        f"{_pct(s['inline_bytes'], total)} + {human_bytes(s['structure_bytes'])} handles/paths/offsets"
+        f"size        {human_size(total)} total = {human_size(s['inline_bytes'])} inline state"
+        f"{_pct(s['inline_bytes'], total)} + {human_size(s['structure_bytes'])} handles/paths/offsets"
     )
     lines.append(
-        f"            inline: {human_bytes(s['task_inline_bytes'])} task state, "
-        f"{human_bytes(s['coordinator_bytes'])} coordinator, {human_bytes(s['master_bytes'])} master, "
-        f"{human_bytes(s['changelog_inline_bytes'])} in-memory changelog"
-        + (f"; {human_bytes(s['channel_blob_bytes'])} merged-channel offsets" if s["channel_blob_bytes"] else "")
+        f"            inline: {human_size(s['task_inline_bytes'])} task state, "
+        f"{human_size(s['coordinator_bytes'])} coordinator, {human_size(s['master_bytes'])} master, "
+        f"{human_size(s['changelog_inline_bytes'])} in-memory changelog"
+        + (f"; {human_size(s['channel_blob_bytes'])} merged-channel offsets" if s["channel_blob_bytes"] else "")
     )
     ref = r["references"]
     lines.append(
-        f"references  {ref['files']} files, {human_bytes(ref['bytes'])} stated"
-        f"; {ref['outside_files']} files ({human_bytes(ref['outside_bytes'])}) outside {r['snapshot_dir']}"
+        f"references  {ref['files']} files, {human_size(ref['bytes'])} stated"
+        f"; {ref['outside_files']} files ({human_size(ref['outside_bytes'])}) outside {r['snapshot_dir']}"
         + (f"; {ref['managed_dirs']} file-merging managed dirs" if ref["managed_dirs"] else "")
     )
     if r["master_states"]:
-        ms = ", ".join(f"{m['name'] or '<unnamed>'} {human_bytes(m['bytes'])}" for m in r["master_states"])
+        ms = ", ".join(f"{m['name'] or '<unnamed>'} {human_size(m['bytes'])}" for m in r["master_states"])
         lines.append(f"master      {ms}")
-    lines.append("")
-    lines.append(f"operators ({len(r['operators'])}, largest inline state first)")
-    for op in r["operators"]:
-        label = op["name"] or "<no name>"
-        uid = f" uid={op['uid']}" if op["uid"] else ""
-        finished = " FULLY FINISHED" if op["fully_finished"] else (
-            f", {op['finished_subtasks']} finished" if op["finished_subtasks"] else "")
+    return lines
+
+
+def _operator_lines(op: dict[str, Any], total: int | None) -> list[str]:
+    label = op["name"] or "<no name>"
+    uid = f" uid={op['uid']}" if op["uid"] else ""
+    finished = " FULLY FINISHED" if op["fully_finished"] else (
+        f", {op['finished_subtasks']} finished" if op["finished_subtasks"] else "")
+    lines = [
+        f"  {label}{uid}  id={op['operator_id']}  parallelism {op['parallelism']}/{op['max_parallelism']}"
+        f"  subtask states {op['subtask_states']}{finished}",
+        f"      inline {human_size(op['inline_bytes'])}{_pct(op['inline_bytes'], total)} in "
+        f"{op['inline_handles']} payloads (coordinator {human_size(op['coordinator_bytes'])}); "
+        f"references {op['referenced_files']} files, {human_size(op['referenced_bytes'])}",
+    ]
+    for k in op["inline_by_kind"][:6]:
         lines.append(
-            f"  {label}{uid}  id={op['operator_id']}  parallelism {op['parallelism']}/{op['max_parallelism']}"
-            f"  subtask states {op['subtask_states']}{finished}"
+            f"        {human_size(k['bytes']):>10}  {k['slot']}/{k['role']}  {k['handle_kind']} x{k['handles']}"
         )
-        lines.append(
-            f"      inline {human_bytes(op['inline_bytes'])}{_pct(op['inline_bytes'], total)} in "
-            f"{op['inline_handles']} payloads (coordinator {human_bytes(op['coordinator_bytes'])}); "
-            f"references {op['referenced_files']} files, {human_bytes(op['referenced_bytes'])}"
+    if op["top_inline"] and op["inline_bytes"]:
+        tops = "; ".join(
+            f"{'op-level' if t['subtask'] is None else 'subtask ' + str(t['subtask'])} {t['slot']}/{t['role']} "
+            f"{human_size(t['bytes'])}"
+            for t in op["top_inline"]
         )
-        for k in op["inline_by_kind"][:6]:
-            lines.append(
-                f"        {human_bytes(k['bytes']):>10}  {k['slot']}/{k['role']}  {k['handle_kind']} x{k['handles']}"
-            )
-        if op["top_inline"] and op["inline_bytes"]:
-            tops = "; ".join(
-                f"{'op-level' if t['subtask'] is None else 'subtask ' + str(t['subtask'])} {t['slot']}/{t['role']} "
-                f"{human_bytes(t['bytes'])}"
-                for t in op["top_inline"]
-            )
-            lines.append(f"      largest: {tops}")
-    lines.append("")
-    if r["outside_references"]:
-        lines.append(f"referenced outside {r['snapshot_dir']} (OTHER: another job, a savepoint, DSTL)")
-        for g in r["outside_references"]:
-            what = f"{g['files']} files  {human_bytes(g['bytes'])}" if g["files"] else ""
-            if g["managed_dirs"]:
-                what = (what + "  " if what else "") + "file-merging managed directory"
-            owner = "this job" if g["same_job"] else "OTHER"
-            lines.append(f"  {owner:8}  {g['directory']}  {what}")
-    else:
-        lines.append("no references outside the snapshot directory")
-    return "\n".join(lines) + "\n"
+        lines.append(f"      largest: {tops}")
+    return lines

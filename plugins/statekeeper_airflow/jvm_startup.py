@@ -26,6 +26,12 @@ from pathlib import Path
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 # Spark settings that change the driver's class path, hence the archive.
 _CLASS_PATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
+# Directories spark-submit's launcher puts on the driver's class path when set. The JDK refuses to dump an
+# archive when a class-path directory is not empty ("Error: non-empty directory"), and then the JVM exits 1
+# after the job's work is done: a deployment with a spark-defaults.conf in SPARK_CONF_DIR would fail every
+# local run. With any of them non-empty no archive is written (an existing one is still mapped, or skipped
+# with one warning line when the class path no longer matches it).
+_CONF_DIR_VARIABLES = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR")
 
 
 @dataclass(frozen=True)
@@ -93,9 +99,24 @@ def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = N
     archive = directory / f"spark-driver-{key}.jsa"
     if archive.is_file():
         return JvmStartup(" ".join([*options, f"-XX:SharedArchiveFile={archive}"]), archive=archive)
+    if _non_empty_conf_dir(environ):
+        return JvmStartup(" ".join(options))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only cache: run without an archive
         return JvmStartup(" ".join(options))
     pending = directory / f".{archive.name}.{uuid.uuid4().hex}.tmp"
     return JvmStartup(" ".join([*options, f"-XX:ArchiveClassesAtExit={pending}"]), pending=pending, archive=archive)
+
+
+def _non_empty_conf_dir(environ: Mapping[str, str]) -> str | None:
+    """The first configuration directory on the driver's class path that holds anything, if any."""
+    for name in _CONF_DIR_VARIABLES:
+        value = environ.get(name)
+        if value:
+            try:
+                if any(Path(value).iterdir()):
+                    return value
+            except OSError:   # missing or unreadable: the launcher adds nothing the JDK would refuse
+                continue
+    return None

@@ -15,7 +15,7 @@ What it adds over the provider's operator, and why:
   and ships `include/statekeeper` as a zip in --py-files for real clusters;
 * lets a manual run override the Spark master without editing the connection;
 * maps the jobs' exit codes onto Airflow's semantics. The codes, what each means for each job and
-  which of them a retry can change come from statekeeper.jobs.registry (stdlib only, so DAG parsing
+  which of them a retry can change come from statekeeper.registry (stdlib only, so DAG parsing
   needs no Spark): by default a job's `JobSpec.final_exit_codes` (e.g. validate's 1, an unrestorable
   newest checkpoint, and every job's 2, a configuration error) fail the task without retries,
   because a retry cannot change the answer; the others (3, internal failure; the index's 1, a
@@ -49,7 +49,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook, BaseOperator, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.log import mask_secret
-from statekeeper.jobs import registry
+from statekeeper import registry
+from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper_airflow.jvm_startup import JvmStartup, local_startup
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
@@ -65,15 +66,13 @@ LOG4J = SPARK_JOBS / "log4j2.properties"
 SPARK_SUBMIT_TAIL = "\nLast spark-submit output:"
 SPARK_SUBMIT_CODE = re.compile(r"Error code is: (-?\d+)")
 
-# The prefix of the target store's variables: statekeeper.storage.config.DR_PREFIX, spelled as its
-# prefixed_env_name spells them (STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT, AWS_REGION ->
-# STATEKEEPER_DR_AWS_REGION). Not imported: DAG parsing imports this module, which stays on the
-# registry alone; tests/orchestration/test_operator_credentials.py checks that StorageConfig reads
-# back exactly what this module writes.
-DR_ENV_PREFIX = "STATEKEEPER_DR_"
+# The target store's variables carry this prefix (statekeeper.storage_env.prefixed_env_name spells
+# them: STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT, AWS_REGION -> STATEKEEPER_DR_AWS_REGION).
+# Every name below comes from statekeeper.storage_env, which StorageConfig reads with: stdlib only, so
+# DAG parsing still imports nothing but it and the registry.
+DR_ENV_PREFIX = env_names.DR_PREFIX
 # Variables whose values are secrets (masked in task logs), without any prefix.
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "STATEKEEPER_GCS_CREDENTIALS_JSON",
-              "STATEKEEPER_AZURE_ACCOUNT_KEY", "STATEKEEPER_AZURE_SAS_TOKEN", "STATEKEEPER_OSS_ACCESS_KEY_SECRET")
+SECRET_ENV = env_names.SECRET_NAMES
 # Connection types storage_env_from_connection maps, and what each reaches.
 STORAGE_CONN_TYPES = {
     "aws": "s3:// (and S3-compatible endpoints)", "s3": "s3://",
@@ -158,7 +157,7 @@ def storage_env_from_connection(conn_type: str, login: str | None, password: str
             f"{'target ' if prefix else ''}storage connection has type {conn_type!r}; Statekeeper reads storage "
             f"settings from connections of type {kinds}. Leave {param} empty for local or NFS paths."
         )
-    return {_prefixed(k, prefix): v for k, v in env.items()}
+    return {env_names.prefixed_env_name(k, prefix): v for k, v in env.items()}
 
 
 def _extra(extra: dict[str, Any], *names: str) -> Any:
@@ -177,21 +176,21 @@ def _gcs_env(extra: dict[str, Any]) -> dict[str, str]:
     if key_path and keyfile:
         raise StatekeeperConfigError("google_cloud_platform connection has both key_path and keyfile_dict; keep one")
     if key_path:
-        env["STATEKEEPER_GCS_CREDENTIALS_FILE"] = str(key_path)
+        env[env_names.GCS_CREDENTIALS_FILE] = str(key_path)
     if keyfile:
-        env["STATEKEEPER_GCS_CREDENTIALS_JSON"] = keyfile if isinstance(keyfile, str) else json.dumps(keyfile)
+        env[env_names.GCS_CREDENTIALS_JSON] = keyfile if isinstance(keyfile, str) else json.dumps(keyfile)
     if _extra(extra, "key_secret_name") or _extra(extra, "credential_config_file"):
         raise StatekeeperConfigError("google_cloud_platform connection: Secret Manager keys and workload identity "
                                      "federation files are not supported; give key_path or keyfile_dict")
     project = _extra(extra, "project", "project_id")
     if project:
-        env["STATEKEEPER_GCS_PROJECT"] = str(project)
+        env[env_names.GCS_PROJECT] = str(project)
     endpoint = _extra(extra, "endpoint", "api_endpoint")
     if endpoint:
-        env["STATEKEEPER_GCS_ENDPOINT"] = str(endpoint)
+        env[env_names.GCS_ENDPOINT] = str(endpoint)
     anonymous = _extra(extra, "anonymous")
     if anonymous is not None:
-        env["STATEKEEPER_GCS_ANONYMOUS"] = str(anonymous).lower()
+        env[env_names.GCS_ANONYMOUS] = str(anonymous).lower()
     return env
 
 
@@ -227,42 +226,36 @@ def _azure_env(conn_type: str, login: str | None, password: str | None, extra: d
             f"{conn_type} connection has neither an account key nor a SAS token; Statekeeper authorizes Azure "
             "storage with one of them (Azure AD sign-in needs azure-identity, which it does not ship)")
     if account:
-        env["STATEKEEPER_AZURE_ACCOUNT_NAME"] = str(account)
+        env[env_names.AZURE_ACCOUNT_NAME] = str(account)
     if key:
-        env["STATEKEEPER_AZURE_ACCOUNT_KEY"] = str(key)
+        env[env_names.AZURE_ACCOUNT_KEY] = str(key)
     if sas:
-        env["STATEKEEPER_AZURE_SAS_TOKEN"] = str(sas)
+        env[env_names.AZURE_SAS_TOKEN] = str(sas)
     if endpoint:
-        env["STATEKEEPER_AZURE_BLOB_ENDPOINT"] = str(endpoint)
+        env[env_names.AZURE_BLOB_ENDPOINT] = str(endpoint)
     return env
 
 
 def _s3_env(login: str | None, password: str | None, extra: dict[str, Any]) -> dict[str, str]:
     env: dict[str, str] = {}
     if login:
-        env["AWS_ACCESS_KEY_ID"] = login
+        env[env_names.AWS_ACCESS_KEY_ID] = login
     if password:
-        env["AWS_SECRET_ACCESS_KEY"] = password
+        env[env_names.AWS_SECRET_ACCESS_KEY] = password
     if extra.get("aws_session_token"):
-        env["AWS_SESSION_TOKEN"] = str(extra["aws_session_token"])
+        env[env_names.AWS_SESSION_TOKEN] = str(extra["aws_session_token"])
     region = extra.get("region_name") or extra.get("region")
     if region:
-        env["AWS_REGION"] = env["AWS_DEFAULT_REGION"] = str(region)
+        env[env_names.AWS_REGION] = env[env_names.AWS_DEFAULT_REGION] = str(region)
     endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
     if endpoint:
-        env["STATEKEEPER_S3_ENDPOINT"] = str(endpoint)
+        env[env_names.S3_ENDPOINT] = str(endpoint)
     style = extra.get("addressing_style") or (extra.get("s3_config", {}) or {}).get("addressing_style")
     if style:
         if style not in ("path", "virtual"):
             raise StatekeeperConfigError(f"addressing_style must be 'path' or 'virtual', got {style!r}")
-        env["STATEKEEPER_S3_PATH_STYLE"] = "true" if style == "path" else "false"
+        env[env_names.S3_PATH_STYLE] = "true" if style == "path" else "false"
     return env
-
-
-def _prefixed(name: str, prefix: str) -> str:
-    if prefix and prefix.startswith("STATEKEEPER_") and name.startswith("STATEKEEPER_"):
-        name = name[len("STATEKEEPER_"):]
-    return prefix + name
 
 
 def _library_zip(dest_dir: str) -> str:
@@ -278,7 +271,7 @@ def _library_zip(dest_dir: str) -> str:
 class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
     """Submit `spark_jobs/<job>.py` with Statekeeper's runtime wiring.
 
-    :param job: a job of statekeeper.jobs.registry: its entry point's name in spark_jobs/ (e.g.
+    :param job: a job of statekeeper.registry: its entry point's name in spark_jobs/ (e.g.
         "index_checkpoints") or its short name ("index").
     :param job_args: templated list of arguments for the entry point.
     :param spark_conn_id: templated; the Spark connection (its host is the master).
@@ -386,33 +379,31 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                               result["report_uri"], report_page_url())
             return result
 
+    def _spark_connection(self) -> Connection:
+        """The task's Spark connection; refused when it is missing (the provider would silently default to YARN)."""
+        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
+        self._conn_id = self.spark_conn_id
+        try:
+            return BaseHook.get_connection(self._conn_id)
+        except Exception as e:
+            raise StatekeeperConfigError(
+                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
+                "(python -m statekeeper.airflow_settings) or create it in the UI"
+            ) from e
+
     @contextmanager
     def prepared_submission(self) -> Iterator[Submission]:
         """Resolve the connections and set env_vars, conf, properties_file, py_files and
         application_args for the provider's hook; inside the block the storage variables are in this
         process's environment. Everything written is removed when the block ends."""
-        # The provider's conn_id is not templated; ours is, so a manual run can pick the cluster.
-        self._conn_id = self.spark_conn_id
-        try:
-            spark_conn = BaseHook.get_connection(self._conn_id)
-        except Exception as e:  # the provider would silently default to YARN
-            raise StatekeeperConfigError(
-                f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
-                "(python -m statekeeper.airflow_settings) or create it in the UI"
-            ) from e
+        spark_conn = self._spark_connection()
         # The hook decides argv vs environment from the effective master (an override is the master
         # of the connection it is built with, see _get_hook); the storage variables also stay out of
         # env_vars when only the connection's master is a cluster one (the process environment
         # reaches a client-mode driver just as well). The driver's location follows the effective master.
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
-        env = {
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
-            "PATH": os.environ.get("PATH", ""),
-            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
-        }
+        env = _driver_env()
         jvm = None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
@@ -448,6 +439,18 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 jvm.discard()
 
 
+def _driver_env() -> dict[str, str]:
+    """What spark-submit's driver and executors need of this process's environment: the venv's Python
+    (same library on both sides), the library on the path, Java, the caches."""
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
+        "PATH": os.environ.get("PATH", ""),
+        **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
+    }
+
+
 def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
     """The storage variables of connection `conn_id` ({} for ''), names prefixed by `prefix`; its
     secrets are masked in the task log from here on."""
@@ -465,7 +468,7 @@ def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
 
 def secret_env_names(prefix: str = "") -> list[str]:
     """SECRET_ENV as a store with variable prefix `prefix` spells them."""
-    return [_prefixed(key, prefix) for key in SECRET_ENV]
+    return [env_names.prefixed_env_name(key, prefix) for key in SECRET_ENV]
 
 
 def report_page_url() -> str:

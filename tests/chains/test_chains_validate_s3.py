@@ -25,6 +25,7 @@ from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
 from statekeeper.validate.job import UNRESTORABLE, ValidateCheckpoints
+from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import oracle_references, relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket
@@ -78,7 +79,7 @@ def s3_run(spark, flink_fixture, s3_config, s3_upload_tree):
     a_local = uri(noclaim.job("A")["job_dir"])
     # the quality suite runs in the local tests; here the S3 reads and stat calls are what matter
     validation = (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
-                  .roots(a_local).quality_suite(False).execute())
+                  .configure(ValidateOptions(roots=(a_local,), quality_suite=False)).execute())
     tables = {name: DeltaTable(warehouse.delta_location(name), storage_options=warehouse.storage_options())
               .to_pyarrow_table().to_pylist() for name in ("dependencies", "validation_results")}
     return {"chain": chain, "noclaim": noclaim, "truth": truth, "intact": intact, "damaged": damaged, "raw": raw,

@@ -13,6 +13,7 @@ import pytest
 
 import tests.harness as harness
 from tests.compact.support import compact_pipeline, compactions, listing, local, relocated, sha256, table, uri
+from tests.plugins.flink import matrix_versions
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -20,7 +21,7 @@ SCENARIOS = ("inline_heavy", "incremental_inline")
 SHORT = ["--older-than", "1s", "--allow-short-grace"]
 
 
-@pytest.fixture(scope="module", params=harness.FLINK_VERSIONS)
+@pytest.fixture(scope="module", params=matrix_versions())
 def compacted(request, spark, flink_fixture, tmp_path_factory):
     version = request.param
     base = tmp_path_factory.mktemp(f"compact-{version}")
@@ -116,26 +117,33 @@ def test_index_chains_and_gc_keep_every_new_file(compacted):
 
 
 def test_warehouse_maintenance_through_the_entry_point(compacted):
-    """--maintain-warehouse: a retention that would vacuum what a pinned reader needs is refused (exit 2,
-    nothing changed); a dry run reports; a real run compacts the small files the runs above left. The
-    tests after this one read the maintained warehouse."""
+    """spark_jobs/maintain_warehouse.py (a job of its own; compact_checkpoints --maintain-warehouse before): a
+    retention that would vacuum what a pinned reader needs is refused (exit 2, nothing changed); a dry run
+    reports; a real run compacts the small files the runs above left. The tests after this one read the
+    maintained warehouse."""
     import json
 
+    from spark_jobs.maintain_warehouse import main
+
     p = compacted["pipeline"]
-    code, refused = p.compact("--maintain-warehouse", "--warehouse-retention", "0s")
+
+    def maintain(*args: str) -> tuple[int, dict]:
+        out = p.base / f"maintain-{len(list(p.base.glob('maintain-*.json')))}.json"
+        code = main(["--warehouse", p.warehouse.uri, "--progress-interval", "0", "--result-json", str(out), *args])
+        return code, (json.loads(out.read_text()) if out.exists() else {})
+
+    code, refused = maintain("--warehouse-retention", "0s")
     assert code == 2 and "RetentionFloorError" in refused["error"], refused
-    code, dry = p.compact("--maintain-warehouse", "--dry-run")
-    assert code == 0 and dry["mode"] == "maintain_warehouse", dry
-    planned = json.loads(dry["maintenance"])
-    assert planned["dry_run"] and planned["files_compacted"] > 0
-    code, done = p.compact("--maintain-warehouse")
-    assert code == 0, done
-    report = json.loads(done["maintenance"])
-    # the dry run's own audit row is one more small file to compact
-    assert not report["dry_run"] and report["files_compacted"] == planned["files_compacted"] + 1
+    code, planned = maintain("--dry-run")
+    assert code == 0 and planned["mode"] == "dry_run", planned
+    assert planned["files_compacted"] > 0
+    code, report = maintain()
+    assert code == 0, report
+    # the refused run's and the dry run's own audit rows are maintenance_runs' two small files
+    assert report["mode"] == "maintain" and report["files_compacted"] == planned["files_compacted"] + 2
     assert report["files_after"] < report["files_before"]
-    runs = {r["run_id"]: r for r in table(p.warehouse, "compaction_runs")}
-    assert runs[done["run_id"]]["mode"] == "maintain_warehouse" and runs[done["run_id"]]["maintenance"]
+    runs = {r["run_id"]: r for r in table(p.warehouse, "maintenance_runs")}
+    assert runs[report["run_id"]]["mode"] == "maintain" and runs[report["run_id"]]["tables"]
 
 
 def test_a_second_run_finds_nothing_to_do(compacted):

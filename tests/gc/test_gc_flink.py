@@ -18,11 +18,12 @@ import pytest
 import tests.harness as harness
 from tests.chains.support import oracle_references
 from tests.gc.support import SHORT, actions, listing, local, pipeline, relocated, retained_cases, uri
+from tests.plugins.flink import matrix_versions
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module", params=harness.FLINK_VERSIONS)
+@pytest.fixture(scope="module", params=matrix_versions())
 def collected(request, spark, flink_fixture, tmp_path_factory):
     version = request.param
     base = tmp_path_factory.mktemp(f"gc-{version}")

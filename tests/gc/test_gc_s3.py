@@ -14,8 +14,10 @@ import pytest
 import tests.harness as harness
 from statekeeper.chains.job import ComputeChains
 from statekeeper.gc.job import CollectGarbage
+from statekeeper.gc.options import GcOptions
 from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
+from statekeeper.tables.vocabulary import GcMode
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store, store_roots
 from tests.index.support import run_index
@@ -50,8 +52,8 @@ def test_gc_on_s3_through_slowdown(spark, flink_fixture, s3_config, slow_s3):
     # every 2nd DeleteObjects, LIST and HEAD request: the re-list, the re-check and the deletes all meet 503s
     slow_s3.set_faults(every=2, kinds={"delete", "list", "head"})
     # The tables go straight to moto; the checkpoint storage (re-list, re-check, delete) through the proxy.
-    result = (CollectGarbage(spark).warehouse(warehouse)
-              .storage(slow_s3.config).mode("delete").older_than(timedelta(seconds=1)).allow_short_grace()
+    result = (CollectGarbage(spark).warehouse(warehouse).storage(slow_s3.config)
+              .configure(GcOptions(mode=GcMode.DELETE, older_than=timedelta(seconds=1), allow_short_grace=True))
               .progress_interval(0).execute())
     assert result.status == "completed", result.summary()
     assert slow_s3.injected > 0 and result.retries > 0, (slow_s3.injected, result.retries)

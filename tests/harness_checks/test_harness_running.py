@@ -9,6 +9,7 @@ import pytest
 
 import tests.harness as harness
 from tests.harness.runner import HarnessRunError
+from tests.plugins.flink import matrix_versions
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
@@ -18,7 +19,8 @@ def shared_files(job_dir):
     return {p.name for p in shared.iterdir()} if shared.is_dir() else set()
 
 
-@pytest.mark.parametrize("version", harness.FLINK_VERSIONS)
+# Every live-job user runs the newest version (tests/gc/test_gc_running_job.py); older ones nightly.
+@pytest.mark.parametrize("version", matrix_versions())
 def test_live_job_checkpoints_until_stopped_and_restores(flink_harness, tmp_path, version):
     root = tmp_path / "checkpoints"
     with flink_harness.start_job(version, root) as job:

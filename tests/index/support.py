@@ -1,6 +1,7 @@
 """Helpers shared by the index tests: run the job, read tables back, build ground truth."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,7 @@ from typing import Any
 from deltalake import DeltaTable
 
 from statekeeper.index.job import IndexCheckpoints, IndexResult
+from statekeeper.index.options import IndexOptions
 from statekeeper.storage import StorageConfig
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
@@ -17,11 +19,15 @@ TABLES = ("files", "snapshots", "references", "inline_state")
 
 def run_index(spark: Any, roots: list[str], warehouse: str | Warehouse, *, storage: StorageConfig | None = None,
               **options: Any) -> IndexResult:
-    job = IndexCheckpoints(spark).roots(*roots).warehouse(warehouse).progress_interval(0)
+    """`options`: fields of IndexOptions (e.g. allow_empty_root), else settings of the builder (run_id)."""
+    fields = {f.name for f in dataclasses.fields(IndexOptions)}
+    job = IndexCheckpoints(spark).warehouse(warehouse).progress_interval(0)
     job = job.storage(storage or StorageConfig())
     for name, value in options.items():
-        job = getattr(job, name)(value)
-    return job.execute()
+        if name not in fields:
+            job = getattr(job, name)(value)
+    own = {name: value for name, value in options.items() if name in fields}
+    return job.configure(IndexOptions(roots=tuple(roots), **own)).execute()
 
 
 def table_rows(warehouse: Warehouse, name: str, version: int | None = None) -> list[dict]:

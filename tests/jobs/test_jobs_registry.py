@@ -105,6 +105,7 @@ def test_audit_row_comes_from_the_result(spec):
                                  "report": ({"job_dir": "j", "operator_id": "o", "operator_name": None,
                                              "operator_uid": "u", "snapshots": 1, "inline_bytes": 10,
                                              "movable_bytes": 8, "handle_count": 2},)},
+             "maintain_warehouse": lambda: {"mode": module.MaintenanceMode.MAINTAIN},
              "report": lambda: {"source_versions": {"snapshots": 1}}}[spec.name]()
     result = result_type(run_id="r1", status="failed", started_at=now, finished_at=now, warehouse="/w",
                          table_versions={"a": 1, "b": None}, error="boom", **extra)

@@ -8,6 +8,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,3 +97,49 @@ def render_task(dag, task_id: str, run_type: str, conf: dict | None = None, *, s
         for name, value in templates.items():
             setattr(task, name, value)
         dag.params, task.params = dag_params, task_params
+
+
+# -- what a healthy maintenance run on the chain store shows (dag.test() and the REST-triggered run) --
+
+TASKS = ("index", "chains", "validate", "gc", "report")
+
+
+def table_rows(warehouse: str, name: str, storage_options=None) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(f"{warehouse.rstrip('/')}/{name}", storage_options=storage_options).to_pyarrow_table().to_pylist()
+
+
+def runs_unrestorable(warehouse: str, airflow_run_id: str) -> int:
+    runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == airflow_run_id]
+    assert len(runs) == 1, runs
+    return runs[0]["jobs_unrestorable"]
+
+
+def check_chains_and_validation(store: Any, warehouse: str, airflow_run_id: str, results: dict,
+                                storage_options=None) -> dict:
+    """What every healthy run must show beyond the index, from its tasks' XCom results and the tables:
+    B and C depend on A, all restorable."""
+    from statekeeper.uri import normalize_uri
+
+    fixture = store.fixture
+    assert set(results) == set(TASKS), results.keys()
+    assert results["index"]["status"] == "succeeded"
+    assert results["chains"]["status"] == "succeeded"
+    assert results["validate"]["status"] == "ok", results["validate"]
+    # GC plans by default (a dry run) and reads this run's index: planned, not blocked
+    assert results["gc"]["status"] == "planned" and results["gc"]["mode"] == "plan", results["gc"]
+
+    job_a = fixture.job("A")["job_id"]
+    deps = table_rows(warehouse, "dependencies", storage_options)
+    on_a = {d["snapshot_job_id"] for d in deps if d["target_job_id"] == job_a and d["snapshot_job_id"] != job_a}
+    assert on_a >= {fixture.job(n)["job_id"] for n in ("B", "C")}, on_a
+
+    runs = [r for r in table_rows(warehouse, "validation_runs", storage_options) if r["airflow_run_id"] == airflow_run_id]
+    assert len(runs) == 1 and runs[0]["status"] == "ok" and runs[0]["jobs_unrestorable"] == 0, runs
+    jobs = table_rows(warehouse, "validation_jobs", storage_options)
+    newest = {normalize_uri(store.uri_of(Path(fixture.job(n)["retained_checkpoints"][-1]) / "_metadata"))
+              for n in ("A", "B", "C")}
+    restorable = {normalize_uri(j["newest_uri"]) for j in jobs if j["kind"] == "job" and j["newest_restorable"]}
+    assert newest <= restorable, (newest, jobs)
+    return results

@@ -1,5 +1,11 @@
 """A real Airflow (api-server + scheduler via `airflow standalone`) on loopback: trigger the
-maintenance DAG through the REST API with non-default params and check the run used them."""
+maintenance DAG through the REST API with non-default params and check the run used them.
+
+This is also the suite's end-to-end run of the maintenance DAG on the chain store as Flink wrote it
+(local storage): beyond the form's values, it checks what `dag.test()` used to check for that store
+(tests/orchestration/test_dag_e2e.py keeps the S3 and the damaged-store runs): every task's XCom
+result, the index, chains and validation tables, the Data Docs and the run's report.
+"""
 from __future__ import annotations
 
 import json
@@ -14,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.airflow_local import airflow_bin, local_airflow_env, prepare
+from tests.orchestration.support import TASKS, check_chains_and_validation
 from tests.plugins.loopback import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
@@ -93,8 +100,7 @@ def test_trigger_with_params_through_rest(standalone, tmp_path, flink_store_for_
     tis = _request(f"{base}/api/v2/dags/checkpoint_maintenance/dagRuns/{run_id}/taskInstances", token=token)
     # One try each: a retry would mean a first attempt failed (e.g. a template that cannot render).
     tries = {ti["task_id"]: (ti["state"], ti["try_number"]) for ti in tis["task_instances"]}
-    assert {t: tries.pop(t) for t in ("index", "chains", "validate", "gc", "report")} == \
-        {t: ("success", 1) for t in ("index", "chains", "validate", "gc", "report")}, tis
+    assert {t: tries.pop(t) for t in TASKS} == {t: ("success", 1) for t in TASKS}, tis
     # off unless enabled (the form's compact / maintain_warehouse, false by default): skipped, not failed
     # nothing failed, so run_outcome (which fails a run whose tasks failed) is skipped
     assert {t: state for t, (state, _) in tries.items()} == {"compact": "skipped", "maintain_warehouse": "skipped",
@@ -104,3 +110,11 @@ def test_trigger_with_params_through_rest(standalone, tmp_path, flink_store_for_
     flink_store_for_airflow.check_index_run(warehouse, run_id)
     # The form's warehouse was used, not the Variable's.
     assert not (tmp_path / "wh-from-variables").exists()
+    results = {t: _request(f"{base}/api/v2/dags/checkpoint_maintenance/dagRuns/{run_id}/taskInstances/{t}"
+                           "/xcomEntries/return_value", token=token)["value"] for t in TASKS}
+    check_chains_and_validation(flink_store_for_airflow, str(warehouse), run_id, results)
+    assert (warehouse / "_reports" / "validation" / "data_docs" / "index.html").is_file()
+    # the last task wrote the run's report and pointed latest.json at it
+    latest = json.loads((warehouse / "_reports" / "latest.json").read_text())
+    assert latest["run_id"] == results["report"]["run_id"]
+    assert Path(latest["page_uri"][len("file://"):]).is_file()

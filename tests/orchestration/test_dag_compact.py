@@ -1,5 +1,5 @@
 """The maintenance DAG's `compact` and `maintain_warehouse` tasks: off unless enabled, and what they pass
-to compact_checkpoints.py, rendered the way a worker does (tests/orchestration/support.render_task: the
+to compact_checkpoints.py and maintain_warehouse.py, rendered the way a worker does (tests/orchestration/support.render_task: the
 Task SDK's RuntimeTaskInstance, real param validation, Variables as AIRFLOW_VAR_* environment variables).
 
 * compaction: scheduled runs follow the Variable statekeeper_compact_enabled (off by default), manual
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.compact_checkpoints import parser
+from spark_jobs.maintain_warehouse import parser as maintain_parser
 from tests.orchestration.support import render_task
 
 pytestmark = pytest.mark.airflow
@@ -86,10 +87,11 @@ def test_warehouse_maintenance_is_weekly(dag, variables):
     assert _render(dag, "maintain_warehouse", "manual", {"warehouse": "/wh", "maintain_warehouse": True})[
         "enabled"] == "True"
     args = list(_render(dag, "maintain_warehouse", "scheduled")["job_args"])
-    assert args[-2:] == ["--maintain-warehouse", "--warehouse-retention=7d"]
+    # its own entry point (maintain_warehouse.py), no longer compact_checkpoints.py --maintain-warehouse
+    assert args[-1:] == ["--warehouse-retention=7d"] and "--maintain-warehouse" not in args
     variables(statekeeper_warehouse_retention="14d")
-    ns = parser().parse_args(list(_render(dag, "maintain_warehouse", "scheduled")["job_args"]))
-    assert ns.maintain_warehouse and ns.warehouse_retention == "14d"
+    ns = maintain_parser().parse_args(list(_render(dag, "maintain_warehouse", "scheduled")["job_args"]))
+    assert not ns.dry_run and ns.warehouse_retention == "14d"
 
 
 @pytest.mark.parametrize("value", [False, "False", "false", ""])

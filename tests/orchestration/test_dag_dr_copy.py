@@ -82,8 +82,10 @@ def entry_point(name: str):
 
 def copy_options(args: list[str]):
     """What copy_to_dr makes of the arguments: its parser, then its options (checked as its preflight does)."""
+    from statekeeper.replicate.entry import ENTRY
+
     job = entry_point("copy_to_dr")
-    options = job.options_from(job.parser().parse_args(args))
+    options = ENTRY.options(job.parser().parse_args(args))
     options.check()
     return options
 

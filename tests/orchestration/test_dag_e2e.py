@@ -2,11 +2,12 @@
 local[2], stores written by real Flink, on local storage and on the moto S3 endpoint. Checks the
 Delta tables' contents and the tasks' XCom results, not just task states.
 
-* local: the chain store (A -> B, B -> C) as Flink wrote it: index, chains (B and C depend on A)
-  and validation (every job's newest checkpoint restorable) all succeed, and GC writes its plan
-  (the default: a dry run);
-* S3: a relocated copy of that store (its `_metadata` rewritten to the S3 paths, as a DR copy
-  would be), read through an Airflow 'aws' connection;
+* local: the chain store as Flink wrote it runs through a real scheduler instead, triggered through the
+  REST API (test_airflow_standalone.py), with the same checks (`check_chains_and_validation`);
+* S3: a relocated copy of the chain store (A -> B, B -> C; its `_metadata` rewritten to the S3 paths,
+  as a DR copy would be), read through an Airflow 'aws' connection: index, chains (B and C depend on A) and
+  validation (every job's newest checkpoint restorable) all succeed, and GC writes its plan (the
+  default: a dry run);
 * damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the
   run fails at `validate`, on its first try, without a retry, naming the snapshot; `gc` never runs.
 """
@@ -21,11 +22,11 @@ import pytest
 from statekeeper.storage import RoutingFileIO
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store
+from tests.orchestration.support import check_chains_and_validation, runs_unrestorable, table_rows
 from tests.plugins.airflow import IndexedStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ("index", "chains", "validate", "gc", "report")
 
 
 @pytest.fixture
@@ -58,59 +59,6 @@ def xcom_results(run) -> dict[str, dict]:
         return {row.task_id: XComModel.deserialize_value(row) for row in rows}
 
 
-def table_rows(warehouse: str, name: str, storage_options=None) -> list[dict]:
-    from deltalake import DeltaTable
-
-    return DeltaTable(f"{warehouse.rstrip('/')}/{name}", storage_options=storage_options).to_pyarrow_table().to_pylist()
-
-
-def runs_unrestorable(warehouse: str, airflow_run_id: str) -> int:
-    runs = [r for r in table_rows(warehouse, "validation_runs") if r["airflow_run_id"] == airflow_run_id]
-    assert len(runs) == 1, runs
-    return runs[0]["jobs_unrestorable"]
-
-
-def check_chains_and_validation(store: IndexedStore, warehouse: str, run, storage_options=None) -> dict:
-    """What every healthy run must show beyond the index: B and C depend on A, all restorable."""
-    fixture = store.fixture
-    results = xcom_results(run)
-    assert set(results) == set(TASKS), results.keys()
-    assert results["index"]["status"] == "succeeded"
-    assert results["chains"]["status"] == "succeeded"
-    assert results["validate"]["status"] == "ok", results["validate"]
-    # GC plans by default (a dry run) and reads this run's index: planned, not blocked
-    assert results["gc"]["status"] == "planned" and results["gc"]["mode"] == "plan", results["gc"]
-
-    job_a = fixture.job("A")["job_id"]
-    deps = table_rows(warehouse, "dependencies", storage_options)
-    on_a = {d["snapshot_job_id"] for d in deps if d["target_job_id"] == job_a and d["snapshot_job_id"] != job_a}
-    assert on_a >= {fixture.job(n)["job_id"] for n in ("B", "C")}, on_a
-
-    runs = [r for r in table_rows(warehouse, "validation_runs", storage_options) if r["airflow_run_id"] == run.run_id]
-    assert len(runs) == 1 and runs[0]["status"] == "ok" and runs[0]["jobs_unrestorable"] == 0, runs
-    jobs = table_rows(warehouse, "validation_jobs", storage_options)
-    newest = {normalize_uri(store.uri_of(Path(fixture.job(n)["retained_checkpoints"][-1]) / "_metadata"))
-              for n in ("A", "B", "C")}
-    restorable = {normalize_uri(j["newest_uri"]) for j in jobs if j["kind"] == "job" and j["newest_restorable"]}
-    assert newest <= restorable, (newest, jobs)
-    return results
-
-
-def test_dag_local_store(maintenance_dag, flink_store_for_airflow, tmp_path):
-    warehouse = str(tmp_path / "warehouse")
-    run = maintenance_dag.test(run_conf={"roots": flink_store_for_airflow.roots, "warehouse": warehouse})
-    assert str(run.state) == "success", task_states(run)
-    flink_store_for_airflow.check_index_run(warehouse, run.run_id)
-    check_chains_and_validation(flink_store_for_airflow, warehouse, run)
-    assert Path(warehouse, "_reports", "validation", "data_docs", "index.html").is_file()
-    # the last task wrote the run's report and pointed latest.json at it; nothing failed, so
-    # run_outcome was skipped
-    assert task_states(run)["run_outcome"][0] == "skipped"
-    latest = json.loads(Path(warehouse, "_reports", "latest.json").read_text())
-    assert latest["run_id"] == xcom_results(run)["report"]["run_id"]
-    assert Path(latest["page_uri"][len("file://"):]).is_file()
-
-
 @pytest.mark.s3
 def test_dag_s3_store(maintenance_dag, flink_store_for_airflow, s3_config, s3_bucket, monkeypatch):
     fixture = flink_store_for_airflow.fixture
@@ -130,7 +78,7 @@ def test_dag_s3_store(maintenance_dag, flink_store_for_airflow, s3_config, s3_bu
     assert str(run.state) == "success", task_states(run)
     options = s3_config.deltalake_storage_options()
     store.check_index_run(warehouse, run.run_id, storage_options=options)
-    check_chains_and_validation(store, warehouse, run, storage_options=options)
+    check_chains_and_validation(store, warehouse, run.run_id, xcom_results(run), storage_options=options)
 
 
 def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, flink_store_for_airflow, tmp_path):

@@ -39,6 +39,43 @@ def test_first_run_writes_the_archive_and_later_runs_map_it(tmp_path):
     assert not other.pending.exists()
 
 
+def test_no_archive_is_written_with_a_non_empty_conf_dir_on_the_class_path(tmp_path):
+    """spark-submit puts SPARK_CONF_DIR (HADOOP_/YARN_CONF_DIR) on the driver's class path; the JDK refuses
+    to dump an archive over a non-empty class-path directory and the job's JVM then exits 1 (seen on a
+    cold cache with a spark-defaults.conf there). Then the run writes no archive; an empty one is fine."""
+    js = _startup()
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    env = {**_env(tmp_path), "SPARK_CONF_DIR": str(conf_dir)}
+    empty = js.local_startup({}, env)
+    assert empty.pending is not None
+    empty.discard()
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 4\n")
+    for name in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        run = js.local_startup({}, {**_env(tmp_path), name: str(conf_dir)})
+        assert run.pending is None and "ArchiveClassesAtExit" not in run.options, (name, run)
+        assert run.options == "-XX:TieredStopAtLevel=1"
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK on PATH")
+def test_a_real_jvm_refuses_to_dump_over_a_non_empty_class_path_directory(tmp_path):
+    """Why the rule above exists: a JVM with such a directory ahead of its jars on the class path (where
+    spark-submit's launcher puts SPARK_CONF_DIR) does its work, then fails to write the archive and exits 1."""
+    js = _startup()
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("x\n")
+    (tmp_path / "Hello.java").write_text('public class Hello { public static void main(String[] a) '
+                                         '{ System.out.println("done"); } }\n')
+    subprocess.run(["javac", "-d", str(tmp_path / "classes"), str(tmp_path / "Hello.java")], check=True)
+    subprocess.run(["jar", "cf", str(tmp_path / "hello.jar"), "-C", str(tmp_path / "classes"), "."], check=True)
+    first = js.local_startup({}, _env(tmp_path))
+    out = subprocess.run(["java", *first.options.split(), "-cp", f"{conf_dir}:{tmp_path / 'hello.jar'}", "Hello"],
+                         capture_output=True, text=True, env=_env(tmp_path))
+    assert "done" in out.stdout and out.returncode == 1 and "non-empty directory" in out.stdout + out.stderr, out
+    first.discard()
+
+
 def test_the_tasks_own_java_options_win(tmp_path):
     js = _startup()
     env = _env(tmp_path)

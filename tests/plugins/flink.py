@@ -36,6 +36,17 @@ def flink_params(versions: list[str] | None = None, scenarios: list[str] | None 
     return [pytest.param(v, s, id=f"{v}-{s}") for v, s in flink_version_scenarios(versions, scenarios)]
 
 
+def matrix_versions() -> list:
+    """Flink versions to parametrize over where the version does not change what is under test: the
+    restore proofs of GC, DR copy and compaction, whose version-dependent parts (the codec's reading and
+    rewriting, the chains) are tested on every harness version by tests/format, tests/index and
+    tests/chains. The newest version runs in `make test`; the others are marked `full_matrix` and run
+    only with `--full-matrix` (or STATEKEEPER_FULL_MATRIX=1): the nightly or release run (tests/README.md)."""
+    newest = harness.FLINK_VERSIONS[-1]
+    return [pytest.param(v, id=v, marks=() if v == newest else pytest.mark.full_matrix)
+            for v in harness.FLINK_VERSIONS]
+
+
 @pytest.fixture(scope="session")
 def flink_harness():
     for tool in ("java", "javac"):

@@ -13,6 +13,7 @@ import pytest
 
 import tests.harness as harness
 from statekeeper.uri import normalize_uri
+from tests.plugins.flink import matrix_versions
 from tests.replicate.support import copies, dr_pipeline, listing, local, relocated, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 SCENARIOS = ("chain_claim", "chain_noclaim", "file_merging", "unaligned", "savepoints", "hashmap_full")
 
 
-@pytest.fixture(scope="module", params=harness.FLINK_VERSIONS)
+@pytest.fixture(scope="module", params=matrix_versions())
 def copied(request, spark, flink_fixture, tmp_path_factory):
     version = request.param
     base = tmp_path_factory.mktemp(f"dr-{version}")

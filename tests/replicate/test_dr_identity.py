@@ -12,7 +12,8 @@ verified (same size, other bytes), and a re-run of the copy repairs it. Last, a 
 through a symlink into a source root is refused as a configuration error (exit 2) with nothing
 created.
 
-One prepared warehouse (index, chains, validate) serves the whole module.
+One checkout of the session's prepared `incremental` store (tests/plugins/prepared.py: relocated,
+indexed, chained and validated once) serves the whole module.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from statekeeper.storage import RoutingFileIO, StorageConfig
 from tests.compact.support import download_store
 from tests.plugins.object_stores import make_gcs_bucket
 from tests.plugins.s3 import make_bucket
-from tests.replicate.support import DrPipeline, copies, dr_pipeline, local, relocated, table, uri
+from tests.replicate.support import DrPipeline, copies, local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.gcs, pytest.mark.slow]
 
@@ -69,17 +70,14 @@ def _below(store: Store, source_uri: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def store(spark, flink_fixture, tmp_path_factory) -> Store:
-    fx = flink_fixture(VERSION, SCENARIO)
+def store(prepared_store, tmp_path_factory, request) -> Store:
     base = tmp_path_factory.mktemp("dr-identity")
-    src = relocated(fx, base / "src")
-    p = dr_pipeline(spark, base, [f"{src}/checkpoints", f"{src}/savepoints"])
-    p.prepare()
-    newest = max(local(src).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
+    co = prepared_store(SCENARIO, VERSION).checkout(base, request.node.nodeid)   # indexed, chained, validated
+    newest = max(local(co.src).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
     refs = extract_references(open_metadata(newest / "_metadata"), uri(newest / "_metadata"))
     shared = sorted(u for u in refs.physical_files() if "/shared/" in u and local(u).stat().st_size >= 1024)
     assert shared, f"{newest} references no shared SST: the scenario no longer fits this test"
-    return Store(base, src, p, newest, shared[0])
+    return Store(base, co.src, co.pipeline, newest, shared[0])
 
 
 def _copy_with(store: Store, config: StorageConfig, target: str, allowed: str) -> dict[str, Any]:
@@ -155,11 +153,11 @@ def test_the_copies_restore_with_the_originals_moved_away(store, local_copy, s3_
     for path, _, _ in cases:
         assert (path / "_metadata").is_file(), f"no copy of {store.newest} at {path}"
     moved_away = store.base / "src-moved-away"
-    (store.base / "src").rename(moved_away)
+    local(store.src).rename(moved_away)
     try:
         results = harness.verify_restore_many(VERSION, cases)
     finally:
-        moved_away.rename(store.base / "src")
+        moved_away.rename(local(store.src))
     failed = [(str(case[0]), r.output[-2000:]) for case, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed
 

@@ -23,6 +23,7 @@ from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
 from statekeeper.validate.job import ValidateCheckpoints
+from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.compact.support import download_store
 from tests.index.support import run_index
@@ -43,8 +44,8 @@ def test_s3_to_gcs_rewritten_complete_and_restorable(spark, flink_fixture, s3_co
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     assert run_index(spark, roots, warehouse, storage=s3_config).status == "succeeded"
     ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
-    validation = (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config).roots(*roots)
-                  .quality_suite(False).progress_interval(0).execute())
+    validation = (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
+                  .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
     assert validation.status == "ok", validation.summary()
 
     gcs_bucket = make_gcs_bucket(gcs_config, "drdst")

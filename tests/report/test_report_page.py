@@ -50,13 +50,14 @@ def _pipeline(spark, roots: list[str], warehouse: Warehouse, n: int) -> tuple[st
     from statekeeper.chains.job import SUCCEEDED, ComputeChains
     from statekeeper.report.job import BuildReport
     from statekeeper.validate.job import ValidateCheckpoints
+    from statekeeper.validate.options import ValidateOptions
 
     index = run_index(spark, roots, warehouse, run_id=f"idx-{n}")
     assert index.status == "succeeded", index.summary()
     chains = ComputeChains(spark).warehouse(warehouse).run_id(f"chains-{n}").progress_interval(0).execute()
     assert chains.status == SUCCEEDED, chains.summary()
-    validation = (ValidateCheckpoints(spark).warehouse(warehouse).roots(*roots).run_id(f"val-{n}")
-                  .progress_interval(0).quality_suite(False).execute())
+    validation = (ValidateCheckpoints(spark).warehouse(warehouse).run_id(f"val-{n}")
+                  .progress_interval(0).configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).execute())
     report = BuildReport(spark).warehouse(warehouse.uri).run_id(f"rpt-{n}").progress_interval(0).execute()
     assert report.status == "succeeded" and report.report_uri, report.summary()
     return str(validation.status), report.report_uri

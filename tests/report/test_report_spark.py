@@ -37,6 +37,7 @@ def reported(spark, flink_fixture, tmp_path_factory):
     from spark_jobs.compute_chains import main as chains_main
     from spark_jobs.validate_checkpoints import main as validate_main
     from statekeeper.report.job import BuildReport
+    from statekeeper.report.options import ReportOptions
 
     base = tmp_path_factory.mktemp("report")
     fixtures = {name: flink_fixture(VERSION, name) for name in STORES}
@@ -51,7 +52,8 @@ def reported(spark, flink_fixture, tmp_path_factory):
     assert chains_main(common) == 0
     assert validate_main([*common, "--no-quality-suite"]) == 0
     assert gc_main([*common, "--older-than", "1d"]) == 0
-    result = BuildReport(spark).warehouse(warehouse.uri).progress_interval(0).out(str(base / "out")).execute()
+    result = (BuildReport(spark).warehouse(warehouse.uri).progress_interval(0)
+              .configure(ReportOptions(out=str(base / "out"))).execute())
     ref, page = ReportStore(warehouse).page(None)
     data = json.loads((base / "out" / "report.json").read_text())
     return {"fixtures": fixtures, "warehouse": warehouse, "result": result, "ref": ref, "page": page.decode(),

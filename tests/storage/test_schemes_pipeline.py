@@ -76,12 +76,13 @@ class Placed:
 def _pipeline(spark, placed: Placed, warehouse: Warehouse, storage) -> dict:
     from statekeeper.chains.job import ComputeChains
     from statekeeper.validate.job import ValidateCheckpoints
+    from statekeeper.validate.options import ValidateOptions
 
     index = run_index(spark, placed.roots, warehouse, storage=storage)
     assert index.status == "succeeded", index.summary()
     chains = ComputeChains(spark).warehouse(warehouse).storage(storage).progress_interval(0).execute()
     validation = (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage).progress_interval(0)
-                  .quality_suite(False).execute())
+                  .configure(ValidateOptions(quality_suite=False)).execute())
     tables = {name: table_rows(warehouse, name) for name in
               ("files", "snapshots", "references", "inline_state", "dependencies", "pins", "validation_results",
                "validation_jobs")}
@@ -163,6 +164,8 @@ def test_gc_deletes_exactly_the_orphans(spark, remote_run, stores):
     """GC (delete mode) removes exactly what no retained `_metadata` references, by Flink's own reading,
     and every referenced object stays; deletes go through the store's own conditional deletes."""
     from statekeeper.gc.job import CollectGarbage
+    from statekeeper.gc.options import GcOptions
+    from statekeeper.tables.vocabulary import GcMode
 
     scheme, config, placed, warehouse, _ = remote_run
     fixtures, truth = stores
@@ -176,8 +179,9 @@ def test_gc_deletes_exactly_the_orphans(spark, remote_run, stores):
     garbage = {u for u in before if u not in referenced and not u.endswith("/_metadata")}
     assert garbage, scheme
     time.sleep(1.5)   # the grace period below is one second
-    result = (CollectGarbage(spark).warehouse(warehouse).storage(config).mode("delete")
-              .older_than(timedelta(seconds=1)).allow_short_grace().progress_interval(0).execute())
+    result = (CollectGarbage(spark).warehouse(warehouse).storage(config)
+              .configure(GcOptions(mode=GcMode.DELETE, older_than=timedelta(seconds=1), allow_short_grace=True))
+              .progress_interval(0).execute())
     assert result.status == "completed", result.summary()
     after = {i.uri for r in placed.roots for i in fio.list(r)}
     assert before - after == garbage, (scheme, sorted(before - after ^ garbage)[:5])

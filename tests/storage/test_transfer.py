@@ -214,6 +214,8 @@ def test_server_side_multipart_copy_above_server_side_max(s3_config, s3_bucket):
 # -- skips and re-copies --------------------------------------------------------------------------------
 
 def test_second_run_skips_and_rewrites_nothing(dirs):
+    """A second run skips what the first wrote when it is given the versions the first recorded (the job
+    passes dr_files.target_version), and rewrites nothing; without a record a local target proves nothing."""
     src, dst = dirs
     fio = RoutingFileIO()
     items = [TransferItem(f"{src}/d/f{i}", f"{dst}/d/f{i}", 1000 + i) for i in range(5)]
@@ -222,11 +224,13 @@ def test_second_run_skips_and_rewrites_nothing(dirs):
     transfer = _local_transfer(dirs)
     assert {r.outcome for r in transfer.run(items)} == {TransferOutcome.COPIED}
     before = {item.target: os.stat(item.target[7:]) for item in items}
-    second = list(transfer.run(items))
+    known = [TransferItem(i.source, i.target, i.expected_size, fio.stat(i.target).etag) for i in items]
+    second = list(transfer.run(known))
     assert {(r.outcome, r.method) for r in second} == {(TransferOutcome.SKIPPED, "")}
     for item in items:
         after = os.stat(item.target[7:])
         assert (after.st_ino, after.st_mtime_ns) == (before[item.target].st_ino, before[item.target].st_mtime_ns)
+    assert {r.outcome for r in transfer.run(items[:1])} == {TransferOutcome.COPIED}
 
 
 def test_second_server_side_run_skips_on_equal_etags(s3_config, s3_bucket):
@@ -251,7 +255,10 @@ def test_target_of_another_size_is_overwritten(dirs):
     assert fio.read_bytes(f"{dst}/f") == data
 
 
-def test_checksum_mode_recopies_a_same_size_corrupted_target_size_mode_skips_it(dirs):
+def test_a_same_size_foreign_target_is_copied_again_in_either_mode(dirs):
+    """Issue 28: a local target of the right size but other bytes (a stale or foreign copy) used to be
+    skipped by its size in size mode, and the copy reported verified did not restore. Nothing proves it
+    is the source's bytes, so both modes copy it again; checksum mode then skips it by SHA-256."""
     src, dst = dirs
     fio = RoutingFileIO()
     data = _payload(64 * 1024, 10)
@@ -260,9 +267,10 @@ def test_checksum_mode_recopies_a_same_size_corrupted_target_size_mode_skips_it(
     _put(fio, f"{dst}/f", corrupt)
 
     size_mode = _one(_local_transfer(dirs), f"{src}/f", f"{dst}/f")
-    assert (size_mode.outcome, size_mode.checksum) == (TransferOutcome.SKIPPED, None)
-    assert fio.read_bytes(f"{dst}/f") == corrupt   # size is all it compares where no fingerprint is comparable
+    assert (size_mode.outcome, size_mode.method, size_mode.checksum) == (TransferOutcome.COPIED, "local", None)
+    assert fio.read_bytes(f"{dst}/f") == data
 
+    _put(fio, f"{dst}/f", corrupt)
     checksum_mode = _one(_local_transfer(dirs, checksum=True), f"{src}/f", f"{dst}/f")
     assert (checksum_mode.outcome, checksum_mode.method, checksum_mode.checksum) == (
         TransferOutcome.COPIED, "local", _sha(data))
@@ -708,3 +716,23 @@ def test_oss_targets_and_server_side_copies_through_the_s3_api(dirs, moto_server
                   f"oss://{bucket}/cp/f", f"oss://{bucket}/dr/f", len(data))
     assert (copied.outcome, copied.method) == (TransferOutcome.COPIED, "server_side")
     assert RoutingFileIO(config).read_bytes(f"oss://{bucket}/dr/f") == data
+
+
+@pytest.mark.parametrize("kind", REMOTE)
+def test_a_same_size_foreign_object_at_a_remote_target_is_replaced_an_equal_one_skipped(request, kind, dirs):
+    """Issue 28 on GCS and Azure targets: a same-size object with other bytes is proven foreign by the
+    store's own content hash (GCS CRC32C, Azure Content-MD5) against one computed from the source, and
+    replaced; one with the source's bytes is proven equal the same way and skipped, untouched."""
+    src, _ = dirs
+    config, dr = _store(request, kind, "dr")
+    data = _payload(40_000, 26)
+    _put(RoutingFileIO(), f"{src}/f", data)
+    fio = RoutingFileIO(config)
+    fio.write(f"{dr}/foreign", data[::-1])
+    equal = fio.write(f"{dr}/equal", data)
+    assert fio.stat(f"{dr}/equal").checksum, "the store should hold a content hash of a single-shot upload"
+    transfer = Transfer(LOCAL, config, [dr], source_roots=[src])
+    replaced = _one(transfer, f"{src}/f", f"{dr}/foreign", len(data))
+    assert replaced.outcome is TransferOutcome.COPIED and fio.read_bytes(f"{dr}/foreign") == data
+    skipped = _one(transfer, f"{src}/f", f"{dr}/equal", len(data))
+    assert skipped.outcome is TransferOutcome.SKIPPED and fio.stat(f"{dr}/equal").etag == equal.etag

@@ -50,8 +50,8 @@ LATER = timedelta(days=4)
 RUN_COLUMNS = {"run_id", "validated_at", "index_run_id"}
 # Rewritten by every run of their job, which ran more than once: several files per bucket on storage.
 REWRITTEN = {"files", "snapshots", "references", "inline_state", "dependencies", "pins"}
-# No DR copy and no compaction ran here: their tables are absent.
-ABSENT = ("dr_copies", "dr_files", "dr_runs", "compactions", "compaction_runs", "report_runs")
+# No DR copy, no compaction and no maintenance job ran here: their tables are absent.
+ABSENT = ("dr_copies", "dr_files", "dr_runs", "compactions", "compaction_runs", "maintenance_runs", "report_runs")
 
 
 @dataclass

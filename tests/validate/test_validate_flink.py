@@ -235,6 +235,7 @@ def test_flink_39964_checkpoints_after_claim_restore_of_native_savepoint(spark, 
     """Real FLINK-39964: job B restored from a NATIVE savepoint in CLAIM mode keeps the savepoint's
     SSTs as relative handles, which resolve against B's chk-N directory, where they are not."""
     from statekeeper.validate.job import UNRESTORABLE, ValidateCheckpoints
+    from statekeeper.validate.options import ValidateOptions
 
     store = tmp_path / "store"
     made = claim_native_savepoint_store(VERSION, store)
@@ -244,7 +245,7 @@ def test_flink_39964_checkpoints_after_claim_restore_of_native_savepoint(spark, 
     assert b_checkpoints
     warehouse = Warehouse(str(tmp_path / "wh"))
     assert run_index(spark, store_roots(uri(store)), warehouse).status == "succeeded"
-    result = ValidateCheckpoints(spark).warehouse(warehouse).quality_suite(False).execute()
+    result = ValidateCheckpoints(spark).warehouse(warehouse).configure(ValidateOptions(quality_suite=False)).execute()
     assert result.status == UNRESTORABLE, result.summary()
     rows = DeltaTable(warehouse.delta_location("validation_results")).to_pyarrow_table().to_pylist()
     flagged = errors_under(rows, uri(store))

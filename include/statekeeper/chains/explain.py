@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from statekeeper.jobs.result import human_size
+from statekeeper.units import human_size
 from statekeeper.layout.locate import EXTERNAL_ROOT_ID, METADATA_SUFFIX, location_job_dir
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables import cut
@@ -290,6 +290,22 @@ def _explain_location(reader: TableReader, report: ExplainReport, target: str, r
     by_partition: dict[tuple[str, str], list[str]] = {}
     for s, r in candidates.items():
         by_partition.setdefault((r["snapshot_root_id"], r["snapshot_job_dir"]), []).append(s)
+    usage = _usage_below(reader, target, prefix, by_partition)
+    # The relation reported is the one of the pinned directory to the snapshot; the explained
+    # snapshot's own directory is reported as such.
+    referencers = []
+    for s, (n, b) in usage.items():
+        r = candidates[s]
+        relation = _strongest(r["relation"] for r in direct if r["snapshot_uri"] == s)
+        referencers.append(Referencer(s, r["snapshot_type"], r["snapshot_job_id"], r["snapshot_checkpoint_id"],
+                                      relation, n, b))
+    report.referenced_by = sorted(referencers, key=lambda x: (_RELATION_ORDER.get(x.relation, 9), x.snapshot_uri))
+
+
+def _usage_below(reader: TableReader, target: str, prefix: str,
+                 by_partition: dict[tuple[str, str], list[str]]) -> dict[str, list[int]]:
+    """Per snapshot (of those by index partition): the distinct files it references at or below
+    `target`, and their bytes on storage (a segment counts to its end; a managed directory, none)."""
     usage: dict[str, list[int]] = {}
     for (rid, job_dir), snaps in by_partition.items():
         f = pc.field("snapshot_uri").isin(snaps) & ((pc.field("file_uri") == target)
@@ -308,15 +324,7 @@ def _explain_location(reader: TableReader, report: ExplainReport, target: str, r
             u = usage.setdefault(s, [0, 0])
             u[0] += 1
             u[1] += end
-    # The relation reported is the one of the pinned directory to the snapshot; the explained
-    # snapshot's own directory is reported as such.
-    referencers = []
-    for s, (n, b) in usage.items():
-        r = candidates[s]
-        relation = _strongest(r["relation"] for r in direct if r["snapshot_uri"] == s)
-        referencers.append(Referencer(s, r["snapshot_type"], r["snapshot_job_id"], r["snapshot_checkpoint_id"],
-                                      relation, n, b))
-    report.referenced_by = sorted(referencers, key=lambda x: (_RELATION_ORDER.get(x.relation, 9), x.snapshot_uri))
+    return usage
 
 
 _RELATION_ORDER = {Relation.SELF: 0, Relation.OWN_JOB: 1, Relation.OTHER_JOB: 2, Relation.SAVEPOINT: 3,
@@ -333,31 +341,7 @@ def render_text(report: ExplainReport) -> str:
     out: list[str] = []
     w = out.append
     if report.kind == SNAPSHOT and report.snapshot:
-        s = report.snapshot
-        w(f"{s['snapshot_type'] or 'snapshot'} {s['uri']}")
-        w(f"  job {s['job_id'] or '-'}, checkpoint id {s['checkpoint_id'] if s['checkpoint_id'] is not None else s['dir_checkpoint_id']}, "
-          f"_metadata {s['status']}" + (f": {s['error']}" if s["error"] else ""))
-        groups: dict[tuple[str, str, str], list[FileNeed]] = {}
-        for n in report.needs:
-            groups.setdefault((n.relation, n.target_kind, n.target_uri), []).append(n)
-        w(f"\nNeeds {len(report.needs)} file(s), {human_size(sum(n.stated_bytes or 0 for n in report.needs))} stated:")
-        for (relation, kind, t), needs in sorted(groups.items(), key=lambda kv: (_RELATION_ORDER.get(kv[0][0], 9), kv[0][2])):
-            missing = [n for n in needs if n.in_listing is False]
-            unknown = [n for n in needs if n.in_listing is None]
-            w(f"  {_RELATION_TEXT.get(relation, relation):<22} {len(needs):>6} file(s) {human_size(sum(n.stated_bytes or 0 for n in needs)):>10}  {t}"
-              + (f"  [{len(missing)} MISSING from the listing]" if missing else "")
-              + (f"  [{len(unknown)} outside the indexed roots]" if unknown else ""))
-            for n in missing[:5]:
-                w(f"      missing: {n.file_uri}")
-        trans = [e for e in report.depends_on if e.dependency == Dependency.TRANSITIVE]
-        if trans:
-            w("\nLineage (through the directories above, not files it uses itself):")
-            for e in trans:
-                w(f"  depth {e.depth}: {e.target_uri} via {' -> '.join(e.via)}")
-        if report.findings:
-            w(f"\nLatest validation ({report.findings[0]['run_id']}):")
-            for f in report.findings:
-                w(f"  {f['severity']:<7} {f['check']:<18} {f['detail']}")
+        out.extend(_snapshot_lines(report))
     else:
         w(f"{report.uri}" + ("" if report.root else "  (outside every indexed root)"))
     w("")
@@ -381,6 +365,39 @@ def render_text(report: ExplainReport) -> str:
         w(f"\n(chains run {report.chains_run['run_id']} at {report.chains_run['finished_at']}; "
           f"index run {report.index_run['run_id'] if report.index_run else '-'})")
     return "\n".join(out) + "\n"
+
+
+def _snapshot_lines(report: ExplainReport) -> list[str]:
+    """An explained snapshot: what it is, the files it needs by where they live (missing ones named),
+    its lineage and its latest validation findings."""
+    out: list[str] = []
+    w = out.append
+    s = report.snapshot
+    w(f"{s['snapshot_type'] or 'snapshot'} {s['uri']}")
+    w(f"  job {s['job_id'] or '-'}, checkpoint id {s['checkpoint_id'] if s['checkpoint_id'] is not None else s['dir_checkpoint_id']}, "
+      f"_metadata {s['status']}" + (f": {s['error']}" if s["error"] else ""))
+    groups: dict[tuple[str, str, str], list[FileNeed]] = {}
+    for n in report.needs:
+        groups.setdefault((n.relation, n.target_kind, n.target_uri), []).append(n)
+    w(f"\nNeeds {len(report.needs)} file(s), {human_size(sum(n.stated_bytes or 0 for n in report.needs))} stated:")
+    for (relation, kind, t), needs in sorted(groups.items(), key=lambda kv: (_RELATION_ORDER.get(kv[0][0], 9), kv[0][2])):
+        missing = [n for n in needs if n.in_listing is False]
+        unknown = [n for n in needs if n.in_listing is None]
+        w(f"  {_RELATION_TEXT.get(relation, relation):<22} {len(needs):>6} file(s) {human_size(sum(n.stated_bytes or 0 for n in needs)):>10}  {t}"
+          + (f"  [{len(missing)} MISSING from the listing]" if missing else "")
+          + (f"  [{len(unknown)} outside the indexed roots]" if unknown else ""))
+        for n in missing[:5]:
+            w(f"      missing: {n.file_uri}")
+    trans = [e for e in report.depends_on if e.dependency == Dependency.TRANSITIVE]
+    if trans:
+        w("\nLineage (through the directories above, not files it uses itself):")
+        for e in trans:
+            w(f"  depth {e.depth}: {e.target_uri} via {' -> '.join(e.via)}")
+    if report.findings:
+        w(f"\nLatest validation ({report.findings[0]['run_id']}):")
+        for f in report.findings:
+            w(f"  {f['severity']:<7} {f['check']:<18} {f['detail']}")
+    return out
 
 
 _RELATION_TEXT = {Relation.SELF: "own directory", Relation.OWN_JOB: "own job", Relation.OTHER_JOB: "other job",

@@ -16,7 +16,8 @@ def configure(parser) -> None:
 def run(args) -> int:
     import os
 
-    from statekeeper.report.entry import main
+    from statekeeper.entrypoint import run
+    from statekeeper.report.entry import ENTRY
 
     warehouse = args.warehouse if "://" in args.warehouse else os.path.abspath(args.warehouse)
     argv = ["--warehouse", warehouse, "--master", args.master, "--progress-interval", "10"]
@@ -24,7 +25,7 @@ def run(args) -> int:
         argv += ["--out", os.path.abspath(args.out)]
     if args.result_json:
         argv += ["--result-json", args.result_json]
-    code = main(argv, prog="statekeeper report")
+    code = run(ENTRY, argv, prog="statekeeper report")
     if code == 0:
         print("Open it in a browser (no network needed), or in the Airflow UI: Browse > Statekeeper "
               "(the page of the warehouse in the Variable statekeeper_warehouse).")

@@ -133,16 +133,8 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             base.update(metadata_bytes_after=size, result_sha256=sha)
             if req.dry_run:
                 return SnapshotOutcome(CompactionStatus.PLANNED, **base)
-            if req.placement is Placement.NEW_DIRECTORY:
-                existing = fileio.sha256(plan.result_uri)
-                if existing == sha:
-                    _verify_written(fileio, model, src, source, plan.result_uri, plan.result_uri, plan.file_uris)
-                    fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
-                    return SnapshotOutcome(CompactionStatus.ALREADY_COMPACTED, **base)
-                if existing is not None:
-                    raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
-                                          "computes: move it away (or compact with the options that made it), "
-                                          "then re-run")
+            if req.placement is Placement.NEW_DIRECTORY and _installed_before(fileio, model, src, source, plan, sha):
+                return SnapshotOutcome(CompactionStatus.ALREADY_COMPACTED, **base)
             in_flight = req.in_flight or (1 if plan.result_uri.startswith("file://") else 8)
             digests = _write_payloads(fileio, src, info, plan, in_flight)
             new_files = plan.file_uris
@@ -152,20 +144,43 @@ def _compact(fileio: Any, req: SnapshotRequest) -> SnapshotOutcome:
             fileio.write(plan.candidate_uri, body)
             _verify_written(fileio, model, src, source, plan.result_uri, plan.candidate_uri, new_files, digests,
                             in_flight)
-            backup = None
-            if req.placement is Placement.IN_PLACE:
-                backup = _backup(fileio, src, info)
-                now = fileio.stat(src)
-                if now.etag != info.etag or now.size != info.size:
-                    raise CompactionError(f"{src} changed while it was compacted: nothing installed; is a job "
-                                          "writing this checkpoint?")
-            body.seek(0)
-            fileio.write(plan.result_uri, body)
-            if fileio.sha256(plan.result_uri) != sha:
-                raise CompactionError(f"{plan.result_uri} does not read back as written (another writer?)"
-                                      + (f"; the original is at {backup}" if backup else ""))
-            fileio.delete_many([plan.candidate_uri])
+            backup = _install(fileio, req, info, plan, body, sha)
             return SnapshotOutcome(CompactionStatus.COMPACTED, backup_uri=backup, **base)
+
+
+def _installed_before(fileio: Any, model: Any, src: str, source: Any, plan: CompactionPlan, sha: str) -> bool:
+    """Whether a new directory already holds this very result (a run that died after installing it),
+    verified again; CompactionError when it holds anything else."""
+    existing = fileio.sha256(plan.result_uri)
+    if existing == sha:
+        _verify_written(fileio, model, src, source, plan.result_uri, plan.result_uri, plan.file_uris)
+        fileio.delete_many([plan.candidate_uri])    # left by a run that died after installing
+        return True
+    if existing is not None:
+        raise CompactionError(f"{plan.result_uri} exists and is not the compaction of {src} this run "
+                              "computes: move it away (or compact with the options that made it), "
+                              "then re-run")
+    return False
+
+
+def _install(fileio: Any, req: SnapshotRequest, info: FileInfo, plan: CompactionPlan, body: Any, sha: str) -> str | None:
+    """Write the verified `_metadata` last (in place: after backing the original up, unless the source
+    changed meanwhile), check it reads back, drop the candidate. The backup's URI, if any."""
+    src = req.source_uri
+    backup = None
+    if req.placement is Placement.IN_PLACE:
+        backup = _backup(fileio, src, info)
+        now = fileio.stat(src)
+        if now.etag != info.etag or now.size != info.size:
+            raise CompactionError(f"{src} changed while it was compacted: nothing installed; is a job "
+                                  "writing this checkpoint?")
+    body.seek(0)
+    fileio.write(plan.result_uri, body)
+    if fileio.sha256(plan.result_uri) != sha:
+        raise CompactionError(f"{plan.result_uri} does not read back as written (another writer?)"
+                              + (f"; the original is at {backup}" if backup else ""))
+    fileio.delete_many([plan.candidate_uri])
+    return backup
 
 
 def _write_payloads(fileio: Any, src: str, info: FileInfo, plan: CompactionPlan,

@@ -7,9 +7,8 @@ from datetime import timedelta
 from enum import StrEnum
 
 from statekeeper.compact.plan import Placement
+from statekeeper.defaults import COMPACT_MAX_METADATA_SIZE
 from statekeeper.errors import ConfigurationError
-
-MiB = 1 << 20
 
 
 class CompactOptionsError(ConfigurationError):
@@ -19,7 +18,6 @@ class CompactOptionsError(ConfigurationError):
 class CompactMode(StrEnum):
     COMPACT = "compact"                          # write the new files and the verified `_metadata`
     DRY_RUN = "dry_run"                          # parse and plan: what would move, nothing written
-    MAINTAIN_WAREHOUSE = "maintain_warehouse"    # optimize and vacuum Statekeeper's own tables instead
 
 
 @dataclass(frozen=True)
@@ -27,13 +25,11 @@ class CompactOptions:
     mode: CompactMode = CompactMode.COMPACT
     placement: Placement = Placement.NEW_DIRECTORY
     snapshots: tuple[str, ...] = ()          # explicit `_metadata` URIs; empty: select by size
-    max_metadata_size: int = 64 * MiB        # select a `_metadata` larger than this ...
+    max_metadata_size: int = COMPACT_MAX_METADATA_SIZE   # select a `_metadata` larger than this ...
     max_inline_ratio: float | None = None    # ... or whose inline share is at least this (and >= 1 MiB)
     min_bytes: int = 1024                    # payloads smaller than this stay inline
     job_filter: str | None = None
     quiet_period: timedelta = timedelta(hours=1)   # in place: no object of the job newer than this
-    warehouse_retention: timedelta = timedelta(days=7)
-    warehouse_dry_run: bool = False
     report_rows: int = 50
 
     def check(self) -> None:
@@ -46,8 +42,6 @@ class CompactOptions:
         if self.quiet_period < timedelta(minutes=10):
             raise CompactOptionsError("--quiet-period under 10m is refused: a running job checkpoints less often "
                                       "than that only when it is stuck, and --in-place must never touch one")
-        if self.mode is CompactMode.MAINTAIN_WAREHOUSE and (self.snapshots or self.placement is Placement.IN_PLACE):
-            raise CompactOptionsError("--maintain-warehouse compacts no snapshot: drop --snapshot / --in-place")
 
     def to_json(self) -> str:
         return json.dumps({
@@ -55,7 +49,5 @@ class CompactOptions:
             "max_metadata_size": self.max_metadata_size, "max_inline_ratio": self.max_inline_ratio,
             "min_bytes": self.min_bytes, "job_filter": self.job_filter,
             "quiet_period_s": self.quiet_period.total_seconds(),
-            "warehouse_retention_s": self.warehouse_retention.total_seconds(),
-            "warehouse_dry_run": self.warehouse_dry_run,
         }, sort_keys=True)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statekeeper.compact.options import MiB, CompactOptions
+from statekeeper.compact.options import CompactOptions
 from statekeeper.compact.plan import Placement
+from statekeeper.jobs import selection
 from statekeeper.tables.vocabulary import (CompactionStatus, HandleKind, LayoutKind, SnapshotStatus, SnapshotType,
                                            Slot)
+from statekeeper.units import MiB
 
 # What may leave `_metadata` (spec §7, §11.11): tag-1 handles outside coordinator and master state.
 _STAYS = (Slot.COORDINATOR.value, Slot.MASTER.value)
@@ -28,12 +30,6 @@ def movable(inline: Any) -> Any:
     return inline.where(_can_move())
 
 
-def _glob(glob: str) -> str:
-    import fnmatch
-
-    return fnmatch.translate(glob)
-
-
 def candidates(opts: CompactOptions, snaps: Any, inline: Any, files: Any, results: Any, done: Any | None,
                now: datetime) -> Any:
     """Snapshots to compact: uri, metadata_size, metadata_etag, root, job_dir, job_id, checkpoint_id,
@@ -43,7 +39,7 @@ def candidates(opts: CompactOptions, snaps: Any, inline: Any, files: Any, result
 
     move = (movable(inline).groupBy("snapshot_uri").agg(F.sum("inline_bytes").alias("movable_bytes"))
             .withColumnRenamed("snapshot_uri", "uri"))
-    broken = (results.where((F.col("check") == "snapshot") & ~F.col("restorable"))
+    broken = (selection.verdicts(results).where(~F.col("restorable"))
               .select(F.col("snapshot_uri").alias("uri")).distinct())
     base = (snaps.where(F.col("status") == SnapshotStatus.OK.value)
             .join(broken, "uri", "left_anti")
@@ -58,7 +54,7 @@ def candidates(opts: CompactOptions, snaps: Any, inline: Any, files: Any, result
                          & (F.coalesce("inline_bytes", F.lit(0)) >= F.col("metadata_size") * opts.max_inline_ratio))
         chosen = base.where(big & (F.col("movable_bytes") > 0))
         if opts.job_filter:
-            chosen = chosen.where(F.col("job_dir").rlike(_glob(opts.job_filter)))
+            chosen = chosen.where(selection.job_dir_matches(opts.job_filter))
         if done is not None:
             finished = (done.where(F.col("status").isin(*_DONE))
                         .select(F.col("source_metadata_uri").alias("uri"), F.col("source_etag").alias("metadata_etag")))

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import (
+from .handles import (
     ByteStreamHandle,
-    CheckpointMetadata,
     InMemoryChangelogHandle,
     MasterState,
     MergedChannelStateHandle,
 )
-from .walk import transform
+from .walk import Model, transform
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,7 @@ class Accounting:
         return self.total_size - self.inline_bytes - self.channel_blob_bytes
 
 
-def account(model: CheckpointMetadata) -> Accounting:
+def account(model: Model) -> Accounting:
     c = {"coord": 0, "master": 0, "log": 0, "handle": 0, "blob": 0, "n": 0}
 
     def visit(site, role, local_name, node):

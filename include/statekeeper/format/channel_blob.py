@@ -6,6 +6,7 @@ Flink itself decodes the blob lazily (AbstractMergedChannelStateHandle), so a pa
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from .errors import CorruptMetadataError
 
@@ -13,9 +14,17 @@ _I = struct.Struct(">i").unpack_from
 _IIQI = struct.Struct(">iiqi").unpack_from
 
 
-def decode_merged_blob(raw: bytes, uri: str = "<merged channel blob>"):
-    from .model import MergedChannelEntry
+@dataclass(frozen=True, slots=True)
+class MergedChannelEntry:
+    """One channel of a merged channel-state handle: its info (gate or partition, subpartition or
+    channel index), the size of its state and its offsets in the delegate."""
 
+    info: tuple[int, int]
+    size: int
+    offsets: tuple[int, ...]
+
+
+def decode_merged_blob(raw: bytes, uri: str = "<merged channel blob>") -> tuple[MergedChannelEntry, ...]:
     n = len(raw)
     if n < 4:
         raise CorruptMetadataError(uri, 0, f"merged channel blob of {n} bytes has no count")

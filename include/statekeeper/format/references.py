@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from statekeeper.uri import flink_path_uri, normalize_uri, parent_uri, resolve_relative
 
@@ -177,130 +177,159 @@ def _scope_of(uri: str, snapshot_prefix: str, role: str) -> str:
 
 def extract_references(model: CheckpointMetadata, metadata_uri: str) -> MetadataReferences:
     """All references of `model`, which was read from `metadata_uri` (the `_metadata` object)."""
-    meta_uri = normalize_uri(metadata_uri)
-    snapshot_dir = parent_uri(meta_uri)
-    prefix = snapshot_dir.rstrip("/") + "/"
-    files: list[FileReference] = []
-    add = files.append
-    inline: dict[tuple, list] = {}
-    dir_cache: dict[str, str] = {}
+    collector = _Collector(metadata_uri)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of acyclic records; see reader.read_metadata
+    try:
+        transform(model, collector.visit)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return collector.result()
 
-    def norm(path: str) -> str:
-        # Thousands of files share a directory: resolve each directory once and append the file
-        # name when appending cannot change the result (not '.'/'..', no backslash, non-empty).
+
+class _Paths:
+    """Stored paths as canonical URIs. Thousands of files share a directory: each directory is
+    resolved once and the file name appended, when appending cannot change the result (not '.'/'..',
+    no backslash, non-empty)."""
+
+    def __init__(self, metadata_uri: str) -> None:
+        self.metadata_uri = metadata_uri
+        self.dirs: dict[str, str] = {}
+
+    def uri(self, path: str) -> str:
         head, sep, name = path.rpartition("/")
         if sep and name and name not in (".", "..") and "\\" not in name and head:
-            d = dir_cache.get(head)
+            d = self.dirs.get(head)
             if d is None:
                 try:
                     d = flink_path_uri(head)
                 except ValueError:
-                    return _normalize(path)
-                if len(dir_cache) < 100_000:
-                    dir_cache[head] = d
+                    return self._resolved(path)
+                if len(self.dirs) < 100_000:
+                    self.dirs[head] = d
             return d + name if d.endswith("/") else d + "/" + name
-        return _normalize(path)
+        return self._resolved(path)
 
-    def _normalize(path: str) -> str:
+    def _resolved(self, path: str) -> str:
         try:
             return flink_path_uri(path)
         except ValueError as exc:
             raise UnresolvableReferenceError(
-                metadata_uri, None, f"stored path {path!r} is not an absolute URI: {exc}"
+                self.metadata_uri, None, f"stored path {path!r} is not an absolute URI: {exc}"
             ) from None
 
-    last = [None, (None, None, None)]
 
-    def who(site):
-        if site is last[0]:
-            return last[1]
-        op = site.operator
-        w = (None, None, None) if op is None else (op.operator_id, op.name, op.uid)
-        last[0] = site
-        last[1] = w
-        return w
+class _Collector:
+    """What `transform` visits of one file, as references: a FileReference per file (and per managed
+    directory), inline bytes summed per (operator, subtask, slot, role, kind). Hot path: one visit per
+    handle of files with ~10^6 of them, so each kind has a method of its own, found by type."""
 
-    def add_inline(site, role, kind, nbytes, count=1):
-        op_id, name, uid = who(site)
+    def __init__(self, metadata_uri: str) -> None:
+        self.metadata_uri = metadata_uri
+        self.meta_uri = normalize_uri(metadata_uri)
+        self.snapshot_dir = parent_uri(self.meta_uri)
+        self.prefix = self.snapshot_dir.rstrip("/") + "/"
+        self.files: list[FileReference] = []
+        self.inline: dict[tuple, list] = {}
+        self.norm = _Paths(metadata_uri).uri
+        self._site: Any = None
+        self._who: tuple = (None, None, None)
+        self._by_type = {
+            FileHandle: self._file, RelativeFileHandle: self._relative, ByteStreamHandle: self._inline_handle,
+            SegmentFileHandle: self._segment, FileMergingOperatorHandle: self._managed_dirs,
+            MasterState: self._master_state, InMemoryChangelogHandle: self._changelog,
+        }
+
+    def result(self) -> MetadataReferences:
+        inline_list = [
+            InlineState(k[0], k[1], k[2], k[3], k[4], k[5], k[6], v[0], v[1]) for k, v in self.inline.items()
+        ]
+        return MetadataReferences(self.meta_uri, self.snapshot_dir, self.files, inline_list)
+
+    def visit(self, site: Any, role: str, local_name: Any, node: Any) -> Any:
+        handle = self._by_type.get(type(node))
+        if handle is not None:
+            handle(site, role, local_name, node)
+        return node
+
+    def who(self, site: Any) -> tuple:
+        """(operator id, name, uid) of the site's operator; sites come in runs, so the last is remembered."""
+        if site is not self._site:
+            op = site.operator
+            self._who = (None, None, None) if op is None else (op.operator_id, op.name, op.uid)
+            self._site = site
+        return self._who
+
+    def _file(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        path = node.path
+        uri = self.norm(path)
+        op_id, name, uid = self.who(site)
+        self.files.append(_file_ref(
+            uri, path, "FILE_STREAM_STATE_HANDLE", _scope_of(uri, self.prefix, role),
+            node.size, None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
+        ))
+
+    def _relative(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        rel = node.relative_path
+        try:
+            if rel and "/" not in rel and "\\" not in rel and rel not in (".", ".."):
+                uri = self.prefix + rel  # a plain file name: joining cannot change anything else
+            else:
+                uri = resolve_relative(self.snapshot_dir, rel)
+        except ValueError as exc:
+            raise UnresolvableReferenceError(
+                self.metadata_uri, None, f"relative path {node.relative_path!r} cannot be resolved: {exc}"
+            ) from None
+        op_id, name, uid = self.who(site)
+        self.files.append(FileReference(
+            uri, node.relative_path, "RELATIVE_STREAM_STATE_HANDLE", EXCLUSIVE, node.size,
+            None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
+        ))
+
+    def _segment(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        uri = self.norm(node.physical_path)
+        if uri.startswith(self.prefix):
+            scope = EXCLUSIVE
+        elif "/taskowned/" in uri:
+            scope = TASK_OWNED
+        elif "/shared/" in uri or node.scope == 1:
+            scope = SHARED
+        else:
+            scope = _scope_of(uri, self.prefix, role)
+        op_id, name, uid = self.who(site)
+        self.files.append(FileReference(
+            uri, node.physical_path, "SEGMENT_FILE_HANDLE", scope, node.size, node.start_pos,
+            node.size, op_id, name, uid, site.subtask, site.slot, role, local_name,
+        ))
+
+    def _managed_dirs(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        op_id, name, uid = self.who(site)
+        for r, path in (("task_owned_dir", node.task_owned_dir), ("shared_dir", node.shared_dir)):
+            if not path:
+                raise UnresolvableReferenceError(
+                    self.metadata_uri, None, f"file-merging operator state has an empty {r} string"
+                )
+            self.files.append(FileReference(
+                self.norm(path), path, "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE", MANAGED_DIR,
+                None, None, None, op_id, name, uid, site.subtask, site.slot, r, None,
+            ))
+
+    def _inline_handle(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        self._add_inline(site, role, "BYTE_STREAM_STATE_HANDLE", node.payload.length)
+
+    def _master_state(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        self._add_inline(site, role, T.MASTER_STATE, node.payload.length)
+
+    def _changelog(self, site: Any, role: str, local_name: Any, node: Any) -> None:
+        self._add_inline(site, role, "CHANGELOG_BYTE_INCREMENT_HANDLE", sum(c.payload.length for c in node.changes))
+
+    def _add_inline(self, site: Any, role: str, kind: str, nbytes: int, count: int = 1) -> None:
+        op_id, name, uid = self.who(site)
         key = (op_id, name, uid, site.subtask, site.slot, role, kind)
-        a = inline.get(key)
+        a = self.inline.get(key)
         if a is None:
-            inline[key] = [nbytes, count]
+            self.inline[key] = [nbytes, count]
         else:
             a[0] += nbytes
             a[1] += count
-
-    def visit(site, role, local_name, node):
-        t = type(node)
-        if t is FileHandle:
-            path = node.path
-            uri = norm(path)
-            op_id, name, uid = who(site)
-            add(_file_ref(
-                uri, path, "FILE_STREAM_STATE_HANDLE", _scope_of(uri, prefix, role),
-                node.size, None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
-            ))
-        elif t is RelativeFileHandle:
-            rel = node.relative_path
-            try:
-                if rel and "/" not in rel and "\\" not in rel and rel not in (".", ".."):
-                    uri = prefix + rel  # a plain file name: joining cannot change anything else
-                else:
-                    uri = resolve_relative(snapshot_dir, rel)
-            except ValueError as exc:
-                raise UnresolvableReferenceError(
-                    metadata_uri, None, f"relative path {node.relative_path!r} cannot be resolved: {exc}"
-                ) from None
-            op_id, name, uid = who(site)
-            add(FileReference(
-                uri, node.relative_path, "RELATIVE_STREAM_STATE_HANDLE", EXCLUSIVE, node.size,
-                None, None, op_id, name, uid, site.subtask, site.slot, role, local_name,
-            ))
-        elif t is ByteStreamHandle:
-            add_inline(site, role, "BYTE_STREAM_STATE_HANDLE", node.payload.length)
-        elif t is SegmentFileHandle:
-            uri = norm(node.physical_path)
-            if uri.startswith(prefix):
-                scope = EXCLUSIVE
-            elif "/taskowned/" in uri:
-                scope = TASK_OWNED
-            elif "/shared/" in uri or node.scope == 1:
-                scope = SHARED
-            else:
-                scope = _scope_of(uri, prefix, role)
-            op_id, name, uid = who(site)
-            add(FileReference(
-                uri, node.physical_path, "SEGMENT_FILE_HANDLE", scope, node.size, node.start_pos,
-                node.size, op_id, name, uid, site.subtask, site.slot, role, local_name,
-            ))
-        elif t is FileMergingOperatorHandle:
-            op_id, name, uid = who(site)
-            for r, path in (("task_owned_dir", node.task_owned_dir), ("shared_dir", node.shared_dir)):
-                if not path:
-                    raise UnresolvableReferenceError(
-                        metadata_uri, None, f"file-merging operator state has an empty {r} string"
-                    )
-                add(FileReference(
-                    norm(path), path, "SEGMENT_PARTITIONABLE_OPERATOR_STATE_HANDLE", MANAGED_DIR,
-                    None, None, None, op_id, name, uid, site.subtask, site.slot, r, None,
-                ))
-        elif t is MasterState:
-            add_inline(site, role, T.MASTER_STATE, node.payload.length)
-        elif t is InMemoryChangelogHandle:
-            add_inline(
-                site, role, "CHANGELOG_BYTE_INCREMENT_HANDLE",
-                sum(c.payload.length for c in node.changes),
-            )
-        return node
-
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # millions of acyclic records; see reader.read_metadata
-    try:
-        transform(model, visit)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    inline_list = [
-        InlineState(k[0], k[1], k[2], k[3], k[4], k[5], k[6], v[0], v[1]) for k, v in inline.items()
-    ]
-    return MetadataReferences(meta_uri, snapshot_dir, files, inline_list)

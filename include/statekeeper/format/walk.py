@@ -20,23 +20,33 @@ Nodes passed to `visit`:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol, TypeVar
 
-from .model import (
+from .handles import (
     ChangelogEntry,
     ChangelogFileHandle,
     ChangelogHandle,
-    ChannelStateHandle,
-    CheckpointMetadata,
     FileMergingOperatorHandle,
     IncrementalKeyedHandle,
     InMemoryChangelogHandle,
     KeyGroupsHandle,
+    MasterState,
     MergedChannelStateHandle,
     NamedHandle,
     OperatorState,
-    OperatorStreamHandle,
 )
+
+
+class Model(Protocol):
+    """What a traversal reads of a `_metadata` model (statekeeper.format.model.CheckpointMetadata, which
+    is built on this module for its `inline_bytes`: the file is typed here by its shape, not imported)."""
+
+    master_states: tuple[MasterState, ...]
+    operators: tuple[OperatorState, ...]
+    total_size: Optional[int]
+
+
+M = TypeVar("M", bound=Model)
 
 SLOTS = (
     "master", "coordinator", "managed_operator", "raw_operator", "managed_keyed", "raw_keyed",
@@ -59,7 +69,7 @@ class Site:
 Visit = Callable[[Site, str, Optional[str], Any], Any]
 
 
-def transform(model: CheckpointMetadata, visit: Visit) -> CheckpointMetadata:
+def transform(model: M, visit: Visit) -> M:
     """Apply `visit` everywhere; returns `model` itself when nothing changed."""
     master_site = Site(None, None, "master")
     masters = tuple(visit(master_site, "state", None, ms) for ms in model.master_states)

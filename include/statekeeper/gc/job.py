@@ -2,9 +2,9 @@
 
     result = (CollectGarbage(spark)
               .warehouse("s3://bucket/statekeeper")
-              .mode("delete")                       # default: "plan" (a dry run)
-              .older_than(timedelta(days=3))
-              .retain_last(3)
+              .configure(GcOptions(mode=GcMode.DELETE,                 # default: PLAN (a dry run)
+                                   older_than=timedelta(days=3),
+                                   policy=RetentionPolicy(retain_last=3)))
               .execute())
 
 A run reads the index tables at the newest succeeded cut (plus, for jobs that look active, the
@@ -22,22 +22,19 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
-from statekeeper.gc.deleter import DeleteSettings
 from statekeeper.gc.guards import Blocker, Rule
-from statekeeper.gc.options import GcOptions, RetentionPolicy
+from statekeeper.gc.options import GcOptions
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
-from statekeeper.jobs.registry import GC
-from statekeeper.jobs.result import JobResult, human_size
+from statekeeper.jobs.result import JobResult
+from statekeeper.registry import GC
+from statekeeper.units import human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
 from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus, OwnerlessVerdict
 
-SOURCES = ("snapshots", "references", "files")
-OPTIONAL_SOURCES = ("dependencies",)
 _BREAKDOWN_ROWS = 1000
 _EXTERNAL_EXAMPLES = 5
 
@@ -94,6 +91,7 @@ class GcResult(JobResult):
     ownerless: tuple[OwnerlessDir, ...] = ()
     external_locations: int = 0                  # locations outside the roots these roots' snapshots reference
     external_examples: tuple[str, ...] = ()
+    grace_seconds: float | None = None           # the grace period (--older-than), typed (also in `options`)
     prefixes: tuple[str, ...] = ()               # what the deletes achieved per job prefix (busiest first)
 
     def summary(self) -> str:
@@ -126,8 +124,7 @@ class GcResult(JobResult):
         if self.failed:
             lines.append("  failed deletes are listed in gc_actions (outcome 'failed') with the storage error; the "
                          "next run retries them")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
     def _roots_lines(self) -> list[str]:
@@ -180,159 +177,66 @@ def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> An
                             metadata=ctx.commit_metadata(**metadata))
 
 
-class CollectGarbage(StatekeeperJob[GcResult]):
+class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
     """Builder for one GC run. Every option is explicit; the defaults plan only."""
 
     JOB = GC
-
-    def __init__(self, spark: Any) -> None:
-        super().__init__(spark)
-        self._options = GcOptions()
-        self._equal_schemes: tuple[str, ...] = ()
-        self._inputs: PinnedInputs | None = None
-        self._roots: list[str] = []
-        self._cut: Any = None
-
-    # -- options -----------------------------------------------------------------------------
-
-    def mode(self, mode: GcMode | str) -> CollectGarbage:
-        """plan (default: write the plan, delete nothing) or delete."""
-        self._options = replace(self._options, mode=GcMode(mode))
-        return self
-
-    def execute_plan(self, run_id: str) -> CollectGarbage:
-        """Execute the persisted plan of an earlier (dry) run, after the same re-checks."""
-        self._options = replace(self._options, mode=GcMode.EXECUTE, plan_run_id=run_id)
-        return self
-
-    def older_than(self, grace: timedelta) -> CollectGarbage:
-        """Grace period: nothing younger is deleted (default 3 days; below 1 hour needs allow_short_grace)."""
-        self._options = replace(self._options, older_than=grace)
-        return self
-
-    def allow_short_grace(self, allowed: bool = True) -> CollectGarbage:
-        self._options = replace(self._options, allow_short_grace=allowed)
-        return self
-
-    def retention(self, policy: RetentionPolicy) -> CollectGarbage:
-        self._options = replace(self._options, policy=policy)
-        return self
-
-    def retain_last(self, n: int | None) -> CollectGarbage:
-        return self.retention(replace(self._options.policy, retain_last=n))
-
-    def max_deletes_per_second(self, rate: float | None) -> CollectGarbage:
-        self._options = replace(self._options, max_deletes_per_second=rate)
-        return self
-
-    def index_not_before(self, moment: datetime | None) -> CollectGarbage:
-        """Refuse to delete when the newest succeeded index run finished before `moment` (the DAG run's start)."""
-        self._options = replace(self._options, index_not_before=moment)
-        return self
-
-    def equal_schemes(self, *schemes: str) -> CollectGarbage:
-        """Scheme aliases of s3:// accepted in stored paths (s3a, s3n, s3p): Iceberg's equal_schemes.
-        Nothing else can be accepted (GcOptionsError): Azure's wasb/wasbs/abfs/abfss spellings of one
-        container never block, and oss://, gs:// and s3:// are different stores whose references cannot
-        match each other's listings."""
-        from statekeeper.gc.guards import check_equal_schemes
-        from statekeeper.gc.options import GcOptionsError
-
-        try:
-            self._equal_schemes = check_equal_schemes(schemes)
-        except ValueError as exc:
-            raise GcOptionsError(str(exc)) from None
-        return self
-
-    def roots_complete(self, complete: bool = True) -> CollectGarbage:
-        """Declare that the roots of the index run are every root any job may restore from, so files in
-        a job directory without any snapshot (ownerless: e.g. an old job whose checkpoint a job in
-        another deployment claimed) are judged like any other. Without it they are held back."""
-        self._options = replace(self._options, roots_complete=complete)
-        return self
-
-    def ownerless_older_than(self, age: timedelta | None) -> CollectGarbage:
-        """Also judge ownerless job directories whose newest object is older than `age` (must exceed the
-        grace period; default None: never)."""
-        self._options = replace(self._options, ownerless_older_than=age)
-        return self
-
-    def delete_settings(self, settings: DeleteSettings) -> CollectGarbage:
-        self._options = replace(self._options, delete=settings)
-        return self
-
-    def configure(self, options: GcOptions) -> CollectGarbage:
-        """All GC options at once (the entry point's parsed command line)."""
-        self._options = options
-        return self
-
-    @property
-    def options(self) -> GcOptions:
-        return self._options
+    SOURCES = ("snapshots", "references", "files")
+    OPTIONAL_SOURCES = ("dependencies",)
 
     # -- run ----------------------------------------------------------------------------------
 
-    def _check_options(self) -> None:
-        self._options.check()
-
     def _prepare(self, ctx: RunContext) -> None:
-        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
-        from statekeeper.tables import cut
-
-        self._cut = cut.latest_cut(ctx.warehouse)
         from statekeeper.tables.reader import TableReader
 
-        # One read serves the newest run (fail-closed rule), the cut's roots and the grace window's history.
+        # One read serves the newest run (fail-closed rule) and the grace window's history.
         self._index_runs = sorted(TableReader(ctx.warehouse).read(
             "index_runs", columns=["run_id", "status", "finished_at", "roots", "table_versions"]).to_pylist(),
             key=lambda r: r["finished_at"])
         self._newest_index = self._index_runs[-1] if self._index_runs else None
-        self._roots = sorted(next((list(r["roots"]) for r in self._index_runs if r["run_id"] == self._cut.run_id), []))
-        ctx.log.info("%s: warehouse %s, roots %s, index run %s versions %s, options %s", ctx.label, ctx.warehouse.uri,
-                     self._roots, self._cut.run_id, self._inputs.versions, self._options.to_json())
 
-    def _pinned(self) -> PinnedInputs:
-        assert self._inputs is not None, "_prepare pins the inputs"
-        return self._inputs
-
-    def _result(self, ctx: RunContext, status: GcRunStatus, **values: Any) -> GcResult:
-        values.setdefault("plan_run_id", ctx.run_id)
-        return GcResult(run_id=ctx.run_id, status=status.value, started_at=ctx.started,
-                        finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri, mode=self._options.mode,
-                        roots=tuple(self._roots), options=self._options.to_json(),
-                        roots_complete=self._options.roots_complete, source_versions=self._pinned().versions,
-                        **values)
-
-    def _failed(self, ctx: RunContext, error: str) -> GcResult:
-        return self._result(ctx, GcRunStatus.FAILED, error=error, **getattr(self, "_progress_values", {}))
+    def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
+        opts = self.options
+        return {"plan_run_id": ctx.run_id, "mode": opts.mode, "roots": tuple(self.inputs.roots),
+                "options": opts.to_json(), "roots_complete": opts.roots_complete, "grace_seconds": opts.grace_seconds}
 
     def _event(self, ctx: RunContext, result: GcResult) -> None:
         """Append one state transition of a run to gc_runs (the base appends the final one)."""
         self._audit(ctx, result)
 
     def _run(self, ctx: RunContext) -> GcResult:
-        from pyspark.sql import functions as F
+        from statekeeper.gc import guards
 
-        from statekeeper.gc import guards, plan as sweep, policy
-
-        opts = self._options
+        opts = self.options
         now = datetime.now(timezone.utc)
-        grace_cutoff = now - opts.older_than
-        self._progress_values: dict[str, Any] = {}
         resumed = self._resume_interrupted(ctx) if opts.mode is not GcMode.PLAN else ()
 
         if opts.mode is GcMode.EXECUTE:
             return self._execute_reviewed(ctx, resumed)
 
-        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
-        snaps, refs, files = (ctx.keep(tables["snapshots"]), ctx.keep(tables["references"]),
-                              ctx.keep(tables["files"]))
-        check_consistent(snaps, refs, self._pinned().versions)
+        tables = self._read_cut(ctx, keep=("snapshots", "references", "files"))
         self._event(ctx, self._result(ctx, GcRunStatus.REQUESTED, resumed=resumed))
 
         ctx.beat.phase("fail-closed checks")
-        blockers = self._blockers(ctx, snaps, refs)
+        blockers = self._blockers(ctx, tables["snapshots"], tables["references"])
+        plan, values = self._plan(ctx, tables, now)
+        values = self._progress = dict(values, resumed=resumed)
+        if blockers:
+            ctx.log.error("%s: BLOCKED, nothing will be deleted: %s", ctx.label, guards.summary(blockers))
+            return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
+        if opts.mode is GcMode.PLAN:
+            return self._result(ctx, GcRunStatus.PLANNED, **values)
+        self._event(ctx, self._result(ctx, GcRunStatus.PLANNED, **values))
+        return self._delete(ctx, ctx.run_id, plan, tables["snapshots"], values)
 
+    def _plan(self, ctx: RunContext, tables: dict[str, Any], now: datetime) -> tuple[Any, dict[str, Any]]:
+        """Expire by policy, sweep, hold back ownerless directories and persist the plan in gc_actions,
+        before anything touches storage: the plan's rows (kept) and what the Result says of them."""
+        from statekeeper.gc import plan as sweep, policy
+
+        opts = self.options
+        snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
+        grace_cutoff = now - opts.older_than
         ctx.beat.phase("retention policy")
         expired = ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff))
         ctx.beat.phase("sweep")
@@ -345,37 +249,29 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         planned = sweep.withhold(swept, ownerless)
         ctx.beat.phase("writing the plan to gc_actions")
         commit = _write_actions(ctx, planned, ctx.run_id, **{"statekeeper.sourceVersions":
-                                                             json.dumps(self._pinned().versions, sort_keys=True)})
+                                                             json.dumps(self.inputs.versions, sort_keys=True)})
         plan = ctx.keep(ctx.engine.read(ctx.spark, ctx.warehouse, GC_ACTIONS.name, version=commit.version,
                                         partitions={"run_id": [ctx.run_id]}))
-        totals = self._totals(plan)
-        values = dict(totals, expired_snapshots=int(expired.count()), not_judged=int(sweep.not_judged(files).count()),
-                      table_versions={GC_ACTIONS.name: commit.version}, resumed=resumed,
-                      ownerless=self._ownerless(sweep.held_back(swept, ownerless)), **self._external(refs))
-        self._progress_values = values
-        if blockers:
-            ctx.log.error("%s: BLOCKED, nothing will be deleted: %s", ctx.label, guards.summary(blockers))
-            return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
-        if opts.mode is GcMode.PLAN:
-            return self._result(ctx, GcRunStatus.PLANNED, **values)
-        self._event(ctx, self._result(ctx, GcRunStatus.PLANNED, **values))
-        return self._delete(ctx, ctx.run_id, plan, snaps, values)
+        return plan, dict(self._totals(plan), expired_snapshots=int(expired.count()),
+                          not_judged=int(sweep.not_judged(files).count()),
+                          table_versions={GC_ACTIONS.name: commit.version},
+                          ownerless=self._ownerless(sweep.held_back(swept, ownerless)), **self._external(refs))
 
     # -- pieces ---------------------------------------------------------------------------------
 
     def _blockers(self, ctx: RunContext, snaps: Any, refs: Any) -> list[Blocker]:
         from statekeeper.gc import guards
 
-        cut = self._cut
-        out = guards.index_blockers(self._newest_index, cut.run_id, cut.finished_at, self._options.index_not_before)
-        out += guards.chains_blockers(self._pinned().stale, "dependencies" in self._pinned().optional)
-        out += guards.snapshot_blockers(snaps, self._roots, ctx.storage)
-        out += guards.spelling_blockers(refs, self._roots, self._equal_schemes)
+        cut = self.inputs.cut
+        out = guards.index_blockers(self._newest_index, cut.run_id, cut.finished_at, self.options.index_not_before)
+        out += guards.chains_blockers(self.inputs.stale, "dependencies" in self.inputs.optional)
+        out += guards.snapshot_blockers(snaps, self.inputs.roots, ctx.storage)
+        out += guards.spelling_blockers(refs, self.inputs.roots, self.options.schemes())
         return out
 
     def _history(self, ctx: RunContext, grace_cutoff: datetime) -> Any:
         """`references` of every other succeeded index run that finished inside the grace window."""
-        current = self._pinned().versions["references"]
+        current = self.inputs.versions["references"]
         versions = sorted({dict(r["table_versions"] or []).get("references") for r in self._index_runs
                            if r["status"] == IndexRunStatus.SUCCEEDED and r["finished_at"] >= grace_cutoff} - {None, current})
         if not versions:
@@ -430,35 +326,65 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         """Re-list, re-check and delete `plan` (gc_actions rows of `plan_run_id`); record outcomes."""
         from pyspark.sql import functions as F
 
-        from statekeeper.gc import guards
-        from statekeeper.gc.execute import delete_plan
-        from statekeeper.gc.relist import new_references
-        from statekeeper.storage.pace_report import PrefixAccumulator
         from statekeeper.storage.pace_report import describe as describe_prefixes
 
-        opts = self._options
         self._event(ctx, self._result(ctx, GcRunStatus.RUNNING, plan_run_id=plan_run_id, **values))
         ctx.beat.phase("listing the roots again for _metadata written since the index")
+        keep_now, new_count, blocker = self._written_since(ctx, indexed_snapshots)
+        values = dict(values, new_snapshots=new_count)
+        if blocker is not None:
+            ctx.log.error("%s: BLOCKED, nothing deleted: %s", ctx.label, blocker)
+            return self._result(ctx, GcRunStatus.BLOCKED, plan_run_id=plan_run_id, blocked=(str(blocker),), **values)
+        newly = plan.join(keep_now, "uri", "left_semi")
+        outcomes, prefixes = self._delete_files(ctx, plan.join(keep_now, "uri", "left_anti"), values.get("planned", 0))
+        now = datetime.now(timezone.utc)
+        kept = newly.select("uri", F.lit(GcOutcome.CHANGED_SKIPPED.value).alias("outcome"),
+                            F.lit("referenced by a _metadata written after the index; kept").alias("message"),
+                            F.lit(0).cast("long").alias("retries"), F.lit(now).alias("attempted_at"))
+        result_rows = ctx.keep(outcomes.unionByName(kept))
+        final = (plan.drop("outcome", "message", "attempted_at")
+                 .join(result_rows.drop("retries"), "uri", "left")
+                 .withColumn("outcome", F.coalesce(F.col("outcome"), F.lit(GcOutcome.PLANNED.value)))
+                 .select(*GC_ACTIONS.schema.names))
+        ctx.beat.phase("recording outcomes in gc_actions")
+        commit = _write_actions(ctx, final, plan_run_id)
+        values = dict(values, table_versions={GC_ACTIONS.name: commit.version}, **_outcome_counts(final, result_rows),
+                      prefixes=describe_prefixes(prefixes.value))
+        return self._result(ctx, GcRunStatus.COMPLETED, plan_run_id=plan_run_id, **values)
+
+    def _written_since(self, ctx: RunContext, indexed_snapshots: Any) -> tuple[Any, int, Blocker | None]:
+        """The files `_metadata` written since the index reference (uri), how many such snapshots there
+        are, and the blocker when one of them cannot be parsed (what it references is unknown)."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.gc.relist import new_references
+
         # lists and parses once; every count below reads the cache
-        parsed = ctx.keep(new_references(ctx.spark, self._roots, ctx.storage, indexed_snapshots))
+        parsed = ctx.keep(new_references(ctx.spark, self.inputs.roots, ctx.storage, indexed_snapshots))
         errors = parsed.where(F.col("error").isNotNull()).select("metadata_uri", "error").limit(10).collect()
         new_count = int(parsed.where(F.col("file_uri").isNotNull()).select("metadata_uri").distinct().count())
-        values = dict(values, new_snapshots=new_count)
+        blocker = None
         if errors:
             blocker = Blocker(Rule.NEW_METADATA_UNREADABLE, (
                 "_metadata written after the index cannot be parsed, so what they reference is unknown: "
                 + "; ".join(f"{r['metadata_uri']} ({r['error'][:200]})" for r in errors)
                 + ". Re-run index_checkpoints (it records them) and repair or remove them; then GC"))
-            ctx.log.error("%s: BLOCKED, nothing deleted: %s", ctx.label, blocker)
-            return self._result(ctx, GcRunStatus.BLOCKED, plan_run_id=plan_run_id, blocked=(str(blocker),), **values)
         keep_now = parsed.where(F.col("file_uri").isNotNull()).select(F.col("file_uri").alias("uri")).distinct()
-        newly = plan.join(keep_now, "uri", "left_semi")
-        todo = plan.join(keep_now, "uri", "left_anti")
+        return keep_now, new_count, blocker
 
+    def _delete_files(self, ctx: RunContext, todo: Any, total: int) -> tuple[Any, Any]:
+        """Delete `todo` in Spark tasks, each file re-checked first: `_metadata` of expired snapshots
+        before any of their files. The outcome rows (kept), and the accumulator of what the deletes achieved
+        per job prefix (read it once the rows have been written)."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.gc.execute import delete_plan
+        from statekeeper.storage.pace_report import PrefixAccumulator
+
+        opts = self.options
         acc = (ctx.spark.sparkContext.accumulator(0), ctx.spark.sparkContext.accumulator(0),
                ctx.spark.sparkContext.accumulator(0))
         prefixes = ctx.spark.sparkContext.accumulator({}, PrefixAccumulator())
-        total = values.get("planned", 0)
         began = time.monotonic()
 
         def progress() -> str:
@@ -470,30 +396,9 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         outcomes = []
         for order in (0, 1):   # `_metadata` of expired snapshots before any of their files
             part = todo.where(F.col("delete_order") == order)
-            outcomes.append(ctx.keep(delete_plan(part, self._roots, ctx.storage, opts.delete,
+            outcomes.append(ctx.keep(delete_plan(part, self.inputs.roots, ctx.storage, opts.delete,
                                                  opts.max_deletes_per_second, acc, prefixes)))
-        now = datetime.now(timezone.utc)
-        kept = newly.select("uri", F.lit(GcOutcome.CHANGED_SKIPPED.value).alias("outcome"),
-                            F.lit("referenced by a _metadata written after the index; kept").alias("message"),
-                            F.lit(0).cast("long").alias("retries"), F.lit(now).alias("attempted_at"))
-        result_rows = ctx.keep(outcomes[0].unionByName(outcomes[1]).unionByName(kept))
-        final = (plan.drop("outcome", "message", "attempted_at")
-                 .join(result_rows.drop("retries"), "uri", "left")
-                 .withColumn("outcome", F.coalesce(F.col("outcome"), F.lit(GcOutcome.PLANNED.value)))
-                 .select(*GC_ACTIONS.schema.names))
-        ctx.beat.phase("recording outcomes in gc_actions")
-        commit = _write_actions(ctx, final, plan_run_id)
-        counts = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in
-                  final.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()}
-        retries = int(result_rows.agg(F.sum("retries")).first()[0] or 0)
-        values = dict(values, table_versions={GC_ACTIONS.name: commit.version},
-                      deleted=counts.get(GcOutcome.DELETED, (0, 0))[0],
-                      deleted_bytes=counts.get(GcOutcome.DELETED, (0, 0))[1],
-                      already_gone=counts.get(GcOutcome.ALREADY_GONE, (0, 0))[0],
-                      changed_skipped=counts.get(GcOutcome.CHANGED_SKIPPED, (0, 0))[0],
-                      failed=counts.get(GcOutcome.FAILED, (0, 0))[0], retries=retries,
-                      prefixes=describe_prefixes(prefixes.value))
-        return self._result(ctx, GcRunStatus.COMPLETED, plan_run_id=plan_run_id, **values)
+        return outcomes[0].unionByName(outcomes[1]), prefixes
 
     def _runs(self, ctx: RunContext) -> list[dict[str, Any]]:
         """Each GC run's newest gc_runs row."""
@@ -550,7 +455,7 @@ class CollectGarbage(StatekeeperJob[GcResult]):
 
     def _execute_reviewed(self, ctx: RunContext, resumed: tuple[str, ...]) -> GcResult:
         """--execute RUN_ID: the persisted plan of an earlier dry run, after the same re-checks."""
-        target = self._options.plan_run_id
+        target = self.options.plan_run_id
         runs = {r["run_id"]: r for r in self._runs(ctx)}
         row = runs.get(target)
         problem = None
@@ -559,18 +464,32 @@ class CollectGarbage(StatekeeperJob[GcResult]):
         elif row["status"] != GcRunStatus.PLANNED:
             problem = (f"run {target} is {row['status']}, not planned: only a dry-run plan that no fail-closed rule "
                        "blocked can be executed; run a new plan")
-        elif row["source_versions"] and dict(row["source_versions"]) != self._pinned().versions:
+        elif row["source_versions"] and dict(row["source_versions"]) != self.inputs.versions:
             # A newer index cut exists: the plan may miss snapshots that appeared since. The re-list
             # would catch new `_metadata`, but a re-plan is cheap and sees everything.
             problem = (f"run {target} was planned on index versions {dict(row['source_versions'])}, the newest "
-                       f"succeeded index run is at {self._pinned().versions}: run a new plan and review that")
+                       f"succeeded index run is at {self.inputs.versions}: run a new plan and review that")
         values: dict[str, Any] = {"resumed": resumed, "plan_run_id": target}
         if problem is not None:
             return self._result(ctx, GcRunStatus.BLOCKED, blocked=(f"{Rule.PLAN_NOT_EXECUTABLE.value}: {problem}",),
                                 **values)
-        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
+        tables = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
         blockers = self._blockers(ctx, ctx.keep(tables["snapshots"]), tables["references"])
         if blockers:
             return self._result(ctx, GcRunStatus.BLOCKED, blocked=tuple(str(b) for b in blockers), **values)
         result = self._execute_run(ctx, row, tables["snapshots"])
         return replace(result, run_id=ctx.run_id, mode=GcMode.EXECUTE, resumed=resumed)
+
+
+def _outcome_counts(final: Any, result_rows: Any) -> dict[str, int]:
+    """The Result's counts of a deletion: files and bytes by outcome, retried requests."""
+    from pyspark.sql import functions as F
+
+    counts = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in
+              final.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()}
+    return {"deleted": counts.get(GcOutcome.DELETED, (0, 0))[0],
+            "deleted_bytes": counts.get(GcOutcome.DELETED, (0, 0))[1],
+            "already_gone": counts.get(GcOutcome.ALREADY_GONE, (0, 0))[0],
+            "changed_skipped": counts.get(GcOutcome.CHANGED_SKIPPED, (0, 0))[0],
+            "failed": counts.get(GcOutcome.FAILED, (0, 0))[0],
+            "retries": int(result_rows.agg(F.sum("retries")).first()[0] or 0)}

@@ -5,22 +5,20 @@ Defaults are the safe ones: plan only, a 3-day grace period, expire nothing, nev
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from statekeeper import units
+from statekeeper.defaults import GC_GRACE
 from statekeeper.errors import ConfigurationError
 from statekeeper.gc.deleter import DeleteSettings
 from statekeeper.tables.vocabulary import GcMode
+from statekeeper.units import format_duration
 
-DEFAULT_GRACE = timedelta(days=3)
 # Iceberg's procedure refuses < 24 h; a Flink checkpoint's files are uploaded before its `_metadata`
 # exists, for up to the checkpoint timeout (10 min by default): an hour leaves a margin over that.
 MIN_GRACE = timedelta(hours=1)
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class GcOptionsError(ConfigurationError, ValueError):
@@ -28,19 +26,8 @@ class GcOptionsError(ConfigurationError, ValueError):
 
 
 def parse_duration(text: str, what: str = "duration") -> timedelta:
-    """`90s`, `30m`, `12h`, `3d`, `2w`; a bare number is hours."""
-    match = _DURATION.match(text or "")
-    if not match:
-        raise GcOptionsError(f"{what}: {text!r} is not a duration; use e.g. 90s, 30m, 12h, 3d or 2w")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[(match.group(2) or "h").lower()])
-
-
-def format_duration(value: timedelta) -> str:
-    seconds = value.total_seconds()
-    for unit in ("w", "d", "h", "m"):
-        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
-            return f"{int(seconds // _UNITS[unit])}{unit}"
-    return f"{seconds:g}s"
+    """A GC duration option (statekeeper.units.parse_duration), refused as GcOptionsError."""
+    return units.parse_duration(text, what, GcOptionsError)
 
 
 @dataclass(frozen=True)
@@ -77,7 +64,7 @@ class RetentionPolicy:
 class GcOptions:
     mode: GcMode = GcMode.PLAN
     plan_run_id: str | None = None                 # GcMode.EXECUTE: the persisted plan to execute
-    older_than: timedelta = DEFAULT_GRACE
+    older_than: timedelta = GC_GRACE
     allow_short_grace: bool = False
     policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     max_deletes_per_second: float | None = None    # for the whole run, shared by its tasks
@@ -87,6 +74,10 @@ class GcOptions:
     # given") are never swept unless one of these says their users cannot be elsewhere.
     roots_complete: bool = False                   # the roots are every root any job may restore from
     ownerless_older_than: timedelta | None = None  # or: the directory's newest object is older than this
+    # Aliases of s3:// accepted in stored paths (s3a, s3n, s3p): Iceberg's equal_schemes. Nothing else
+    # can be accepted: Azure's spellings of one container never block, and oss://, gs:// and s3:// are
+    # different stores whose references cannot match each other's listings.
+    equal_schemes: tuple[str, ...] = ()
 
     def check(self) -> None:
         if self.mode is GcMode.EXECUTE and not self.plan_run_id:
@@ -112,9 +103,26 @@ class GcOptions:
                 "the longest a job may run on a restored checkpoint (e.g. 90d), or --roots-complete if the roots are "
                 "every root any job may restore from")
         self.policy.check()
+        self.schemes()
+
+    def schemes(self) -> tuple[str, ...]:
+        """`equal_schemes` normalized (lower case, no `://`); GcOptionsError for anything but an S3 alias."""
+        from statekeeper.gc.guards import check_equal_schemes
+
+        try:
+            return check_equal_schemes(self.equal_schemes)
+        except ValueError as exc:
+            raise GcOptionsError(str(exc)) from None
+
+    @property
+    def grace_seconds(self) -> float:
+        """The grace period as gc_runs.grace_seconds records it."""
+        return self.older_than.total_seconds()
 
     def to_json(self) -> str:
-        """The options as recorded in gc_runs.options (durations in seconds)."""
+        """The options as recorded in gc_runs.options (durations in seconds). The accepted scheme
+        aliases are left out, as they always were: the column keeps its keys, and a spelling that
+        blocked a run is named in its `blocked` column."""
         def plain(value: Any) -> Any:
             if isinstance(value, timedelta):
                 return value.total_seconds()
@@ -124,4 +132,6 @@ class GcOptions:
                 return {k: plain(v) for k, v in value.items()}
             return value
 
-        return json.dumps(plain(asdict(self)), sort_keys=True, default=str)
+        recorded = asdict(self)
+        del recorded["equal_schemes"]
+        return json.dumps(plain(recorded), sort_keys=True, default=str)

@@ -65,7 +65,7 @@ def expired_snapshots(snapshots: Any, policy: RetentionPolicy, now: datetime, gr
                       .withColumn("rule", rule).where(F.col("rule").isNotNull()))
 
     if policy.expire_savepoints_older_than is not None:
-        from statekeeper.gc.options import format_duration
+        from statekeeper.units import format_duration
 
         cutoff = min(now - policy.expire_savepoints_older_than, grace_cutoff)
         frames.append(snapshots.where(is_savepoint & (F.col("metadata_mtime") < F.lit(cutoff)))

@@ -1,9 +1,9 @@
 """The index job: explicit options in, a result object with counts out (like Iceberg's actions).
 
     result = (IndexCheckpoints(spark)
-              .roots("s3://bucket/checkpoints", "s3://bucket/savepoints")
               .warehouse("s3://bucket/statekeeper")
               .storage(StorageConfig.from_env())
+              .configure(IndexOptions(roots=("s3://bucket/checkpoints", "s3://bucket/savepoints")))
               .execute())
 
 One run: plan bucket partitions on the driver (the buckets of each root's child directories + the
@@ -17,16 +17,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
+from statekeeper.index.options import IndexOptions
 from statekeeper.index.planner import balance, plan_buckets
 from statekeeper.index.task import IndexTask, encode_previous
 from statekeeper.index.unit import UnitStats
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.registry import INDEX
 from statekeeper.jobs.result import JobResult
+from statekeeper.registry import INDEX
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import cut, delta_log
 from statekeeper.tables.catalog import INDEX_TABLES
@@ -86,56 +86,20 @@ class _Plan:
     plans: list[list[tuple[str, str, list[str], str]]] = field(default_factory=list)
 
 
-class IndexCheckpoints(StatekeeperJob[IndexResult]):
+class IndexCheckpoints(StatekeeperJob[IndexResult, IndexOptions]):
     """Builder for one index run. Every option is explicit; `execute()` runs it."""
 
     JOB = INDEX
 
     def __init__(self, spark: Any) -> None:
         super().__init__(spark)
-        self._roots: list[str] = []
-        self._parallelism: int | None = None
-        self._job_filter: str | None = None
-        self._interval: tuple[datetime | None, datetime | None] = (None, None)
-        self._allow_empty_root = False
         self._plan: _Plan | None = None
-
-    def roots(self, *uris: str) -> IndexCheckpoints:
-        self._roots.extend(uris)
-        return self
-
-    def parallelism(self, tasks: int) -> IndexCheckpoints:
-        if tasks < 1:
-            raise ValueError("parallelism must be >= 1")
-        self._parallelism = tasks
-        return self
-
-    def job_filter(self, glob: str | None) -> IndexCheckpoints:
-        self._job_filter = glob or None
-        return self
-
-    def airflow_run(self, run_id: str | None, data_interval_start: datetime | None = None,
-                    data_interval_end: datetime | None = None) -> IndexCheckpoints:
-        super().airflow_run(run_id)
-        self._interval = (data_interval_start, data_interval_end)
-        return self
-
-    def allow_empty_root(self, allow: bool = True) -> IndexCheckpoints:
-        """Accept an S3 root with no object under it (by default an error: it is usually a typo)."""
-        self._allow_empty_root = allow
-        return self
 
     # -- run ------------------------------------------------------------------------------------
 
-    def _check_options(self) -> None:
-        if not self._roots:
-            raise ValueError("no roots given")
-
     def _prepare(self, ctx: RunContext) -> None:
-        roots = Roots(self._roots)
+        roots = Roots(list(self.options.roots))
         roots.check_separate(ctx.warehouse.uri, "warehouse")
-        ctx.log.info("%s: roots %s, warehouse %s, engine %s", ctx.label, roots.uris, ctx.warehouse.uri,
-                     ctx.engine.name)
         t0 = time.monotonic()
         states = {spec.name: delta_log.load_state(ctx.warehouse, spec.name) for spec in INDEX_TABLES}
         for spec in INDEX_TABLES:
@@ -148,12 +112,13 @@ class IndexCheckpoints(StatekeeperJob[IndexResult]):
         read_versions = {name: (None if s is None else s.version) for name, s in states.items()}
         self._plan = plan = _Plan(roots, read_versions, tuple(r.describe() for r in repairs))
         storage_io = GuardedFileIO(RoutingFileIO(ctx.storage), roots)
-        buckets = plan_buckets(storage_io, roots, states, self._job_filter, allow_empty_root=self._allow_empty_root)
+        buckets = plan_buckets(storage_io, roots, states, self.options.job_filter,
+                               allow_empty_root=self.options.allow_empty_root)
         del states  # file lists now live in the bucket plans only
         # One task per core: a bucket is the unit of balance and cannot be split anyway, and each
         # extra task costs its own Python workers' setup. On local[2] (bench index_store) a full
         # run took 2.9 s with 2 tasks, 3.6 s with 4 and 3.8 s with 8.
-        tasks = self._parallelism or max(1, ctx.spark.sparkContext.defaultParallelism)
+        tasks = self.options.parallelism or max(1, ctx.spark.sparkContext.defaultParallelism)
         bins = balance(buckets, tasks)
         plan.job_dirs = sum(len(b.plan.job_dirs) for b in buckets)
         # The plans travel inside the task function (a few KB: buckets and their data file
@@ -168,18 +133,15 @@ class IndexCheckpoints(StatekeeperJob[IndexResult]):
         assert self._plan is not None, "_prepare plans the run"
         return self._plan
 
-    def _result(self, ctx: RunContext, status: str, stats: UnitStats, versions: dict[str, int | None],
-                error: str | None = None) -> IndexResult:
+    def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         plan = self._planned()
-        return IndexResult(run_id=ctx.run_id, status=status, started_at=ctx.started,
-                           finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
-                           table_versions=versions, error=error, roots=tuple(plan.roots.uris),
-                           engine=ctx.engine.name, stats=stats, repairs=plan.repairs)
+        return {"roots": tuple(plan.roots.uris), "engine": ctx.engine.name, "repairs": plan.repairs}
 
     def _failed(self, ctx: RunContext, error: str) -> IndexResult:
         # A failed row never names a cut: readers take `succeeded` rows, the next run heals from
         # the last succeeded or partial one. Its versions are those it planned from.
-        return self._result(ctx, FAILED, UnitStats(errors=[error]), self._planned().read_versions, error)
+        return self._result(ctx, FAILED, stats=UnitStats(errors=[error]), table_versions=self._planned().read_versions,
+                            error=error)
 
     def _run(self, ctx: RunContext) -> IndexResult:
         plan = self._planned()
@@ -190,7 +152,7 @@ class IndexCheckpoints(StatekeeperJob[IndexResult]):
         # Tasks write the parquet files themselves only for delta-rs, whose change set writer
         # commits producer-written files; delta-spark writes files from `add` rows.
         task = IndexTask(plan.roots.uris, ctx.storage, ctx.warehouse, ctx.run_id, accumulators, plan.plans,
-                         self._job_filter, write_files=ctx.engine.name == "delta-rs")
+                         self.options.job_filter, write_files=ctx.engine.name == "delta-rs")
         changes = (spark.range(0, len(plan.plans), 1, numPartitions=max(1, len(plan.plans)))
                    .mapInArrow(task, CHANGESET_SCHEMA))
         ctx.beat.phase("indexing and committing", lambda: _progress_line(accumulators, plan.job_dirs,
@@ -210,12 +172,16 @@ class IndexCheckpoints(StatekeeperJob[IndexResult]):
         versions = {name: (outcome.committed[name].version if name in outcome.committed
                            and outcome.committed[name].version is not None else version)
                     for name, version in plan.read_versions.items()}
-        return self._result(ctx, SUCCEEDED if stats.units_failed == 0 else PARTIAL, stats, versions)
+        for line in stats.errors[:20]:
+            log.warning("%s", line)
+        return self._result(ctx, SUCCEEDED if stats.units_failed == 0 else PARTIAL, stats=stats,
+                            table_versions=versions)
 
     def _audit_context(self) -> dict[str, Any]:
-        return {"data_interval_start": self._interval[0], "data_interval_end": self._interval[1],
-                "options": json.dumps({"engine": self._engine, "parallelism": self._parallelism,
-                                       "job_filter": self._job_filter})}
+        opts = self.options
+        return {"data_interval_start": opts.data_interval_start, "data_interval_end": opts.data_interval_end,
+                "options": json.dumps({"engine": self._engine, "parallelism": opts.parallelism,
+                                       "job_filter": opts.job_filter})}
 
 
 def _progress_line(accumulators: dict[str, Any], total_units: int, seconds: float) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from statekeeper import __version__
@@ -25,13 +24,22 @@ RETRY_STATUSES = frozenset({SnapshotStatus.UNREADABLE})
 
 def _parser_version() -> str:
     """Statekeeper version plus a digest of the codec sources: any codec change re-parses every
-    `_metadata` once, so the index always reflects the parser that is deployed."""
-    import statekeeper.format as fmt
+    `_metadata` once, so the index always reflects the parser that is deployed.
 
+    Read through `importlib.resources`, not the file system: on a cluster the package arrives as
+    a zip (`--py-files`), where a directory glob finds nothing and every executor would stamp the
+    digest of no sources at all (a local and a cluster run then re-parse each other's rows)."""
+    from importlib.resources import files
+
+    sources = sorted((entry for entry in files("statekeeper.format").iterdir()
+                      if entry.name.endswith(".py")), key=lambda entry: entry.name)
+    if not sources:
+        raise RuntimeError("statekeeper.format ships no .py sources; the parser version cannot "
+                           "be derived (a build that strips sources must set it explicitly)")
     digest = hashlib.sha1()
-    for path in sorted(Path(fmt.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+    for entry in sources:
+        digest.update(entry.name.encode())
+        digest.update(entry.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
@@ -133,6 +141,14 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
     except Exception as exc:  # noqa: BLE001 - a codec bug must not stop the run nor hide the file
         return _failed(row, SnapshotStatus.PARSE_ERROR, exc, internal=True)
 
+    _describe(row, model, refs)
+    keys = (info.uri, root.uri, root.root_id, job_dir, row["bucket"])
+    return ParsedSnapshot(row, _reference_rows(keys, location.job_id, model.checkpoint_id, refs, roots),
+                          _inline_rows(keys, model.checkpoint_id, refs))
+
+
+def _describe(row: dict[str, Any], model: Any, refs: Any) -> None:
+    """The snapshots row's description of a parsed `_metadata`: type, version, references, inline state, operators."""
     props = model.properties
     if props is not None:
         row["snapshot_type"] = props.snapshot_type
@@ -154,8 +170,11 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         for op in model.operators
     ]
 
-    snap_uri, root_uri, root_id, bucket = info.uri, root.uri, root.root_id, row["bucket"]
-    job_id, checkpoint_id = location.job_id, model.checkpoint_id
+
+def _reference_rows(keys: tuple, job_id: str | None, checkpoint_id: int, refs: Any, roots: RootIndex) -> list[tuple]:
+    """One REFERENCE_COLUMNS row per reference, with the root and directory it falls in (or external).
+    `keys`: the snapshot's (uri, root, root_id, job_dir, bucket)."""
+    snap_uri, root_uri, root_id, job_dir, bucket = keys
     references = []
     append = references.append
     locate = roots.locate
@@ -172,7 +191,12 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
                 f.operator_name, f.operator_uid, f.subtask, f.slot, f.role, f.local_name,
                 None if froot is None else froot.uri, None if floc is None else (floc.job_dir or "."),
                 None if floc is None else floc.job_id, kind))
+    return references
 
+
+def _inline_rows(keys: tuple, checkpoint_id: int, refs: Any) -> list[tuple]:
+    """One INLINE_COLUMNS row per (operator, handle kind, slot): bytes, handles, subtasks."""
+    snap_uri, root_uri, root_id, job_dir, bucket = keys
     agg: dict[tuple, list] = {}
     for s in refs.inline:
         key = (s.operator_id, s.operator_name, s.operator_uid, s.handle_kind, s.slot)
@@ -181,9 +205,8 @@ def parse_snapshot(fileio: FileIO, info: FileInfo, root: Root, job_dir: str, loc
         a[1] += s.handle_count
         if s.subtask is not None:
             a[2].add(s.subtask)
-    inline = [(snap_uri, root_uri, root_id, job_dir, bucket, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
-               len(v[2])) for k, v in sorted(agg.items(), key=lambda kv: tuple("" if x is None else x for x in kv[0]))]
-    return ParsedSnapshot(row, references, inline)
+    return [(snap_uri, root_uri, root_id, job_dir, bucket, checkpoint_id, k[0], k[1], k[2], k[3], k[4], v[0], v[1],
+             len(v[2])) for k, v in sorted(agg.items(), key=lambda kv: tuple("" if x is None else x for x in kv[0]))]
 
 
 def _failed(row: dict[str, Any], status: str, exc: BaseException, internal: bool = False) -> ParsedSnapshot:

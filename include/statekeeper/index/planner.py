@@ -45,7 +45,7 @@ def plan_buckets(storage: FileIO, roots: Roots, states: dict[str, TableState | N
         except EmptyRootError as exc:
             if not allow_empty_root:
                 raise EmptyRootError(f"{exc}; check the root's spelling, or pass --allow-empty-root "
-                                     "(IndexCheckpoints.allow_empty_root()) if it is intentionally empty") from exc
+                                     "(IndexOptions.allow_empty_root) if it is intentionally empty") from exc
         names = {d.rstrip("/").rpartition("/")[2] for d in storage.list_dirs(root.uri)}
         names.add(ROOT_LEVEL_JOB_DIR)
         if job_filter:

@@ -191,11 +191,10 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     prev_by_uri = _previous_objects(prev_files)
     snap_by_uri = _previous_snapshots(prev_snaps)
 
-    root = plan.root
-    prefix = root.uri.rstrip("/") + "/"
+    prefix = plan.root.uri.rstrip("/") + "/"
     for info in listing:  # FileIO yields canonical URIs below the listed directory
         if not info.uri.startswith(prefix):
-            raise AssertionError(f"listing of {plan.uri} returned {info.uri}, outside root {root.uri}")
+            raise AssertionError(f"listing of {plan.uri} returned {info.uri}, outside root {plan.root.uri}")
     classify = CachedClassifier()
     metadata = []
     for info in listing:
@@ -219,15 +218,20 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
         stats.errors.extend(_snapshot_errors(snap_by_uri.values()))
         return UnitResult(UNCHANGED, stats)
 
-    # -- rebuild the unit ------------------------------------------------------------------------
     stats.units_rewritten = 1
     locations = [classify(i.uri[len(prefix):]) for i in listing]
     files_table = _files_table(ctx, plan, listing, locations, mtimes, prev_by_uri)
+    return UnitResult(REWRITTEN, stats, _unit_tables(ctx, plan, files_table, metadata, stats),
+                      {name: list(files) for name, files in plan.previous.items() if files})
+
+
+def _unit_tables(ctx: UnitContext, plan: UnitPlan, files_table: pa.Table, metadata: list[tuple[FileInfo, Any]],
+                 stats: UnitStats) -> dict[str, pa.Table]:
+    """The rewritten unit's rows of every index table: each `_metadata` parsed again unless the previous
+    index's row can be reused (then its references and inline state are carried over)."""
     snap_by_uri = _previous_snapshots(ctx.read_previous("snapshots", plan.previous.get("snapshots", []),
                                                         job_dir=plan.job_dir))
     snapshot_rows: list[dict[str, Any]] = []
-    reference_parts: list[pa.Table] = []
-    inline_parts: list[pa.Table] = []
     new_references: list[tuple] = []
     new_inline: list[tuple] = []
     reused: list[str] = []
@@ -239,26 +243,14 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
             continue
         if not info.object_type.is_regular:
             # Never opened: a symlink may lead anywhere, a FIFO blocks the reader.
-            snapshot_rows.append(_special_snapshot(info, root, plan.job_dir, loc, ctx.run_id).snapshot)
+            snapshot_rows.append(_special_snapshot(info, plan.root, plan.job_dir, loc, ctx.run_id).snapshot)
             continue
-        parsed = parse_snapshot(ctx.storage, info, root, plan.job_dir, loc, ctx.run_id, ctx.roots)
+        parsed = parse_snapshot(ctx.storage, info, plan.root, plan.job_dir, loc, ctx.run_id, ctx.roots)
         stats.metadata_parsed += 1
         snapshot_rows.append(parsed.snapshot)
         new_references.extend(parsed.references)
         new_inline.extend(parsed.inline)
-    if new_references:
-        reference_parts.append(_rows_to_table(REFERENCE_COLUMNS, new_references, REFERENCES.schema))
-    if new_inline:
-        inline_parts.append(_rows_to_table(INLINE_COLUMNS, new_inline, INLINE_STATE.schema))
     stats.metadata_reused = len(reused)
-    if reused:
-        keep = pa.array(reused, pa.string())
-        prev_refs = ctx.read_previous("references", plan.previous.get("references", []), job_dir=plan.job_dir)
-        if prev_refs is not None:
-            reference_parts.append(prev_refs.filter(pc.is_in(prev_refs.column("snapshot_uri"), keep)))
-        prev_inline = ctx.read_previous("inline_state", plan.previous.get("inline_state", []), job_dir=plan.job_dir)
-        if prev_inline is not None:
-            inline_parts.append(prev_inline.filter(pc.is_in(prev_inline.column("snapshot_uri"), keep)))
     stats.metadata_failed = sum(1 for r in snapshot_rows if r["status"] != SnapshotStatus.OK)
     stats.errors.extend(_snapshot_errors(snapshot_rows))
 
@@ -268,12 +260,17 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     if snapshot_rows:
         tables["snapshots"] = pa.Table.from_pylist(sorted(snapshot_rows, key=lambda r: r["uri"]),
                                                    schema=SNAPSHOTS.schema)
-    for name, parts, spec in (("references", reference_parts, REFERENCES), ("inline_state", inline_parts, INLINE_STATE)):
+    for name, columns, new_rows, spec in (("references", REFERENCE_COLUMNS, new_references, REFERENCES),
+                                          ("inline_state", INLINE_COLUMNS, new_inline, INLINE_STATE)):
+        parts = [_rows_to_table(columns, new_rows, spec.schema)] if new_rows else []
+        if reused:
+            previous = ctx.read_previous(name, plan.previous.get(name, []), job_dir=plan.job_dir)
+            if previous is not None:
+                parts.append(previous.filter(pc.is_in(previous.column("snapshot_uri"), pa.array(reused, pa.string()))))
         parts = [p for p in parts if p.num_rows]
         if parts:
             tables[name] = pa.concat_tables(parts).cast(spec.schema)
-    removes = {name: list(files) for name, files in plan.previous.items() if files}
-    return UnitResult(REWRITTEN, stats, tables, removes)
+    return tables
 
 
 _FILE_KEY_COLUMNS = ["uri", "size", "etag", "mtime", "index_run_id"]

@@ -1,6 +1,6 @@
-"""What every Statekeeper job shares: the registry (names, entry points, exit codes), the builder
-base with its run context and audit path, and progress heartbeats.
+"""What every Statekeeper job shares: the builder base with its run context, pinned inputs and audit
+path, the Result, what the action jobs select snapshots by, and progress heartbeats.
 
-`statekeeper.jobs.registry` imports only the standard library (the Airflow operator reads it);
-`statekeeper.jobs.base` imports pyspark lazily, inside `execute()`.
+The registry of jobs (names, entry points, audit tables, exit codes) is `statekeeper.registry`, on the
+ground floor. `statekeeper.jobs.base` imports pyspark lazily, inside `execute()`.
 """

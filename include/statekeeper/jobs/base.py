@@ -1,40 +1,61 @@
-"""The builder every Statekeeper job is: explicit options with safe defaults, `execute()`, a Result.
+"""The builder every Statekeeper job is: its options dataclass, `execute()`, a Result.
 
-    result = (ComputeChains(spark)
+    result = (CompactCheckpoints(spark)
               .warehouse("s3://bucket/statekeeper")
               .storage(StorageConfig.from_env())
+              .configure(CompactOptions(max_metadata_size=64 << 20))
               .execute())
 
 Modelled on Iceberg's `BaseSparkAction`: the base owns what every job does the same way — the
-common options, resolving the warehouse and engine, the run id, the progress heartbeat (which also
-names each phase in the Spark UI), the DataFrames kept computed for the run, writing the audit row
-from the Result, and the failure path: a run that fails after it started is recorded as `failed`
-in its audit table and the error is re-raised. A job supplies `_prepare` (validate inputs and pin
-what it reads; errors there are configuration errors and leave no audit row), `_run` and `_failed`.
+common settings (warehouse, storage, engine, run ids, progress), the job's options (one frozen
+dataclass per job, given with `configure`; its defaults are the safe ones), resolving the warehouse
+and engine, pinning the index cut the job reads (`SOURCES`) and the reads derived from it, the
+progress heartbeat (which also names each phase in the Spark UI), the DataFrames kept computed for
+the run, the Result every outcome is spelled in, writing the audit row from it, and the failure
+path: a run that fails after it started is recorded as `failed` in its audit table and the error is
+re-raised. A job supplies `_prepare` (check its inputs; errors there are configuration errors and
+leave no audit row), `_run`, and the fields its Results share (`_result_fields`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from datetime import datetime, timezone
-from typing import Any, ClassVar, Generic, TypeVar
+from enum import Enum
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from statekeeper import __version__
-from statekeeper.jobs.registry import JobSpec
+from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.result import JobResult
+from statekeeper.registry import JobSpec
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.warehouse import Warehouse
 
 R = TypeVar("R", bound=JobResult)
-Self = TypeVar("Self", bound="StatekeeperJob[Any]")
+O = TypeVar("O")
+Self = TypeVar("Self", bound="StatekeeperJob[Any, Any]")
 
 
-class StatekeeperJob(Generic[R]):
-    """Base builder. Subclasses set JOB (their registry entry) and AUDIT (their audit table spec)."""
+class StatekeeperJob(Generic[R, O]):
+    """Base builder. A job subclasses `StatekeeperJob[ItsResult, ItsOptions]` (the two types become
+    RESULT and OPTIONS), sets JOB (its registry entry), and SOURCES when it reads the index."""
 
     JOB: ClassVar[JobSpec]
+    RESULT: ClassVar[type]
+    OPTIONS: ClassVar[type]
+    # Index tables the job reads at the newest succeeded cut (none: it pins nothing), and optional
+    # tables: index tables from the same cut, derived tables at their latest version when present.
+    SOURCES: ClassVar[tuple[str, ...]] = ()
+    OPTIONAL_SOURCES: ClassVar[tuple[str, ...]] = ()
     FAILED: ClassVar[str] = "failed"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is StatekeeperJob:
+                cls.RESULT, cls.OPTIONS = get_args(base)
 
     def __init__(self, spark: Any) -> None:
         self._spark = spark
@@ -44,9 +65,13 @@ class StatekeeperJob(Generic[R]):
         self._run_id: str | None = None
         self._airflow_run_id: str | None = None
         self._progress_interval = 10.0
+        self._options: O = self.OPTIONS()
+        self._inputs: PinnedInputs | None = None
+        # What a run has done so far, recorded in its row if it fails later (counts, versions written).
+        self._progress: dict[str, Any] = {}
         self.log = logging.getLogger(self.JOB.logger)
 
-    # -- options every job takes ---------------------------------------------------------------
+    # -- settings every job takes ----------------------------------------------------------------
 
     def warehouse(self: Self, location: str | Warehouse) -> Self:
         """Where the Delta tables live: a local path or an s3:// prefix."""
@@ -77,6 +102,25 @@ class StatekeeperJob(Generic[R]):
         self._progress_interval = seconds
         return self
 
+    # -- the job's own options -------------------------------------------------------------------
+
+    def configure(self: Self, options: O) -> Self:
+        """The job's options (its OPTIONS dataclass), all at once; checked when the run starts."""
+        if not isinstance(options, self.OPTIONS):
+            raise TypeError(f"{type(self).__name__} takes {self.OPTIONS.__name__}, not {type(options).__name__}")
+        self._options = options
+        return self
+
+    @property
+    def options(self) -> O:
+        return self._options
+
+    @property
+    def inputs(self) -> PinnedInputs:
+        """The versions this run reads (pinned before `_prepare`)."""
+        assert self._inputs is not None, f"{type(self).__name__} pins no inputs (SOURCES is empty)"
+        return self._inputs
+
     # -- the run ---------------------------------------------------------------------------------
 
     def execute(self) -> R:
@@ -99,7 +143,12 @@ class StatekeeperJob(Generic[R]):
         beat = Heartbeat(self._spark, self.log, f"{self.JOB.label} run {run_id}", self._progress_interval)
         ctx = RunContext(self._spark, engine, warehouse, storage, run_id, started, self.JOB.name, self.JOB.label,
                          self.log, beat)
+        self._progress = {}
+        if self.SOURCES:
+            self._inputs = pin_inputs(warehouse, self.SOURCES, self.OPTIONAL_SOURCES)
         self._prepare(ctx)
+        self.log.info("%s: warehouse %s, engine %s%s, %s", ctx.label, warehouse.uri, engine.name, self._read_line(),
+                      self._options)
         try:
             with ctx.keep, beat:
                 result = self._run(ctx)
@@ -110,18 +159,53 @@ class StatekeeperJob(Generic[R]):
         self.log.info("%s", result.summary())
         return result
 
+    def _read_line(self) -> str:
+        """What the run reads, as its first log line names it."""
+        if self._inputs is None:
+            return ""
+        line = f", index run {self._inputs.cut.run_id} of roots {self._inputs.roots} at versions {self._inputs.versions}"
+        return line + (f", derived tables at versions {self._inputs.optional}" if self.OPTIONAL_SOURCES else "")
+
     def _check_options(self) -> None:
-        """Refuse contradictory or missing options before anything starts (ValueError)."""
+        """Refuse contradictory or missing options before anything starts (a ConfigurationError)."""
+        self._options.check()
 
     def _prepare(self, ctx: Any) -> None:
-        """Check the inputs and pin what the run reads. Errors here leave no audit row."""
+        """Check the inputs. Errors here leave no audit row."""
 
     def _run(self, ctx: Any) -> R:
         raise NotImplementedError
 
+    # -- what every job reads --------------------------------------------------------------------
+
+    def _read_cut(self, ctx: Any, *, keep: tuple[str, ...] = ()) -> dict[str, Any]:
+        """DataFrames of the SOURCES at their pinned versions (those in `keep` computed once and kept),
+        refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent)."""
+        frames = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
+        frames = {name: ctx.keep(df) if name in keep else df for name, df in frames.items()}
+        check_consistent(frames["snapshots"], frames["references"], self.inputs.versions)
+        return frames
+
+    # -- the Result ------------------------------------------------------------------------------
+
+    def _result(self, ctx: Any, status: str, **values: Any) -> R:
+        """The run's Result: what the base knows (ids, times, the versions read), the job's own
+        fields (`_result_fields`), then `values`."""
+        fields: dict[str, Any] = {"run_id": ctx.run_id, "status": _plain(status), "started_at": ctx.started,
+                                  "finished_at": datetime.now(timezone.utc), "warehouse": ctx.warehouse.uri}
+        if self._inputs is not None and "source_versions" in {f.name for f in dataclasses.fields(self.RESULT)}:
+            fields["source_versions"] = self._inputs.versions
+        return self.RESULT(**{**fields, **self._result_fields(ctx), **values})
+
+    def _result_fields(self, ctx: Any) -> dict[str, Any]:
+        """Fields every Result of this job carries (its mode, its options as recorded, its roots)."""
+        return {}
+
     def _failed(self, ctx: Any, error: str) -> R:
-        """The Result recorded when `_run` raised."""
-        raise NotImplementedError
+        """The Result recorded when `_run` raised: what the run had done so far, and the error."""
+        return self._result(ctx, self.FAILED, **{**self._progress, "error": error})
+
+    # -- the audit row ---------------------------------------------------------------------------
 
     def _audit_context(self) -> dict[str, Any]:
         """Audit columns that come from the options rather than the Result."""
@@ -142,3 +226,8 @@ class StatekeeperJob(Generic[R]):
             if result.status != self.FAILED:
                 raise
             self.log.exception("could not record the failed run %s in %s", result.run_id, audit.name)
+
+
+def _plain(status: str) -> str:
+    """A status as its audit column holds it (the value of a vocabulary enum)."""
+    return status.value if isinstance(status, Enum) else status

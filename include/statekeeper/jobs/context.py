@@ -10,7 +10,7 @@ from typing import Any
 from statekeeper.jobs.progress import Heartbeat
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.engine import TableEngine, WriteMode
+from statekeeper.tables.engine_base import TableEngine, WriteMode
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
 

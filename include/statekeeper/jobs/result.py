@@ -17,6 +17,8 @@ import pyarrow as pa
 
 from statekeeper.tables.spec import TableSpec
 
+_PROBLEMS_IN_SUMMARY = 20   # the rest are in the audit row and the job's own table
+
 
 @dataclass(frozen=True, kw_only=True)
 class JobResult:
@@ -34,6 +36,16 @@ class JobResult:
 
     def summary(self) -> str:
         raise NotImplementedError
+
+    def _closing_lines(self, problems: tuple[str, ...] = (), more_in: str = "") -> list[str]:
+        """How a summary ends: the first problems (the others counted, `more_in` says where they all
+        are), then the run's error."""
+        lines = [f"  PROBLEM: {p}" for p in problems[:_PROBLEMS_IN_SUMMARY]]
+        if len(problems) > _PROBLEMS_IN_SUMMARY:
+            lines.append(f"  ... {len(problems) - _PROBLEMS_IN_SUMMARY} more in {more_in}")
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        return lines
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO-8601, enums as their values, nested dataclasses as objects."""
@@ -67,17 +79,6 @@ class JobResult:
                         from None
             row[name] = _column_value(value, column.type)
         return pa.Table.from_pylist([row], schema=spec.schema)
-
-
-def human_size(n: float | None) -> str:
-    """Bytes as summaries print them: 512 B, 1.5 KiB, ... ("?" when unknown)."""
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _json_value(value: Any) -> Any:

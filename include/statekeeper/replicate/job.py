@@ -18,17 +18,18 @@ restorable checkpoint. Every attempt is a `dr_copies` row, every object a `dr_fi
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from statekeeper.jobs import selection
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
-from statekeeper.jobs.registry import DR
-from statekeeper.jobs.result import JobResult, human_size
+from statekeeper.jobs.inputs import VALIDATION_TABLES
+from statekeeper.jobs.result import JobResult
+from statekeeper.registry import DR
+from statekeeper.units import human_size
 from statekeeper.replicate.closure import mapped
 from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, VerifyMode
 from statekeeper.storage import StorageConfig
@@ -37,8 +38,6 @@ from statekeeper.storage.pace_report import merge as merge_prefixes
 from statekeeper.tables.catalog import DR_COPIES, DR_FILES
 from statekeeper.tables.vocabulary import DrCopyStatus, DrRunStatus, DrSelectedBy
 
-SOURCES = ("snapshots", "references", "files")
-VALIDATION = ("validation_results", "validation_jobs")
 _PROBLEMS_SHOWN = 50
 
 
@@ -73,98 +72,52 @@ class DrResult(JobResult):
         for n in self.notes[:20]:
             lines.append(f"  fell back: {n}")
         lines.extend(f"  per prefix: {p}" for p in self.prefixes)
-        for p in self.problems[:20]:
-            lines.append(f"  PROBLEM: {p}")
-        if len(self.problems) > 20:
-            lines.append(f"  ... {len(self.problems) - 20} more in dr_runs.problems and dr_copies")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines(self.problems, "dr_runs.problems and dr_copies")
         return "\n".join(lines)
 
 
-class CopyToDr(StatekeeperJob[DrResult]):
+class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
     """Builder for one DR copy run. Nothing is written without a target allowlist."""
 
     JOB = DR
+    SOURCES = ("snapshots", "references", "files")
+    OPTIONAL_SOURCES = VALIDATION_TABLES
 
     def __init__(self, spark: Any) -> None:
         super().__init__(spark)
-        self._options = DrOptions()
         self._target: StorageConfig | None = None
-        self._inputs: PinnedInputs | None = None
-        self._roots: list[str] = []
         self._mapping: dict[str, str] = {}
 
-    # -- options -----------------------------------------------------------------------------
-
-    def configure(self, options: DrOptions) -> CopyToDr:
-        self._options = options
-        return self
-
     def target_storage(self, config: StorageConfig | None) -> CopyToDr:
-        """Settings of the DR store (another endpoint or identity); None: the source's."""
+        """Settings of the DR store (another endpoint or identity); None: the source's. A store's
+        settings, like `storage`, not an option: its secrets stay out of the recorded options."""
         self._target = config
         return self
 
-    @property
-    def options(self) -> DrOptions:
-        return self._options
-
     # -- run ----------------------------------------------------------------------------------
 
-    def _check_options(self) -> None:
-        self._options.check()
-
     def _prepare(self, ctx: RunContext) -> None:
-        from statekeeper.tables import cut
-        from statekeeper.tables.errors import CutError
-        from statekeeper.tables.reader import TableReader
-
-        self._inputs = pin_inputs(ctx.warehouse, SOURCES, VALIDATION)
-        missing = [t for t in VALIDATION if t not in self._inputs.optional]
-        if missing:
-            raise CutError(f"{ctx.warehouse.uri} has no {', '.join(missing)}: run validate_checkpoints first (a DR copy "
-                           "takes only snapshots validation found restorable)")
-        if self._inputs.stale:
-            raise CutError(f"the validation tables were computed from an older index run ({', '.join(self._inputs.stale)}):"
-                           " run validate_checkpoints, then the DR copy")
-        index_cut = cut.latest_cut(ctx.warehouse)
-        runs = TableReader(ctx.warehouse).read("index_runs", columns=["run_id", "roots"]).to_pylist()
-        self._roots = sorted(next((list(r["roots"]) for r in runs if r["run_id"] == index_cut.run_id), []))
-        self._mapping = self._options.mapping(self._roots)
-        if self._options.snapshots:
+        self.inputs.require_validation(ctx.warehouse, because="a DR copy takes only snapshots validation found "
+                                       "restorable", then="the DR copy")
+        self._mapping = self.options.mapping(self.inputs.roots)
+        if self.options.snapshots:
             self._check_explicit(ctx)
-        ctx.log.info("%s: warehouse %s, index run %s versions %s, targets %s, options %s", ctx.label, ctx.warehouse.uri,
-                     index_cut.run_id, self._inputs.versions, self._mapping, self._options.to_json())
+        ctx.log.info("%s: targets %s", ctx.label, self._mapping)
 
-    def _pinned(self) -> PinnedInputs:
-        assert self._inputs is not None, "_prepare pins the inputs"
-        return self._inputs
+    def _target_config(self, ctx: RunContext) -> StorageConfig:
+        return self._target if self._target is not None else ctx.storage
 
-    @property
-    def _target_config(self) -> StorageConfig:
-        return self._target if self._target is not None else self._storage_config
-
-    def _result(self, ctx: RunContext, status: DrRunStatus, **values: Any) -> DrResult:
-        return DrResult(run_id=ctx.run_id, status=status.value, started_at=ctx.started,
-                        finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri, mode=self._options.mode,
-                        roots=tuple(self._roots), targets=dict(self._mapping),
-                        target_roots=tuple(sorted(self._mapping.values())), options=self._options.to_json(),
-                        source_versions=self._pinned().versions if self._inputs else {}, **values)
-
-    def _failed(self, ctx: RunContext, error: str) -> DrResult:
-        return self._result(ctx, DrRunStatus.FAILED, error=error, **getattr(self, "_progress_values", {}))
+    def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
+        return {"mode": self.options.mode, "roots": tuple(self.inputs.roots), "targets": dict(self._mapping),
+                "target_roots": tuple(sorted(self._mapping.values())), "options": self.options.to_json()}
 
     def _run(self, ctx: RunContext) -> DrResult:
-        self._storage_config = ctx.storage
-        self._progress_values: dict[str, Any] = {}
-        if self._options.mode is DrMode.VERIFY:
+        if self.options.mode is DrMode.VERIFY:
             return self._reverify(ctx)      # reads dr_copies and dr_files only, not the index
-        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
-        snaps, refs, files = ctx.keep(tables["snapshots"]), tables["references"], tables["files"]
-        check_consistent(snaps, refs, self._pinned().versions)
-        validation = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
-        return self._copy(ctx, snaps, refs, files, validation["validation_results"], validation["validation_jobs"])
+        tables = self._read_cut(ctx, keep=("snapshots",))
+        validation = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
+        return self._copy(ctx, tables["snapshots"], tables["references"], tables["files"],
+                          validation["validation_results"], validation["validation_jobs"])
 
     # -- copy ----------------------------------------------------------------------------------
 
@@ -173,7 +126,7 @@ class CopyToDr(StatekeeperJob[DrResult]):
 
         from statekeeper.replicate import select
 
-        opts = self._options
+        opts = self.options
         self._create_local_targets()
         candidates = ctx.keep(select.candidates(opts, results, jobs, snaps))
         problems: list[str] = []
@@ -202,8 +155,8 @@ class CopyToDr(StatekeeperJob[DrResult]):
             merge_prefixes(prefixes, outcome["prefixes"])
             for group, text in outcome["problems"]:
                 attempts.setdefault(group, []).append(text)
-            self._progress_values = dict(totals, snapshots=groups, verified=len(verified), fallbacks=fallbacks,
-                                         table_versions=versions)
+            self._progress = dict(totals, snapshots=groups, verified=len(verified), fallbacks=fallbacks,
+                                  table_versions=versions)
             retry = outcome["retry_groups"]
             if not retry:
                 break
@@ -232,44 +185,26 @@ class CopyToDr(StatekeeperJob[DrResult]):
     def _check_explicit(self, ctx: RunContext) -> None:
         """--snapshot: each must be indexed, parsed and restorable (a handful of rows on the driver).
         Checked before the run starts, so a refused request leaves no trace but its error."""
-        from pyspark.sql import functions as F
-
-        from statekeeper.replicate.select import _glob_regex
-
-        wanted = list(self._options.snapshots)
-        tables = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse)
-        optional = self._pinned().read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
-        rows = {r["uri"]: r for r in tables["snapshots"].where(F.col("uri").isin(wanted))
-                .select("uri", "status", "error", "job_dir").collect()}
-        verdicts = {r["snapshot_uri"]: r["restorable"] for r in optional["validation_results"]
-                    .where((F.col("check") == "snapshot") & F.col("snapshot_uri").isin(wanted))
-                    .select("snapshot_uri", "restorable").collect()}
-        glob = self._options.job_filter
-        for uri in wanted:
-            row = rows.get(uri)
-            if row is None:
-                raise DrOptionsError(f"--snapshot {uri} is not in the index: is it below an indexed root? Run "
-                                     "index_checkpoints (and validate_checkpoints) first")
-            if row["status"] != "ok":
-                raise DrOptionsError(f"--snapshot {uri} cannot be copied: its _metadata is {row['status']} "
-                                     f"({(row['error'] or '')[:300]}); nothing was written")
-            if uri not in verdicts:
-                raise DrOptionsError(f"--snapshot {uri} is not validated yet: run validate_checkpoints first")
-            if not verdicts[uri]:
-                raise DrOptionsError(f"--snapshot {uri} does not restore according to validation (validation_results "
-                                     "names the missing or short files); nothing was written")
-            if glob and not re.match(_glob_regex(glob), row["job_dir"]):
-                raise DrOptionsError(f"--snapshot {uri} is in {row['job_dir']}, which the job filter {glob!r} excludes")
+        tables = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
+        optional = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
+        glob = self.options.job_filter
+        for snapshot in selection.explicit_snapshots(tables["snapshots"], optional["validation_results"],
+                                                     list(self.options.snapshots)):
+            refusal = snapshot.refusal("copied", error_chars=300)
+            if refusal is not None:
+                raise DrOptionsError(refusal)
+            if glob and not selection.job_dir_matched(glob, snapshot.job_dir or ""):
+                raise DrOptionsError(f"--snapshot {snapshot.uri} is in {snapshot.job_dir}, which the job filter "
+                                     f"{glob!r} excludes")
 
     def _jobs_without_restorable(self, jobs: Any) -> list[str]:
         from pyspark.sql import functions as F
 
-        from statekeeper.replicate.select import _glob_regex
         from statekeeper.tables.vocabulary import UnitKind
 
         none = jobs.where((F.col("kind") == UnitKind.JOB.value) & F.col("latest_restorable_uri").isNull())
-        if self._options.job_filter:
-            none = none.where(F.col("job_dir").rlike(_glob_regex(self._options.job_filter)))
+        if self.options.job_filter:
+            none = none.where(selection.job_dir_matches(self.options.job_filter))
         return [f"{r['location']}: no restorable checkpoint to copy (validation_jobs)"
                 for r in none.select("location").orderBy("location").limit(_PROBLEMS_SHOWN).collect()]
 
@@ -300,33 +235,63 @@ class CopyToDr(StatekeeperJob[DrResult]):
 
     def _copy_round(self, ctx: RunContext, chosen: Any, refs: Any, files: Any, round_no: int,
                     known: Any) -> dict[str, Any]:
+        """One round: the closure of `chosen`, its objects copied and verified at the target, then each
+        snapshot whose every object verified gets its rewritten `_metadata`, last; dr_files and dr_copies
+        record it all. What the round did, and which copy groups to retry one checkpoint older."""
+        from pyspark.sql import functions as F
+
+        started = datetime.now(timezone.utc)
+        parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
+        chosen = ctx.keep(chosen)
+        cl, refused = self._closure(ctx, chosen, refs, files)
+        objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
+                   .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
+        copied, verified, prefixes = self._transfer(ctx, objects, parts, round_no)
+        per_file = ctx.keep(
+            cl.where(~F.col("is_dir")).join(copied.drop("source_uri"), "target_uri", "left")
+            .join(verified, "target_uri", "left")
+            .withColumn("ok", _transferred() & F.coalesce(F.col("verified"), F.lit(False))))
+        external = (cl.where(F.col("external")).groupBy("snapshot_uri")
+                    .agg(F.collect_list(F.struct("source_uri", "target_uri")).alias("external")))
+        base = (chosen.select("snapshot_uri", "metadata_etag", "group_key", "selected_by", "root", "job_dir", "job_id",
+                              "checkpoint_id", "snapshot_type")
+                .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
+                .join(refused, "snapshot_uri", "left").join(_per_snapshot(per_file), "snapshot_uri", "left")
+                .join(external, "snapshot_uri", "left"))
+        ctx.beat.phase(f"writing the rewritten _metadata, last (round {round_no})")
+        meta = self._metadata_writes(ctx, base, parts)
+        rows = ctx.keep(self._copies(ctx, base, meta, started))
+        ctx.beat.phase(f"recording dr_copies and dr_files (round {round_no})")
+        versions = self._record(ctx, per_file, rows)
+        return {"versions": versions, **_transfer_counts(copied), **_round_groups(rows), "prefixes": prefixes.value}
+
+    def _closure(self, ctx: RunContext, chosen: Any, refs: Any, files: Any) -> tuple[Any, Any]:
+        """The objects each chosen snapshot needs, mapped to the target (kept), without the snapshots
+        refused for naming files outside every root; and those refusals (snapshot_uri, refusal)."""
         from pyspark.sql import functions as F
 
         from statekeeper.replicate.closure import closure
-        from statekeeper.replicate.tasks import (COPY_OUT_SPARK, META_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask,
-                                                 MetadataTask, VerifyTask)
-        from statekeeper.storage.pace_report import PrefixAccumulator
-        from statekeeper.storage.transfer import TransferOutcome
 
-        opts = self._options
-        started = datetime.now(timezone.utc)
-        spark = ctx.spark
-        parts = max(1, spark.sparkContext.defaultParallelism) * 4
-        chosen = ctx.keep(chosen)
         cl = ctx.keep(closure(chosen, refs, files, self._mapping))
         # Files outside every root are refused unless --include-external (then they go below _external/).
-        refused = (cl.where(F.col("external") & F.lit(not opts.include_external))
+        refused = (cl.where(F.col("external") & F.lit(not self.options.include_external))
                    .groupBy("snapshot_uri").agg(F.count(F.lit(1)).alias("n"), F.min("source_uri").alias("example"))
                    .select("snapshot_uri", F.concat(F.lit("references "), F.col("n").cast("string"),
                                                     F.lit(" file(s) outside every indexed root, e.g. "),
                                                     F.col("example"),
                                                     F.lit(": index that location as a root, or pass --include-external"))
                            .alias("refusal")))
-        cl = cl.join(refused.select("snapshot_uri"), "snapshot_uri", "left_anti")
-        objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
-                   .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
+        return cl.join(refused.select("snapshot_uri"), "snapshot_uri", "left_anti"), refused
 
-        sc = spark.sparkContext
+    def _transfer(self, ctx: RunContext, objects: Any, parts: int, round_no: int) -> tuple[Any, Any, Any]:
+        """Copy the distinct objects in Spark tasks (what the target provably has is skipped), then
+        verify what was copied or skipped at the target: both outcomes, kept, and the accumulator of what
+        the copies achieved per target job prefix (complete once the outcomes have been computed)."""
+        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask
+        from statekeeper.storage.pace_report import PrefixAccumulator
+
+        opts = self.options
+        sc = ctx.spark.sparkContext
         acc_files, acc_bytes = sc.accumulator(0), sc.accumulator(0)
         acc_prefixes = sc.accumulator({}, PrefixAccumulator())
         total = int(objects.count())
@@ -339,68 +304,58 @@ class CopyToDr(StatekeeperJob[DrResult]):
 
         ctx.beat.phase(f"copying (round {round_no})", progress)
         checksum = opts.verify is VerifyMode.CHECKSUM
-        slots = max(1, spark.sparkContext.defaultParallelism)
+        slots = max(1, sc.defaultParallelism)
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
         copied = ctx.keep(objects.repartition(parts, "target_uri").mapInArrow(
-            CopyTask(ctx.storage, self._target, list(self._roots), sorted(self._mapping.values()),
+            CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
                      opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
         ctx.beat.phase(f"verifying at the target (round {round_no})")
-        good = F.col("outcome").isin(TransferOutcome.COPIED.value, TransferOutcome.SKIPPED.value)
-        verified = ctx.keep(copied.where(good).select("target_uri", "size", "checksum")
+        verified = ctx.keep(copied.where(_transferred()).select("target_uri", "size", "checksum")
                             .repartition(parts, "target_uri")
-                            .mapInArrow(VerifyTask(self._target_config, checksum, opts.copies_in_flight),
+                            .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
                                         VERIFY_OUT_SPARK))
-        per_file = ctx.keep(
-            cl.where(~F.col("is_dir")).join(copied.drop("source_uri"), "target_uri", "left")
-            .join(verified, "target_uri", "left")
-            .withColumn("ok", good & F.coalesce(F.col("verified"), F.lit(False))))
-        source_bad = F.col("outcome").isin(TransferOutcome.SOURCE_MISSING.value, TransferOutcome.SOURCE_CHANGED.value)
-        problem = F.concat(F.col("target_uri"), F.lit(" (from "), F.col("source_uri"), F.lit("): "),
-                           F.coalesce(F.col("verify_message"), F.col("message"), F.col("outcome"), F.lit("not copied")))
-        copied_now = F.col("outcome") == TransferOutcome.COPIED.value
-        skipped = F.col("outcome") == TransferOutcome.SKIPPED.value
-        per_snapshot = (per_file.groupBy("snapshot_uri").agg(
-            F.count(F.lit(1)).alias("files"), F.sum(F.coalesce("size", "expected_size", F.lit(0))).alias("bytes"),
-            F.sum(copied_now.cast("long")).alias("files_copied"),
-            F.sum(F.when(copied_now, F.col("size")).otherwise(0)).alias("bytes_copied"),
-            F.sum(skipped.cast("long")).alias("files_skipped"),
-            F.sum(F.when(skipped, F.col("size")).otherwise(0)).alias("bytes_skipped"),
-            F.sum((~F.col("ok")).cast("long")).alias("bad"),
-            F.max(source_bad).alias("source_bad"),
-            F.min(F.when(~F.col("ok"), problem)).alias("file_problem"),
-            F.collect_list(F.when(F.col("ok"), F.col("target_uri"))).alias("verified_targets")))
-        external = (cl.where(F.col("external")).groupBy("snapshot_uri")
-                    .agg(F.collect_list(F.struct("source_uri", "target_uri")).alias("external")))
-        base = (chosen.select("snapshot_uri", "metadata_etag", "group_key", "selected_by", "root", "job_dir", "job_id",
-                              "checkpoint_id", "snapshot_type")
-                .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
-                .join(refused, "snapshot_uri", "left").join(per_snapshot, "snapshot_uri", "left")
-                .join(external, "snapshot_uri", "left"))
+        return copied, verified, acc_prefixes
+
+    def _metadata_writes(self, ctx: RunContext, base: Any, parts: int) -> Any:
+        """The rewritten `_metadata` of each snapshot that is not refused and whose every object verified,
+        written by Spark tasks (lazily: when the dr_copies rows are computed)."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.replicate.tasks import META_OUT_SPARK, MetadataTask
+
         ready = base.where(F.col("refusal").isNull() & (F.coalesce(F.col("bad"), F.lit(0)) == 0))
-        ctx.beat.phase(f"writing the rewritten _metadata, last (round {round_no})")
-        meta = ready.select("snapshot_uri", "target_metadata_uri", "metadata_etag",
+        return ready.select("snapshot_uri", "target_metadata_uri", "metadata_etag",
                             F.coalesce("verified_targets", F.array().cast("array<string>")).alias("verified_targets"),
                             "external").repartition(parts, "snapshot_uri").mapInArrow(
-            MetadataTask(ctx.storage, self._target_config, sorted(self._mapping.values()), dict(self._mapping)),
+            MetadataTask(ctx.storage, self._target_config(ctx), sorted(self._mapping.values()), dict(self._mapping)),
             META_OUT_SPARK)
+
+    def _copies(self, ctx: RunContext, base: Any, meta: Any, started: datetime) -> Any:
+        """The round's dr_copies rows, one per snapshot attempted (with its copy group and whether to retry it)."""
+        from pyspark.sql import functions as F
+
         finished = datetime.now(timezone.utc)
-        rows = ctx.keep(base.join(meta.drop("target_metadata_uri"), "snapshot_uri", "left").select(
+        ok = F.coalesce(F.col("ok"), F.lit(False))
+        return base.join(meta.drop("target_metadata_uri"), "snapshot_uri", "left").select(
             F.lit(ctx.run_id).alias("run_id"),
-            F.when(F.coalesce(F.col("ok"), F.lit(False)), F.lit(DrCopyStatus.VERIFIED.value))
-            .otherwise(F.lit(DrCopyStatus.FAILED.value)).alias("status"),
+            F.when(ok, F.lit(DrCopyStatus.VERIFIED.value)).otherwise(F.lit(DrCopyStatus.FAILED.value)).alias("status"),
             F.col("snapshot_uri").alias("source_metadata_uri"),
-            F.when(F.coalesce(F.col("ok"), F.lit(False)), F.col("target_metadata_uri")).alias("target_metadata_uri"),
+            F.when(ok, F.col("target_metadata_uri")).alias("target_metadata_uri"),
             F.col("root").alias("source_root"), mapped(F.col("root"), self._mapping).alias("target_root"),
             "job_dir", "job_id", "checkpoint_id", "snapshot_type", "selected_by",
             *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
               for c in ("files", "bytes", "files_copied", "bytes_copied", "files_skipped", "bytes_skipped")],
-            F.lit(opts.verify.value).alias("verification"), "metadata_sha256", "metadata_bytes",
+            F.lit(self.options.verify.value).alias("verification"), "metadata_sha256", "metadata_bytes",
             F.coalesce("refusal", "file_problem", "problem").alias("problem"),
             F.lit(None).cast("string").alias("error"),
             F.lit(started).alias("started_at"), F.lit(finished).alias("finished_at"),
             "group_key", (F.coalesce("source_bad", F.lit(False)) | F.coalesce("source_problem", F.lit(False)))
-            .alias("retry")))
-        ctx.beat.phase(f"recording dr_copies and dr_files (round {round_no})")
+            .alias("retry"))
+
+    def _record(self, ctx: RunContext, per_file: Any, rows: Any) -> dict[str, int]:
+        """Append the round's dr_files and dr_copies rows: the versions written."""
+        from pyspark.sql import functions as F
+
         files_rows = per_file.join(rows.select(F.col("source_metadata_uri").alias("snapshot_uri"),
                                                F.col("target_metadata_uri").alias("t")), "snapshot_uri").select(
             F.lit(ctx.run_id).alias("run_id"), F.col("snapshot_uri").alias("source_metadata_uri"),
@@ -414,84 +369,37 @@ class CopyToDr(StatekeeperJob[DrResult]):
                                        mode="append", metadata=ctx.commit_metadata())
         copies_commit = ctx.engine.write(rows.select(*DR_COPIES.schema.names), ctx.warehouse, DR_COPIES,
                                          mode="append", metadata=ctx.commit_metadata())
-        counts = copied.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()
-        by = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in counts}
-        # Per copy group, a few rows on the driver: one per job directory, savepoint or --snapshot.
-        verified_now = [r["group_key"] for r in
-                        rows.where(F.col("status") == DrCopyStatus.VERIFIED.value).select("group_key").collect()]
-        failed = rows.where(F.col("status") == DrCopyStatus.FAILED.value)
-        retry = [r["group_key"] for r in failed.where(F.col("retry")).select("group_key").distinct().collect()]
-        problems = [(r["group_key"], f"{r['source_metadata_uri']}: {r['problem']}") for r in
-                    failed.select("group_key", "source_metadata_uri", "problem").orderBy("source_metadata_uri")
-                    .limit(_PROBLEMS_SHOWN).collect()]
-        return {"versions": {DR_FILES.name: meta_commit.version, DR_COPIES.name: copies_commit.version},
-                "files_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[0],
-                "bytes_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[1],
-                "files_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[0],
-                "bytes_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[1],
-                "verified_groups": verified_now, "retry_groups": retry, "problems": problems,
-                "prefixes": acc_prefixes.value}
+        return {DR_FILES.name: meta_commit.version, DR_COPIES.name: copies_commit.version}
 
     # -- re-verify -----------------------------------------------------------------------------
 
     def _reverify(self, ctx: RunContext) -> DrResult:
         """--mode verify: each target `_metadata`'s newest verified copy, checked again object by object."""
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         from statekeeper.replicate.tasks import VERIFY_OUT_SPARK, VerifyTask
         from statekeeper.tables import delta_log
 
-        opts = self._options
+        opts = self.options
         if delta_log.latest_version(ctx.warehouse, DR_COPIES.name) is None:
             raise DrOptionsError(f"{ctx.warehouse.uri} has no dr_copies yet: run a copy first")
         started = datetime.now(timezone.utc)
-        targets = sorted(self._mapping.values())
-        copies = ctx.engine.read(ctx.spark, ctx.warehouse, DR_COPIES.name)
-        in_targets = F.lit(False)
-        for t in targets:
-            in_targets = in_targets | F.col("target_metadata_uri").startswith(t + "/")
-        w = Window.partitionBy("target_metadata_uri").orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
-        newest = ctx.keep(copies.where((F.col("status") == DrCopyStatus.VERIFIED.value) & in_targets
-                                       & (F.col("selected_by") != DrSelectedBy.REVERIFY.value))
-                          .withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1).drop("_n"))
-        files = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
-        # An object must still be the version last verified (by any run: a shared file re-copied later is
-        # that run's version); a copy whose object changed since is flagged, whatever its size.
-        objects = (files.join(newest.select("run_id", "target_metadata_uri"), ["run_id", "target_metadata_uri"],
-                              "left_semi")
-                   .select("target_metadata_uri", "target_uri", "size", "checksum")
-                   .join(self._known_targets(ctx).select("target_uri", F.col("known_version").alias("version")),
-                         "target_uri", "left"))
-        metadata = newest.select("target_metadata_uri", F.col("target_metadata_uri").alias("target_uri"),
-                                 F.col("metadata_bytes").alias("size"), F.col("metadata_sha256").alias("checksum"),
-                                 F.lit(None).cast("string").alias("version"))
+        newest = ctx.keep(self._newest_copies(ctx))
+        items = self._copied_objects(ctx, newest)
         checksum = opts.verify is VerifyMode.CHECKSUM
-        items = objects.unionByName(metadata)
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
         ctx.beat.phase("re-verifying copies at the target")
         checked = ctx.keep(items.select("target_uri", "size", "checksum", "version").distinct()
                            .repartition(parts, "target_uri")
-                           .mapInArrow(VerifyTask(self._target_config, checksum, opts.copies_in_flight),
+                           .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
                                        VERIFY_OUT_SPARK))
+        unverified = ~F.coalesce("verified", F.lit(False))
         per = (items.join(checked, "target_uri", "left").groupBy("target_metadata_uri").agg(
             F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("size", F.lit(0))).alias("b"),
-            F.sum((~F.coalesce("verified", F.lit(False))).cast("long")).alias("bad"),
-            F.min(F.when(~F.coalesce("verified", F.lit(False)),
-                         F.concat(F.col("target_uri"), F.lit(": "),
-                                  F.coalesce("verify_message", F.lit("not checked"))))).alias("problem")))
-        finished = datetime.now(timezone.utc)
-        rows = ctx.keep(newest.drop("problem", "files", "bytes").join(per, "target_metadata_uri").select(
-            F.lit(ctx.run_id).alias("run_id"),
-            F.when(F.col("bad") == 0, F.lit(DrCopyStatus.VERIFIED.value)).otherwise(F.lit(DrCopyStatus.FAILED.value))
-            .alias("status"), "source_metadata_uri", "target_metadata_uri", "source_root", "target_root", "job_dir",
-            "job_id", "checkpoint_id", "snapshot_type", F.lit(DrSelectedBy.REVERIFY.value).alias("selected_by"),
-            (F.col("n") - 1).cast("long").alias("files"), F.col("b").cast("long").alias("bytes"),
-            *[F.lit(0).cast("long").alias(c) for c in ("files_copied", "bytes_copied", "files_skipped",
-                                                       "bytes_skipped")],
-            F.lit(opts.verify.value).alias("verification"), "metadata_sha256", "metadata_bytes", "problem",
-            F.lit(None).cast("string").alias("error"), F.lit(started).alias("started_at"),
-            F.lit(finished).alias("finished_at")))
+            F.sum(unverified.cast("long")).alias("bad"),
+            F.min(F.when(unverified, F.concat(F.col("target_uri"), F.lit(": "),
+                                              F.coalesce("verify_message", F.lit("not checked"))))).alias("problem")))
+        rows = ctx.keep(self._reverified(ctx, newest, per, started))
         commit = ctx.engine.write(rows.select(*DR_COPIES.schema.names), ctx.warehouse, DR_COPIES, mode="append",
                                   metadata=ctx.commit_metadata())
         total = int(rows.count())
@@ -504,3 +412,113 @@ class CopyToDr(StatekeeperJob[DrResult]):
                             verified=total - failed, failed=failed, problems=problems,
                             table_versions={DR_COPIES.name: commit.version})
 
+    def _newest_copies(self, ctx: RunContext) -> Any:
+        """The newest verified dr_copies row of each target `_metadata` below the targets (re-verifications
+        excluded: they copy nothing)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        copies = ctx.engine.read(ctx.spark, ctx.warehouse, DR_COPIES.name)
+        in_targets = F.lit(False)
+        for t in sorted(self._mapping.values()):
+            in_targets = in_targets | F.col("target_metadata_uri").startswith(t + "/")
+        w = Window.partitionBy("target_metadata_uri").orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
+        return (copies.where((F.col("status") == DrCopyStatus.VERIFIED.value) & in_targets
+                             & (F.col("selected_by") != DrSelectedBy.REVERIFY.value))
+                .withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1).drop("_n"))
+
+    def _copied_objects(self, ctx: RunContext, newest: Any) -> Any:
+        """Every object of those copies (target_metadata_uri, target_uri, size, checksum, version) and
+        each `_metadata` itself."""
+        from pyspark.sql import functions as F
+
+        files = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
+        # An object must still be the version last verified (by any run: a shared file re-copied later is
+        # that run's version); a copy whose object changed since is flagged, whatever its size.
+        objects = (files.join(newest.select("run_id", "target_metadata_uri"), ["run_id", "target_metadata_uri"],
+                              "left_semi")
+                   .select("target_metadata_uri", "target_uri", "size", "checksum")
+                   .join(self._known_targets(ctx).select("target_uri", F.col("known_version").alias("version")),
+                         "target_uri", "left"))
+        metadata = newest.select("target_metadata_uri", F.col("target_metadata_uri").alias("target_uri"),
+                                 F.col("metadata_bytes").alias("size"), F.col("metadata_sha256").alias("checksum"),
+                                 F.lit(None).cast("string").alias("version"))
+        return objects.unionByName(metadata)
+
+    def _reverified(self, ctx: RunContext, newest: Any, per: Any, started: datetime) -> Any:
+        """The re-verification's dr_copies rows: each copy again, verified or failed with its first problem."""
+        from pyspark.sql import functions as F
+
+        finished = datetime.now(timezone.utc)
+        return newest.drop("problem", "files", "bytes").join(per, "target_metadata_uri").select(
+            F.lit(ctx.run_id).alias("run_id"),
+            F.when(F.col("bad") == 0, F.lit(DrCopyStatus.VERIFIED.value)).otherwise(F.lit(DrCopyStatus.FAILED.value))
+            .alias("status"), "source_metadata_uri", "target_metadata_uri", "source_root", "target_root", "job_dir",
+            "job_id", "checkpoint_id", "snapshot_type", F.lit(DrSelectedBy.REVERIFY.value).alias("selected_by"),
+            (F.col("n") - 1).cast("long").alias("files"), F.col("b").cast("long").alias("bytes"),
+            *[F.lit(0).cast("long").alias(c) for c in ("files_copied", "bytes_copied", "files_skipped",
+                                                       "bytes_skipped")],
+            F.lit(self.options.verify.value).alias("verification"), "metadata_sha256", "metadata_bytes", "problem",
+            F.lit(None).cast("string").alias("error"), F.lit(started).alias("started_at"),
+            F.lit(finished).alias("finished_at"))
+
+def _transferred() -> Any:
+    """An object the copy wrote, or skipped on proof that the target holds the source's bytes."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.storage.transfer import TransferOutcome
+
+    return F.col("outcome").isin(TransferOutcome.COPIED.value, TransferOutcome.SKIPPED.value)
+
+
+def _per_snapshot(per_file: Any) -> Any:
+    """Per snapshot: its objects and bytes, what this round copied and skipped, how many did not verify
+    (and the first such problem), whether its source changed or vanished, and the targets that verified."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.storage.transfer import TransferOutcome
+
+    source_bad = F.col("outcome").isin(TransferOutcome.SOURCE_MISSING.value, TransferOutcome.SOURCE_CHANGED.value)
+    problem = F.concat(F.col("target_uri"), F.lit(" (from "), F.col("source_uri"), F.lit("): "),
+                       F.coalesce(F.col("verify_message"), F.col("message"), F.col("outcome"), F.lit("not copied")))
+    copied_now = F.col("outcome") == TransferOutcome.COPIED.value
+    skipped = F.col("outcome") == TransferOutcome.SKIPPED.value
+    return per_file.groupBy("snapshot_uri").agg(
+        F.count(F.lit(1)).alias("files"), F.sum(F.coalesce("size", "expected_size", F.lit(0))).alias("bytes"),
+        F.sum(copied_now.cast("long")).alias("files_copied"),
+        F.sum(F.when(copied_now, F.col("size")).otherwise(0)).alias("bytes_copied"),
+        F.sum(skipped.cast("long")).alias("files_skipped"),
+        F.sum(F.when(skipped, F.col("size")).otherwise(0)).alias("bytes_skipped"),
+        F.sum((~F.col("ok")).cast("long")).alias("bad"),
+        F.max(source_bad).alias("source_bad"),
+        F.min(F.when(~F.col("ok"), problem)).alias("file_problem"),
+        F.collect_list(F.when(F.col("ok"), F.col("target_uri"))).alias("verified_targets"))
+
+
+def _transfer_counts(copied: Any) -> dict[str, int]:
+    """Objects (and bytes) the round copied, and those the target already had."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.storage.transfer import TransferOutcome
+
+    counts = copied.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).collect()
+    by = {r["outcome"]: (int(r["n"]), int(r["b"] or 0)) for r in counts}
+    return {"files_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[0],
+            "bytes_copied": by.get(TransferOutcome.COPIED.value, (0, 0))[1],
+            "files_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[0],
+            "bytes_skipped": by.get(TransferOutcome.SKIPPED.value, (0, 0))[1]}
+
+
+def _round_groups(rows: Any) -> dict[str, Any]:
+    """Per copy group, a few rows on the driver (one per job directory, savepoint or --snapshot): those
+    verified, those to retry one checkpoint older, and the problems of the failed ones."""
+    from pyspark.sql import functions as F
+
+    verified_now = [r["group_key"] for r in
+                    rows.where(F.col("status") == DrCopyStatus.VERIFIED.value).select("group_key").collect()]
+    failed = rows.where(F.col("status") == DrCopyStatus.FAILED.value)
+    retry = [r["group_key"] for r in failed.where(F.col("retry")).select("group_key").distinct().collect()]
+    problems = [(r["group_key"], f"{r['source_metadata_uri']}: {r['problem']}") for r in
+                failed.select("group_key", "source_metadata_uri", "problem").orderBy("source_metadata_uri")
+                .limit(_PROBLEMS_SHOWN).collect()]
+    return {"verified_groups": verified_now, "retry_groups": retry, "problems": problems}

@@ -9,25 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from statekeeper.jobs import selection
 from statekeeper.replicate.options import DrOptions, SavepointPolicy
-from statekeeper.tables.vocabulary import Check, DrSelectedBy, SnapshotStatus, SnapshotType, UnitKind
+from statekeeper.tables.vocabulary import DrSelectedBy, SnapshotStatus, SnapshotType, UnitKind
 
 CANDIDATE_COLUMNS = ("group_key", "rank", "selected_by", "snapshot_uri", "root", "root_id", "job_dir", "bucket",
                      "job_id", "checkpoint_id", "snapshot_type", "metadata_etag")
-
-
-def _glob_regex(glob: str) -> str:
-    import fnmatch
-
-    return fnmatch.translate(glob)
 
 
 def restorable_snapshots(results: Any, snapshots: Any) -> Any:
     """Every snapshot validation found restorable, with the index's identity of its `_metadata`."""
     from pyspark.sql import functions as F
 
-    ok = (results.where((F.col("check") == Check.SNAPSHOT.value) & F.col("restorable"))
-          .select("snapshot_uri").distinct())
+    ok = selection.verdicts(results).where(F.col("restorable")).select("snapshot_uri").distinct()
     return (snapshots.where(F.col("status") == SnapshotStatus.OK.value)
             .join(ok.withColumnRenamed("snapshot_uri", "uri"), "uri", "left_semi")
             .select(F.col("uri").alias("snapshot_uri"), "root", "root_id", "job_dir", "bucket", "job_id",
@@ -41,7 +35,7 @@ def candidates(options: DrOptions, results: Any, jobs: Any, snapshots: Any) -> A
 
     ok = restorable_snapshots(results, snapshots)
     if options.job_filter:
-        ok = ok.where(F.col("job_dir").rlike(_glob_regex(options.job_filter)))
+        ok = ok.where(selection.job_dir_matches(options.job_filter))
     if options.snapshots:
         wanted = F.col("snapshot_uri").isin(list(options.snapshots))
         return _single(ok.where(wanted), DrSelectedBy.EXPLICIT)

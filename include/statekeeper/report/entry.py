@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from statekeeper import entrypoint as ep
-from statekeeper.jobs.registry import REPORT, ExitCode
+from statekeeper.registry import REPORT
+from statekeeper.report.options import ReportOptions
 
 DESCRIPTION = (
     "Write the warehouse's report: one self-contained HTML page (storage per job: own, pinned by other jobs, "
@@ -15,29 +16,14 @@ DESCRIPTION = (
     "<warehouse>/_reports/latest.json at it. Reads the tables only; needs a succeeded index run.")
 
 
-def parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = ep.job_parser(REPORT, DESCRIPTION)
-    if prog:
-        p.prog = prog
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="", metavar="DIR",
                    help="also write the page to this local directory (index.html, report.json)")
-    return p
 
 
-def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
-    args = parser(prog).parse_args(argv)
-    from statekeeper.storage import StorageConfig
-    from statekeeper.tables.warehouse import Warehouse
+def options(args: argparse.Namespace) -> ReportOptions:
+    return ReportOptions(out=args.out or None)
 
-    storage = StorageConfig.from_env
 
-    def preflight() -> None:
-        Warehouse(args.warehouse, storage())
-
-    def execute(spark) -> ep.JobOutcome:
-        from statekeeper.report.job import BuildReport
-
-        result = ep.common_options(BuildReport(spark), args, storage()).out(args.out).execute()
-        return ep.JobOutcome(result.summary(), result.to_mapping(), ExitCode.OK)
-
-    return ep.run_job(args, REPORT, execute, preflight=preflight)
+# Exit 0 whatever the page shows: a store with unrestorable jobs still gets its report.
+ENTRY = ep.JobEntry(REPORT, DESCRIPTION, add_arguments, options)

@@ -8,7 +8,6 @@ The small audit tables (`*_runs`) are read without Spark (statekeeper.tables.rea
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from statekeeper.report.model import (
@@ -28,6 +27,7 @@ from statekeeper.report.model import (
     TrendPoint,
 )
 from statekeeper.layout.locate import unit_kind
+from statekeeper.report.options import Limits
 from statekeeper.tables.reader import TableReader
 from statekeeper.tables.vocabulary import (
     Check,
@@ -41,18 +41,6 @@ from statekeeper.tables.vocabulary import (
 
 
 _UNREAD = object()   # a cached read not made yet (None is a valid answer)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much of each view a page shows (the rest is in the totals)."""
-    storage: int = 40
-    edges: int = 60
-    health: int = 200
-    metadata_jobs: int = 8
-    metadata_points: int = 120
-    operators: int = 15
-    trend_runs: int = 30
 
 
 class Gatherer:

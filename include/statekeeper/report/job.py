@@ -2,7 +2,7 @@
 
     result = (BuildReport(spark)
               .warehouse("s3://bucket/statekeeper")
-              .out("/tmp/report")            # optional: also a local copy of the page
+              .configure(ReportOptions(out="/tmp/report"))   # optional: also a local copy of the page
               .execute())
     result.report_uri                        # <warehouse>/_reports/runs/<run>/index.html
 
@@ -22,17 +22,17 @@ from typing import Any
 
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.inputs import PinnedInputs, pin_inputs
-from statekeeper.jobs.registry import REPORT
-from statekeeper.jobs.result import JobResult, human_size
-from statekeeper.report.gather import Gatherer, Limits
+from statekeeper.jobs.inputs import PinnedInputs
+from statekeeper.jobs.result import JobResult
+from statekeeper.registry import REPORT
+from statekeeper.report.gather import Gatherer
 from statekeeper.report.model import ReportData, TrendPoint
+from statekeeper.report.options import ReportOptions
 from statekeeper.report.store import ReportStore, data_json
+from statekeeper.units import human_size
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
-SOURCES = ("files", "snapshots", "references")
-OPTIONAL_SOURCES = ("inline_state", "validation_jobs", "validation_results", "gc_actions", "dr_copies", "compactions")
 AUDIT_SOURCES = ("gc_runs", "dr_runs", "compaction_runs", "report_runs")
 
 
@@ -62,57 +62,46 @@ class ReportResult(JobResult):
         if self.local_copy:
             lines.append(f"  local copy: {self.local_copy}")
         lines.extend(f"  note: {n}" for n in self.notes)
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
 
-class BuildReport(StatekeeperJob[ReportResult]):
+class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
     """Builder for one report run."""
 
     JOB = REPORT
+    SOURCES = ("files", "snapshots", "references")
+    OPTIONAL_SOURCES = ("inline_state", "validation_jobs", "validation_results", "gc_actions", "dr_copies", "compactions")
 
-    def __init__(self, spark: Any) -> None:
-        super().__init__(spark)
-        self._out: str | None = None
-        self._limits = Limits()
-        self._inputs: PinnedInputs | None = None
-        self._index_run_id: str | None = None
-
-    def out(self, directory: str | None) -> BuildReport:
-        """Also write the page to this local directory (as index.html and report.json)."""
-        self._out = directory or None
-        return self
-
-    def limits(self, limits: Limits) -> BuildReport:
-        """How many rows each view shows (the rest is summed into totals)."""
-        self._limits = limits
-        return self
-
-    def _prepare(self, ctx: RunContext) -> None:
-        from statekeeper.tables.cut import latest_cut
-
-        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
-        cut = latest_cut(ctx.warehouse)
-        self._index_run_id = cut.run_id if cut is not None else None
-        ctx.log.info("%s: warehouse %s, index run %s, versions %s, derived %s", ctx.label, ctx.warehouse.uri,
-                     self._index_run_id, self._inputs.versions, self._inputs.optional)
-
-    def _pinned(self) -> PinnedInputs:
-        assert self._inputs is not None, "_prepare pins the inputs"
-        return self._inputs
-
-    def _failed(self, ctx: RunContext, error: str) -> ReportResult:
-        return ReportResult(run_id=ctx.run_id, status=FAILED, started_at=ctx.started,
-                            finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
-                            source_versions=self._pinned().versions, index_run_id=self._index_run_id, error=error)
+    def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
+        return {"index_run_id": self.inputs.cut.run_id}
 
     def _run(self, ctx: RunContext) -> ReportResult:
         from statekeeper.report.render import render
-        from statekeeper.tables.reader import TableReader
 
         clock = time.monotonic()
-        inputs = self._pinned()
+        data = self._gather(ctx)
+        ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
+
+        ctx.beat.phase("rendering")
+        page = render(data).encode("utf-8")
+        mapping = data.to_mapping()
+        ref = ReportStore(ctx.warehouse).publish(ctx.run_id, page, mapping, data.generated_at)
+        local = self._write_local(page, mapping) if self.options.out else None
+        ctx.log.info("%s: %s written (%s, %.1fs)", ctx.label, ref.page_uri, human_size(len(page)),
+                     time.monotonic() - clock)
+        totals = data.totals
+        return self._result(
+            ctx, SUCCEEDED, report_uri=ref.page_uri, local_copy=local, directories=totals.directories,
+            files=totals.files, bytes_total=totals.total_bytes, bytes_pinned=totals.pinned_bytes,
+            bytes_reclaimable=totals.reclaimable_bytes, bytes_inline=totals.inline_bytes, jobs=data.jobs,
+            jobs_unrestorable=data.jobs_unrestorable, notes=data.notes)
+
+    def _gather(self, ctx: RunContext) -> ReportData:
+        """Every view of the page, aggregated in Spark over the pinned tables (statekeeper.report.gather)."""
+        from statekeeper.tables.reader import TableReader
+
+        inputs, limits = self.inputs, self.options.limits
         frames = {**inputs.read(ctx.spark, ctx.engine, ctx.warehouse),
                   **inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)}
         reader = TableReader(ctx.warehouse)
@@ -120,7 +109,7 @@ class BuildReport(StatekeeperJob[ReportResult]):
         for name in AUDIT_SOURCES:
             if (v := reader.version(name)) is not None and name != "report_runs":
                 versions[name] = v
-        g = Gatherer(frames, reader, self._limits, keep=ctx.keep)
+        g = Gatherer(frames, reader, limits, keep=ctx.keep)
 
         ctx.beat.phase("storage per directory")
         totals, storage = g.storage()
@@ -135,30 +124,14 @@ class BuildReport(StatekeeperJob[ReportResult]):
         now = datetime.now(timezone.utc)
         current = TrendPoint(ctx.run_id, now, totals.total_bytes, totals.pinned_bytes, totals.reclaimable_bytes,
                              totals.inline_bytes, unrestorable)
-        data = ReportData(
-            run_id=ctx.run_id, generated_at=now, warehouse=ctx.warehouse.uri, index_run_id=self._index_run_id or "",
+        return ReportData(
+            run_id=ctx.run_id, generated_at=now, warehouse=ctx.warehouse.uri, index_run_id=inputs.cut.run_id,
             versions=versions, totals=totals, storage=storage, lineage_nodes=nodes, lineage_edges=edges,
             lineage_edge_count=edge_count, lineage_edge_bytes=edge_bytes, health=health, jobs=jobs,
             jobs_unrestorable=unrestorable, jobs_not_validated=uncovered, validation_run_id=validation_run,
             metadata_series=series, operators=operators, gc=gc, compaction=compaction, dr=dr,
             dr_verified_jobs=g.dr_verified_jobs(), trend=g.trend(current), notes=self._notes(inputs, frames),
-            limits=self._limits.__dict__.copy(), airflow_run_id=self._airflow_run_id)
-        ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
-
-        ctx.beat.phase("rendering")
-        page = render(data).encode("utf-8")
-        mapping = data.to_mapping()
-        ref = ReportStore(ctx.warehouse).publish(ctx.run_id, page, mapping, now)
-        local = self._write_local(page, mapping) if self._out else None
-        ctx.log.info("%s: %s written (%s, %.1fs)", ctx.label, ref.page_uri, human_size(len(page)),
-                     time.monotonic() - clock)
-        return ReportResult(
-            run_id=ctx.run_id, status=SUCCEEDED, started_at=ctx.started, finished_at=datetime.now(timezone.utc),
-            warehouse=ctx.warehouse.uri, source_versions=inputs.versions, index_run_id=self._index_run_id,
-            report_uri=ref.page_uri, local_copy=local, directories=totals.directories, files=totals.files,
-            bytes_total=totals.total_bytes, bytes_pinned=totals.pinned_bytes,
-            bytes_reclaimable=totals.reclaimable_bytes, bytes_inline=totals.inline_bytes, jobs=jobs,
-            jobs_unrestorable=unrestorable, notes=data.notes)
+            limits=limits.__dict__.copy(), airflow_run_id=self._airflow_run_id)
 
     @staticmethod
     def _notes(inputs: PinnedInputs, frames: dict[str, Any]) -> tuple[str, ...]:
@@ -171,11 +144,12 @@ class BuildReport(StatekeeperJob[ReportResult]):
         return tuple(notes)
 
     def _write_local(self, page: bytes, mapping: dict[str, Any]) -> str:
-        assert self._out is not None
-        os.makedirs(self._out, exist_ok=True)
-        path = os.path.join(self._out, "index.html")
+        out = self.options.out
+        assert out is not None
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, "index.html")
         with open(path, "wb") as f:
             f.write(page)
-        with open(os.path.join(self._out, "report.json"), "wb") as f:
+        with open(os.path.join(out, "report.json"), "wb") as f:
             f.write(data_json(mapping))
         return path

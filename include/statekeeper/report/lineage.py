@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from statekeeper.jobs.result import human_size
+from statekeeper.units import human_size
 from statekeeper.report.model import LineageEdge, LineageNode
 
 FILL = {True: "#d9f2d9", False: "#f8d0d0", None: "#eeeeee"}

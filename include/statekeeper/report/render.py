@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from statekeeper.jobs.result import human_size
+from statekeeper.units import human_size
 from statekeeper.report import charts, lineage
 from statekeeper.report.model import ReportData, StorageTotals
 from statekeeper.report.template import PAGE

@@ -104,6 +104,14 @@ def _etag(value: Any) -> str | None:
     return str(value).strip('"') if value else None
 
 
+def _md5(props: Any) -> str | None:
+    """`md5:<hex>` of the blob's Content-MD5, which the service computes for a single-shot Put Blob (a blob
+    committed from blocks has one only if its writer set it): a content hash transfers compare."""
+    settings = getattr(props, "content_settings", None)
+    digest = getattr(settings, "content_md5", None) if settings is not None else None
+    return f"md5:{bytes(digest).hex()}" if digest else None
+
+
 def _mtime(value: datetime | None) -> datetime:
     if value is None:
         return datetime.now(timezone.utc)
@@ -211,7 +219,8 @@ class AzureFileIO(FileIO):
                 for item in page:
                     if not hasattr(item, "size") or item.name.endswith("/") or _is_folder(item):
                         continue  # a virtual directory (BlobPrefix) or an HNS directory entry
-                    yield FileInfo(loc.uri(item.name), int(item.size), _mtime(item.last_modified), _etag(item.etag))
+                    yield FileInfo(loc.uri(item.name), int(item.size), _mtime(item.last_modified), _etag(item.etag),
+                                   checksum=_md5(item))
         except ex.AzureError as exc:
             raise self._fail(exc, "listing", loc) from exc
 
@@ -250,7 +259,8 @@ class AzureFileIO(FileIO):
             if hasattr(item, "size") and not item.name.endswith("/"):   # not a BlobPrefix
                 objects.append(FileInfo(loc.uri(item.name), int(item.size), _mtime(item.last_modified),
                                         _etag(item.etag),
-                                        ObjectType.DIRECTORY if _is_folder(item) else ObjectType.FILE))
+                                        ObjectType.DIRECTORY if _is_folder(item) else ObjectType.FILE,
+                                        checksum=_md5(item)))
         names = [item.name for item in items]
         bound = loc.uri(max(names)) if names else None
         return ListPage(objects, bound, pages.continuation_token or None, len(names))
@@ -285,7 +295,8 @@ class AzureFileIO(FileIO):
             raise self._fail(exc, "stat'ing", loc) from exc
         if _is_folder(props):
             raise NotRegularFileError(f"{loc.uri()} is a directory of a hierarchical-namespace account, not a file")
-        return FileInfo(loc.uri(), int(props.size), _mtime(props.last_modified), _etag(props.etag))
+        return FileInfo(loc.uri(), int(props.size), _mtime(props.last_modified), _etag(props.etag),
+                        checksum=_md5(props))
 
     def open_input(self, uri: str, *, info: FileInfo | None = None) -> BinaryIO:
         loc = AzureLocation(uri)

@@ -17,7 +17,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 from urllib.parse import urlparse
 
+from statekeeper import storage_env
 from statekeeper.storage.errors import StorageConfigError
+from statekeeper.storage_env import DR_PREFIX, prefixed_env_name
 
 _MASK = "***"
 
@@ -72,8 +74,7 @@ _ALIASES: dict[str, str] = {
     "oss_delete_recheck": "oss_delete_recheck",
 }
 
-_SECRET_FIELDS = frozenset({"secret_access_key", "session_token", "gcs_credentials_json", "azure_account_key",
-                            "azure_sas_token", "oss_access_key_secret"})
+_SECRET_FIELDS = storage_env.SECRET_FIELDS
 
 
 def _parse_bool(name: str, value: Any) -> bool:
@@ -96,20 +97,6 @@ def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = Non
         bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise StorageConfigError(f"{name}: must be {bounds}, got {number}")
     return number
-
-
-# Variables of the second store (copy_to_dr's targets): the usual names with this in front.
-DR_PREFIX = "STATEKEEPER_DR_"
-_NAMESPACE = "STATEKEEPER_"
-
-
-def prefixed_env_name(name: str, prefix: str) -> str:
-    """`name` as a store with variable prefix `prefix` spells it: the prefix in front, and Statekeeper's
-    own names keep one STATEKEEPER_ (STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT,
-    AWS_REGION -> STATEKEEPER_DR_AWS_REGION)."""
-    if prefix and prefix.startswith(_NAMESPACE) and name.startswith(_NAMESPACE):
-        name = name[len(_NAMESPACE):]
-    return prefix + name
 
 
 @dataclass(frozen=True)
@@ -220,43 +207,14 @@ class StorageConfig:
         endpoint and credentials in the same process, such as the disaster-recovery region."""
         env = os.environ if environ is None else environ
 
-        def first(*names: str) -> str | None:
+        def first(names: tuple[str, ...]) -> str | None:
             for name in names:
                 value = env.get(prefixed_env_name(name, prefix))
                 if value:
                     return value
             return None
 
-        values: dict[str, Any] = {
-            "endpoint": first("STATEKEEPER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-            "region": first("STATEKEEPER_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
-            "access_key_id": first("AWS_ACCESS_KEY_ID"),
-            "secret_access_key": first("AWS_SECRET_ACCESS_KEY"),
-            "session_token": first("AWS_SESSION_TOKEN"),
-            "path_style": first("STATEKEEPER_S3_PATH_STYLE"),
-            "read_ahead_bytes": first("STATEKEEPER_S3_READ_AHEAD_BYTES"),
-            "max_attempts": first("STATEKEEPER_S3_MAX_ATTEMPTS"),
-            "max_pool_connections": first("STATEKEEPER_S3_MAX_POOL_CONNECTIONS"),
-            "delete_batch_size": first("STATEKEEPER_S3_DELETE_BATCH_SIZE"),
-            "list_page_size": first("STATEKEEPER_S3_LIST_PAGE_SIZE"),
-            "delete_recheck": first("STATEKEEPER_S3_DELETE_RECHECK"),
-            # STORAGE_EMULATOR_HOST is what Google's own clients read for an emulator.
-            "gcs_endpoint": first("STATEKEEPER_GCS_ENDPOINT", "STORAGE_EMULATOR_HOST"),
-            "gcs_project": first("STATEKEEPER_GCS_PROJECT", "GOOGLE_CLOUD_PROJECT"),
-            "gcs_anonymous": first("STATEKEEPER_GCS_ANONYMOUS"),
-            "gcs_credentials_file": first("STATEKEEPER_GCS_CREDENTIALS_FILE", "GOOGLE_APPLICATION_CREDENTIALS"),
-            "gcs_credentials_json": first("STATEKEEPER_GCS_CREDENTIALS_JSON"),
-            "azure_account_name": first("STATEKEEPER_AZURE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT"),
-            "azure_account_key": first("STATEKEEPER_AZURE_ACCOUNT_KEY", "AZURE_STORAGE_KEY"),
-            "azure_sas_token": first("STATEKEEPER_AZURE_SAS_TOKEN", "AZURE_STORAGE_SAS_TOKEN"),
-            "azure_blob_endpoint": first("STATEKEEPER_AZURE_BLOB_ENDPOINT"),
-            "oss_endpoint": first("STATEKEEPER_OSS_ENDPOINT"),
-            "oss_region": first("STATEKEEPER_OSS_REGION"),
-            "oss_access_key_id": first("STATEKEEPER_OSS_ACCESS_KEY_ID", "OSS_ACCESS_KEY_ID"),
-            "oss_access_key_secret": first("STATEKEEPER_OSS_ACCESS_KEY_SECRET", "OSS_ACCESS_KEY_SECRET"),
-            "oss_path_style": first("STATEKEEPER_OSS_PATH_STYLE"),
-            "oss_delete_recheck": first("STATEKEEPER_OSS_DELETE_RECHECK"),
-        }
+        values = {field: first(names) for field, names in storage_env.READ_ORDER.items()}
         return cls.from_mapping({k: v for k, v in values.items() if v is not None})
 
     @classmethod

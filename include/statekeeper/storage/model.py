@@ -35,7 +35,7 @@ class FileInfo:
     `mtime` is timezone-aware UTC. `object_type` is FILE except for local non-regular objects
     (their size, mtime and etag are those of the object itself, e.g. a symlink's own lstat).
     `checksum` is a content checksum the store computed and verifies itself, as `<algorithm>:<value>`
-    (GCS: `crc32c:<base64>`), where the store has one that identifies the bytes wherever they are stored
+    (GCS: `crc32c:<base64>`; Azure: `md5:<hex>` of a blob's Content-MD5), where the store has one that identifies the bytes wherever they are stored
     (an S3 ETag does not: it depends on the upload and on the encryption); None elsewhere. Objects with
     checksums of one algorithm have the same bytes exactly when the checksums are equal (to CRC32C's
     confidence: a corruption check, not a cryptographic one).

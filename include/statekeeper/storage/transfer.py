@@ -61,11 +61,12 @@ copy does not restore). A same-size target is skipped only when
       or verified the object (in checksum mode only together with the SHA-256 recorded then, `known_checksum`); or
   (b) both sides carry a comparable content hash and they are equal: a plain MD5 ETag (32 hex, no '-': a
       single-part upload) at an S3/OSS target against the source's plain MD5 ETag (the indexed one, on the
-      planned way), else against an MD5 of the source computed by reading it; a GCS target's CRC32C against the
-      source's, else against a CRC32C computed by reading the source; or, in checksum mode, SHA-256 of both.
-Anything else (a local or Azure target this tool has no record of, multipart or SSE-KMS ETags that do not match)
-is copied again, replacing the target. Unequal hashes never skip; an ETag that is not an MD5 can only fail to
-match, which costs a copy, never a wrong skip.
+      planned way), else against an MD5 of the source computed by reading it; an Azure target's Content-MD5
+      likewise; a GCS target's CRC32C against the source's (a GCS source), else against a CRC32C computed by
+      reading the source; or, in checksum mode, SHA-256 of both.
+Anything else (a local target this tool has no record of, an Azure blob without Content-MD5, multipart or SSE-KMS
+ETags that do not match) is copied again, replacing the target. Unequal hashes never skip; an ETag that is not an
+MD5 can only fail to match, which costs a copy, never a wrong skip.
 
 Safety: a target must lie below one of `target_roots` (no symlink on the way below the root either) and never at
 or below a `source_roots` entry, lexically or after resolving local symlinks. Violations are FAILED results,
@@ -703,10 +704,17 @@ class Transfer:
         elif src.checksum and dst.checksum and src.checksum == dst.checksum:
             return True, None if not checksum else self._hash_source(src)
         target_crc = dst.checksum if dst.checksum and dst.checksum.startswith("crc32c:") else None
-        if checksum or (target_md5 and not _md5_etag(src)) or (target_crc and not src.checksum):
+        # Azure's Content-MD5 (md5:<hex>) against the source's MD5: its S3 plain-MD5 ETag, or computed.
+        target_md5_sum = dst.checksum[4:] if dst.checksum and dst.checksum.startswith("md5:") else None
+        if target_md5_sum and _md5_etag(src) and not checksum:
+            return src.etag == target_md5_sum, None
+        if (checksum or (target_md5 and not _md5_etag(src)) or (target_crc and not src.checksum)
+                or (target_md5_sum and not (src.checksum or "").startswith("md5:"))):
             # One read of the source answers every comparison the target offers.
-            digests = self._source_digests(src, md5=bool(target_md5), crc32c=bool(target_crc))
+            digests = self._source_digests(src, md5=bool(target_md5 or target_md5_sum), crc32c=bool(target_crc))
             if target_md5 and digests.md5 == dst.etag:
+                return True, digests.sha256
+            if target_md5_sum and digests.md5 == target_md5_sum:
                 return True, digests.sha256
             if target_crc and digests.crc32c == target_crc:
                 return True, digests.sha256

@@ -208,10 +208,7 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
     custom = {COMMIT_ID_KEY: commit_id, **(metadata or {})}
     location = warehouse.delta_location(spec.name)
     options = warehouse.storage_options()
-    from deltalake.transaction import AddAction
-
-    add_actions = [AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True,
-                             f.stats or json.dumps({"numRecords": f.num_records})) for f in adds]
+    add_actions = _add_actions(adds)
     now_ms = int(time.time() * 1000)
     attempts = 1 if strict or removes else 3
     planned_from = read_version
@@ -220,14 +217,7 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
             _commit_once(dl, location, options, spec, add_actions, removes, read_version, strict, custom, now_ms)
             break
         except Exception as exc:
-            try:
-                landed = find_commit(warehouse, spec.name, commit_id, after=planned_from)
-                current = latest_version(warehouse, spec.name)
-            except Exception as lookup:  # noqa: BLE001 - any failure here leaves the outcome unknown
-                raise CommitOutcomeUnknownError(
-                    f"commit {commit_id} to Delta table {warehouse.table_uri(spec.name)} failed ({exc}) and the log "
-                    f"could not be read to tell whether it landed ({lookup}); its data files were left in place. "
-                    "Re-run the job: it reads the log again and repairs whichever way it went") from exc
+            landed, current = _ask_the_log(warehouse, spec.name, commit_id, planned_from, exc)
             if landed is not None:
                 log.warning("commit %s to %s reported %s: %s, but the log holds it as version %d; it happened",
                             commit_id, warehouse.table_uri(spec.name), type(exc).__name__, exc, landed)
@@ -252,6 +242,27 @@ def commit(warehouse: Warehouse, spec: TableSpec, adds: Iterable[DataFile], remo
             f"commit {commit_id} to Delta table {warehouse.table_uri(spec.name)} reported success but the log does "
             "not hold its commit id; its data files were left in place. Check the table's history")
     return CommitResult(spec.name, version, len(adds), len(removes), sum(f.num_records for f in adds))
+
+
+def _add_actions(adds: list[DataFile]) -> list[Any]:
+    from deltalake.transaction import AddAction
+
+    return [AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True,
+                      f.stats or json.dumps({"numRecords": f.num_records})) for f in adds]
+
+
+def _ask_the_log(warehouse: Warehouse, name: str, commit_id: str, planned_from: int | None,
+                 exc: Exception) -> tuple[int | None, int | None]:
+    """After a failed commit, what the log says: the version holding `commit_id` (it landed: the client
+    lost the answer) or None, and the table's latest version. CommitOutcomeUnknownError when the log
+    cannot be read: then nobody may decide, and nothing is deleted."""
+    try:
+        return find_commit(warehouse, name, commit_id, after=planned_from), latest_version(warehouse, name)
+    except Exception as lookup:  # noqa: BLE001 - any failure here leaves the outcome unknown
+        raise CommitOutcomeUnknownError(
+            f"commit {commit_id} to Delta table {warehouse.table_uri(name)} failed ({exc}) and the log "
+            f"could not be read to tell whether it landed ({lookup}); its data files were left in place. "
+            "Re-run the job: it reads the log again and repairs whichever way it went") from exc
 
 
 def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: TableSpec, add_actions: list[Any],

@@ -17,7 +17,7 @@ import pyarrow as pa
 from statekeeper.tables.arrow_codec import table_from_ipc
 from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.engine import ChangesetResult, TableEngine, WriteMode
+from statekeeper.tables.engine_base import ChangesetResult, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, TableError
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse

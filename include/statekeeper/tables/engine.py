@@ -14,58 +14,20 @@ import json
 import os
 import tempfile
 import uuid
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from statekeeper.tables import delta_log
 from statekeeper.tables.arrow_codec import schema_to_text
 from statekeeper.tables.delta_log import CommitResult
+from statekeeper.tables.delta_spark import DeltaSparkEngine
+from statekeeper.tables.engine_base import ChangesetResult, EngineName, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, EngineUnavailableError, PartialChangesetError, TableError
 from statekeeper.tables.spark import activate, register_data_sources
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
 
-WriteMode = Literal["append", "overwrite", "replace_partitions"]
-EngineName = Literal["auto", "delta-rs", "delta-spark"]
-
 _DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _DELTA_CLASS = "io.delta.tables.DeltaTable"
-
-
-@dataclass
-class ChangesetResult:
-    committed: dict[str, CommitResult] = field(default_factory=dict)
-    notes: list[Any] = field(default_factory=list)
-
-
-class TableEngine(ABC):
-    name: str
-
-    @abstractmethod
-    def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
-             partitions: dict[str, list[str]] | None = None) -> Any:
-        """DataFrame of `table` (latest or at `version`), optionally only some partition values."""
-
-    @abstractmethod
-    def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
-              replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
-              metadata: dict[str, Any] | None = None) -> CommitResult:
-        """Write `df` to the table in one commit. `replace` lists the partitions a
-        replace_partitions write swaps out; `expected_version` makes the write fail unless the
-        table is still at that version."""
-
-    @abstractmethod
-    def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
-                    metadata: dict[str, Any] | None = None) -> CommitResult:
-        """Append a small Arrow table (audit rows) to `spec` in one commit; concurrent appends retry."""
-
-    @abstractmethod
-    def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
-                         read_versions: dict[str, int | None], *,
-                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
-        """Apply a change set DataFrame (`datasource.CHANGESET_SCHEMA`) to several tables, each in one
-        commit strictly against `read_versions`."""
 
 
 def _storage_option(warehouse: Warehouse) -> str:
@@ -258,13 +220,9 @@ def select_engine(spark: Any, requested: EngineName | str = "auto") -> TableEngi
                 f"(need {_DELTA_EXTENSION} in spark.sql.extensions and {_DELTA_CLASS} on the classpath); "
                 "use --engine delta-rs"
             )
-        from statekeeper.tables.delta_spark import DeltaSparkEngine
-
         return DeltaSparkEngine()
     if requested == "auto":
         if delta_spark_available(spark):
-            from statekeeper.tables.delta_spark import DeltaSparkEngine
-
             return DeltaSparkEngine()
         return DeltaRsEngine()
     raise TableError(f"unknown table engine {requested!r}: auto, delta-rs or delta-spark")

@@ -49,14 +49,16 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote
 
+from statekeeper.defaults import GC_GRACE, WAREHOUSE_RETENTION
 from statekeeper.tables import delta_log
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError, TableError
 from statekeeper.tables.warehouse import Warehouse
+from statekeeper.units import format_duration, human_size
 from statekeeper.uri import join_uri
 
 logger = logging.getLogger("statekeeper.tables")
 
-DEFAULT_RETENTION = timedelta(days=7)
+DEFAULT_RETENTION = WAREHOUSE_RETENTION
 MAINTENANCE_OPERATION = "maintenance"   # statekeeper.operation in the commits maintenance makes
 _HOUR = timedelta(hours=1)
 # Commits that remove no data file: vacuum's own bookkeeping commits.
@@ -141,8 +143,6 @@ class TableMaintenance:
     def line(self) -> str:
         if self.outcome is TableOutcome.ABSENT:
             return f"{self.name}: absent, skipped"
-        from statekeeper.jobs.result import human_size
-
         would = "would be " if self.outcome is TableOutcome.DRY_RUN else ""
         text = (f"{self.name}: v{self.version_before}"
                 + ("" if self.version_after == self.version_before else f" -> v{self.version_after}")
@@ -167,6 +167,14 @@ class TableMaintenance:
         out = _plain({k: v for k, v in asdict(self).items() if k != "pins"})
         out["pins"] = [p.to_mapping() for p in self.pins]
         return out
+
+    def audit_row(self) -> dict[str, Any]:
+        """This table's entry of `maintenance_runs.tables` (statekeeper.tables.catalog.maintain)."""
+        from statekeeper.tables.catalog.maintain import MAINTAINED_TABLE
+
+        values = {**asdict(self), "outcome": self.outcome.value, "notes": list(self.notes),
+                  "pinned_versions": sorted({p.version for p in self.pins})}
+        return {f.name: values[f.name] for f in MAINTAINED_TABLE}
 
 
 @dataclass(frozen=True)
@@ -228,8 +236,6 @@ class MaintenanceReport:
         raise KeyError(name)
 
     def summary(self) -> str:
-        from statekeeper.jobs.result import human_size
-
         present = [t for t in self.tables if t.outcome is not TableOutcome.ABSENT]
         would = "would be " if self.dry_run else ""
         head = (f"warehouse maintenance{' (dry run: nothing changed)' if self.dry_run else ''} of {self.warehouse} "
@@ -272,19 +278,8 @@ def maintain_warehouse(warehouse: Warehouse, *, retention: timedelta = DEFAULT_R
     files of a pinned version; both before any table is changed. `dry_run` changes nothing: it
     reports what vacuum would delete and which files compaction would rewrite.
     """
-    from statekeeper.tables.catalog import ALL_TABLES
-
     out = log or logger
-    if retention < timedelta(0):
-        raise MaintenanceOptionsError(f"retention {retention} is negative: vacuum keeps files removed within it; "
-                                      "pass 0 or more")
-    known = [spec.name for spec in ALL_TABLES]
-    if tables is not None:
-        unknown = [name for name in tables if name not in known]
-        if unknown:
-            raise MaintenanceOptionsError(f"no Statekeeper table named {', '.join(map(repr, unknown))}; "
-                                          f"known: {', '.join(known)}")
-    names = [name for name in known if tables is None or name in tables]
+    names = _requested(retention, tables)
     started = datetime.now(timezone.utc)
     check_at = max(_utc(now) if now is not None else started, started)
     effective = _ceil_hours(retention)
@@ -314,6 +309,22 @@ def maintain_warehouse(warehouse: Warehouse, *, retention: timedelta = DEFAULT_R
     return MaintenanceReport(warehouse.uri, effective, dry_run, started, datetime.now(timezone.utc), tuple(results))
 
 
+def _requested(retention: timedelta, tables: Sequence[str] | None) -> list[str]:
+    """The tables to maintain, in catalog order; MaintenanceOptionsError for what is refused outright."""
+    from statekeeper.tables.catalog import ALL_TABLES
+
+    if retention < timedelta(0):
+        raise MaintenanceOptionsError(f"retention {retention} is negative: vacuum keeps files removed within it; "
+                                      "pass 0 or more")
+    known = [spec.name for spec in ALL_TABLES]
+    if tables is not None:
+        unknown = [name for name in tables if name not in known]
+        if unknown:
+            raise MaintenanceOptionsError(f"no Statekeeper table named {', '.join(map(repr, unknown))}; "
+                                          f"known: {', '.join(known)}")
+    return [name for name in known if tables is None or name in tables]
+
+
 # -- the retention floor ---------------------------------------------------------------------------
 
 def retention_pins(warehouse: Warehouse, now: datetime | None = None, *,
@@ -323,62 +334,25 @@ def retention_pins(warehouse: Warehouse, now: datetime | None = None, *,
 
     * the index tables at the newest succeeded index run (the cut every job and command reads) and
       at the newest succeeded-or-partial run (what the next index run restores them to);
-    * the newest row of each derived job's audit table (chains_runs, validation_runs, gc_runs,
-      dr_runs): its `source_versions` (the index cut it read) and `table_versions` (what it wrote);
-    * every GC run whose newest gc_runs row is `running` (killed while deleting: the next GC run
-      resumes it on the index versions it planned from);
+    * the newest row of the audit table of each job whose registry entry pins versions
+      (`JobSpec.pins_versions`: chains, validation, GC, DR): its `source_versions` (the index cut it
+      read) and `table_versions` (what it wrote);
+    * every run of a job that resumes interrupted runs (`JobSpec.resumes_interrupted`: GC) whose
+      newest row is `running` (killed while deleting: the next run resumes it on the versions it
+      planned from);
     * `references` of every succeeded index run inside GC's grace period (GC keeps the files those
-      runs saw referenced, reading them by version): the longest `older_than` any GC run recorded,
+      runs saw referenced, reading them by version): the longest grace period any GC run recorded,
       at least GC's default.
 
     A pin's `removed_at` is the commit time of the first later commit that may have removed data
     files; vacuum's own commits (VACUUM START / END) remove none and do not count, so maintenance
     run twice does not refuse because of its own first run.
     """
-    from statekeeper.tables import cut
     from statekeeper.tables.reader import TableReader
-    from statekeeper.tables.vocabulary import GcRunStatus, IndexRunStatus
 
     now = _utc(now) if now is not None else datetime.now(timezone.utc)
-    found: list[tuple[str, int, str]] = []
-    newest = cut.latest_cut(warehouse)
-    if newest is not None:
-        found += [(t, v, f"index_runs run {newest.run_id} (newest succeeded: the cut readers read)")
-                  for t, v in newest.versions.items()]
-    committed = cut.latest_cut(warehouse, cut.COMMITTED)
-    if committed is not None and (newest is None or committed.run_id != newest.run_id):
-        found += [(t, v, f"index_runs run {committed.run_id} (newest {committed.status}: the next index run "
-                         "restores the index tables to it)") for t, v in committed.versions.items()]
-
     reader = TableReader(warehouse)
-    for audit in ("chains_runs", "validation_runs", "gc_runs", "dr_runs"):
-        rows = reader.read(audit, columns=["run_id", "status", "finished_at", "source_versions",
-                                           "table_versions"]).to_pylist()
-        if not rows:
-            continue
-        runs = [max(rows, key=lambda r: r["finished_at"])]
-        if audit == "gc_runs":
-            last: dict[str, dict[str, Any]] = {}
-            for row in rows:
-                if row["run_id"] not in last or row["finished_at"] >= last[row["run_id"]]["finished_at"]:
-                    last[row["run_id"]] = row
-            runs += [r for r in last.values() if r["status"] == GcRunStatus.RUNNING and r is not runs[0]]
-        for run in runs:
-            interrupted = " interrupted: resumed by the next GC run" if run is not runs[0] else ""
-            for column in ("source_versions", "table_versions"):
-                for t, v in dict(run[column] or []).items():
-                    if v is not None:
-                        found.append((t, int(v), f"{audit} run {run['run_id']} ({column}{interrupted})"))
-
-    grace = _gc_grace(reader)
-    index_runs = reader.read("index_runs", columns=["run_id", "status", "finished_at", "table_versions"]).to_pylist()
-    for run in index_runs:
-        version = dict(run["table_versions"] or []).get("references")
-        if run["status"] == IndexRunStatus.SUCCEEDED and version is not None and run["finished_at"] >= now - grace:
-            found.append(("references", int(version),
-                          f"index_runs run {run['run_id']} (inside GC's {_format_duration(grace)} grace period: "
-                          "GC reads its references)"))
-
+    found = [*_cut_pins(warehouse), *_audit_pins(reader), *_grace_pins(reader, now)]
     wanted = None if tables is None else set(tables)
     by_table: dict[str, dict[int, str]] = {}
     for table, version, who in found:
@@ -387,20 +361,94 @@ def retention_pins(warehouse: Warehouse, now: datetime | None = None, *,
         by_table.setdefault(table, {}).setdefault(version, who)   # first reason wins: the cut before audits
     out: dict[str, list[RetentionPin]] = {}
     for table, pinned in by_table.items():
-        commits = _commits(warehouse, table, min(pinned))
-        if commits is None:
-            continue   # the table is absent: nothing to keep
-        latest = max(commits)
-        pins = []
-        for v, who in sorted(pinned.items()):
-            if v > latest:
-                continue   # names a version the table does not have: nothing of it to keep
-            removed_by = next((n for n in range(v + 1, latest + 1)
-                               if commits.get(n, (None, ""))[1] not in _REMOVES_NOTHING), None)
-            removed_at = None if removed_by is None else commits.get(removed_by, (_from_ms(0), ""))[0]
-            pins.append(RetentionPin(table, v, who, commits.get(v, (None, ""))[0], removed_by, removed_at))
-        out[table] = pins
+        pins = _timed_pins(warehouse, table, pinned)
+        if pins is not None:
+            out[table] = pins
     return out
+
+
+_Pin = tuple[str, int, str]   # (table, version, who pins it)
+
+
+def _cut_pins(warehouse: Warehouse) -> list[_Pin]:
+    """The index tables at the cut readers read, and at the state the next index run restores."""
+    from statekeeper.tables import cut
+
+    found: list[_Pin] = []
+    newest = cut.latest_cut(warehouse)
+    if newest is not None:
+        found += [(t, v, f"index_runs run {newest.run_id} (newest succeeded: the cut readers read)")
+                  for t, v in newest.versions.items()]
+    committed = cut.latest_cut(warehouse, cut.COMMITTED)
+    if committed is not None and (newest is None or committed.run_id != newest.run_id):
+        found += [(t, v, f"index_runs run {committed.run_id} (newest {committed.status}: the next index run "
+                         "restores the index tables to it)") for t, v in committed.versions.items()]
+    return found
+
+
+def _audit_pins(reader: Any) -> list[_Pin]:
+    """The versions the newest run of each pinning job read and wrote, and those of its interrupted runs."""
+    from statekeeper.registry import JOBS
+    from statekeeper.tables.vocabulary import GcRunStatus
+
+    found: list[_Pin] = []
+    for spec in (j for j in JOBS if j.pins_versions):
+        audit = spec.audit_table
+        rows = reader.read(audit, columns=["run_id", "status", "finished_at", "source_versions",
+                                           "table_versions"]).to_pylist()
+        if not rows:
+            continue
+        runs = [max(rows, key=lambda r: r["finished_at"])]
+        if spec.resumes_interrupted:
+            runs += [r for r in _newest_per_run(rows) if r["status"] == GcRunStatus.RUNNING and r is not runs[0]]
+        for run in runs:
+            interrupted = " interrupted: resumed by the next GC run" if run is not runs[0] else ""
+            for column in ("source_versions", "table_versions"):
+                for t, v in dict(run[column] or []).items():
+                    if v is not None:
+                        found.append((t, int(v), f"{audit} run {run['run_id']} ({column}{interrupted})"))
+    return found
+
+
+def _newest_per_run(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run's newest row of an event-log audit table (one row per state transition)."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["run_id"] not in last or row["finished_at"] >= last[row["run_id"]]["finished_at"]:
+            last[row["run_id"]] = row
+    return list(last.values())
+
+
+def _grace_pins(reader: Any, now: datetime) -> list[_Pin]:
+    """`references` of every succeeded index run inside GC's grace period: GC reads them by version."""
+    from statekeeper.tables.vocabulary import IndexRunStatus
+
+    grace = _gc_grace(reader)
+    found: list[_Pin] = []
+    for run in reader.read("index_runs", columns=["run_id", "status", "finished_at", "table_versions"]).to_pylist():
+        version = dict(run["table_versions"] or []).get("references")
+        if run["status"] == IndexRunStatus.SUCCEEDED and version is not None and run["finished_at"] >= now - grace:
+            found.append(("references", int(version),
+                          f"index_runs run {run['run_id']} (inside GC's {_format_duration(grace)} grace period: "
+                          "GC reads its references)"))
+    return found
+
+
+def _timed_pins(warehouse: Warehouse, table: str, pinned: dict[int, str]) -> list[RetentionPin] | None:
+    """`pinned` (version -> who) with the commit times the floor compares; None when the table is absent."""
+    commits = _commits(warehouse, table, min(pinned))
+    if commits is None:
+        return None
+    latest = max(commits)
+    pins = []
+    for v, who in sorted(pinned.items()):
+        if v > latest:
+            continue   # names a version the table does not have: nothing of it to keep
+        removed_by = next((n for n in range(v + 1, latest + 1)
+                           if commits.get(n, (None, ""))[1] not in _REMOVES_NOTHING), None)
+        removed_at = None if removed_by is None else commits.get(removed_by, (_from_ms(0), ""))[0]
+        pins.append(RetentionPin(table, v, who, commits.get(v, (None, ""))[0], removed_by, removed_at))
+    return pins
 
 
 def _commits(warehouse: Warehouse, name: str, oldest: int) -> dict[int, tuple[datetime, str]] | None:
@@ -415,17 +463,33 @@ def _commits(warehouse: Warehouse, name: str, oldest: int) -> dict[int, tuple[da
 
 
 def _gc_grace(reader: Any) -> timedelta:
-    from statekeeper.gc.options import DEFAULT_GRACE
+    """The longest grace period any GC run recorded (gc_runs.grace_seconds), at least GC's default."""
+    from statekeeper.registry import GC
 
-    grace = DEFAULT_GRACE
-    for row in reader.read("gc_runs", columns=["options"]).to_pylist():
-        try:
-            seconds = json.loads(row["options"] or "{}").get("older_than")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(seconds, (int, float)):
+    state = reader.state(GC.audit_table)
+    if state is None:
+        return GC_GRACE
+    # A gc_runs table written before grace_seconds existed lacks the column until GC's next append
+    # adds it (delta_log.add_missing_columns), and its older rows read it as null: for those rows the
+    # grace period is the one their options JSON recorded (`older_than`, in seconds).
+    columns = ["options", "grace_seconds"] if "grace_seconds" in state.schema.names else ["options"]
+    grace = GC_GRACE
+    for row in reader.read(GC.audit_table, columns=columns).to_pylist():
+        seconds = row.get("grace_seconds")
+        if seconds is None:
+            seconds = _recorded_grace(row["options"])
+        if seconds is not None:
             grace = max(grace, timedelta(seconds=seconds))
     return grace
+
+
+def _recorded_grace(options: str | None) -> float | None:
+    """`older_than` of a gc_runs row's options JSON (rows older than its grace_seconds column)."""
+    try:
+        seconds = json.loads(options or "{}").get("older_than")
+    except (ValueError, AttributeError):
+        return None
+    return seconds if isinstance(seconds, (int, float)) else None
 
 
 def _floor_message(warehouse: Warehouse, unsafe: list[RetentionPin], retention: timedelta, now: datetime) -> str:
@@ -644,8 +708,6 @@ def _from_ms(ms: Any) -> datetime:
 
 
 def _format_duration(value: timedelta) -> str:
-    from statekeeper.gc.options import format_duration
-
     return format_duration(value) if value > timedelta(0) else "0s"
 
 

@@ -55,7 +55,7 @@ class TableReader:
         state = self.state(name)
         if state is None:
             if producer is None:
-                from statekeeper.jobs.registry import job
+                from statekeeper.registry import job
                 from statekeeper.tables.catalog import spec
 
                 producer = job(spec(name).producer).entry_point

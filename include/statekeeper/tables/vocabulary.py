@@ -315,3 +315,18 @@ class CompactionStatus(StrEnum):
     PLANNED = "planned"                      # dry run
     FAILED = "failed"                        # nothing installed; `problem` names the object and what to do
     REFUSED = "refused"                      # not attempted (--in-place on a job that looks running)
+
+
+class MaintenanceMode(StrEnum):
+    """maintenance_runs.mode."""
+
+    MAINTAIN = "maintain"      # compact, vacuum and checkpoint the tables
+    DRY_RUN = "dry_run"        # report what would be compacted and vacuumed; nothing changed
+
+
+class MaintenanceRunStatus(StrEnum):
+    """maintenance_runs.status."""
+
+    SUCCEEDED = "succeeded"    # every table present maintained (or planned, in a dry run)
+    ATTENTION = "attention"    # a concurrent writer kept some table from being maintained (`problems` says which)
+    FAILED = "failed"          # the run itself failed, or was refused (a retention below the floor)

@@ -2,8 +2,8 @@
 
     result = (ValidateCheckpoints(spark)
               .warehouse("s3://bucket/statekeeper")
-              .roots("s3://bucket/checkpoints", "s3://bucket/savepoints")
               .storage(StorageConfig.from_env())
+              .configure(ValidateOptions(roots=("s3://bucket/checkpoints", "s3://bucket/savepoints")))
               .execute())
     result.status        # "ok" | "unrestorable" | "quality_failed"
 
@@ -23,19 +23,17 @@ from typing import Any
 
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
-from statekeeper.jobs.registry import VALIDATE
 from statekeeper.jobs.result import JobResult
+from statekeeper.registry import VALIDATE
 from statekeeper.storage import Roots
 from statekeeper.tables.catalog import VALIDATION_JOBS, VALIDATION_RESULTS, spec as table_spec
 from statekeeper.tables.vocabulary import Check, Severity, UnitKind, ValidationRunStatus
+from statekeeper.validate.options import ValidateOptions
 
 OK = ValidationRunStatus.OK
 UNRESTORABLE = ValidationRunStatus.UNRESTORABLE
 QUALITY_FAILED = ValidationRunStatus.QUALITY_FAILED
 FAILED = ValidationRunStatus.FAILED
-SOURCES = ("snapshots", "references", "files")
-OPTIONAL_SOURCES = ("inline_state", "dependencies", "pins")
 _MAX_LISTED = 50
 
 
@@ -86,149 +84,123 @@ class ValidationResult(JobResult):
                          + "; ".join(self.quality_failures[:10]))
         if self.report_uri:
             lines.append(f"  data docs: {self.report_uri}")
-        if self.error:
-            lines.append(f"  error: {self.error}")
+        lines += self._closing_lines()
         return "\n".join(lines)
 
     def audit_values(self) -> dict[str, Any]:
         return {"unrestorable": [j.newest_uri for j in self.unrestorable]}
 
 
-class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
+class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
     """Builder for one validation run. Every option is explicit; `execute()` runs it."""
 
     JOB = VALIDATE
+    SOURCES = ("snapshots", "references", "files")
+    # inline_state is an index table: its version comes from the same cut. The chains tables are
+    # read at their latest version.
+    OPTIONAL_SOURCES = ("inline_state", "dependencies", "pins")
 
     def __init__(self, spark: Any) -> None:
         super().__init__(spark)
-        self._roots: list[str] = []
-        self._quality = True
-        self._stat_threads = 8
-        self._inputs: PinnedInputs | None = None
         self._stat_roots: list[str] = []
-
-    def roots(self, *uris: str) -> ValidateCheckpoints:
-        """Where referenced files outside the indexed roots may be stat'ed (none: they are unverifiable)."""
-        self._roots.extend(uris)
-        return self
-
-    def quality_suite(self, enabled: bool) -> ValidateCheckpoints:
-        self._quality = enabled
-        return self
-
-    def stat_threads(self, threads: int) -> ValidateCheckpoints:
-        if threads < 1:
-            raise ValueError("stat_threads must be >= 1")
-        self._stat_threads = threads
-        return self
 
     # -- run ------------------------------------------------------------------------------------
 
     def _check_options(self) -> None:
-        self._stat_roots = Roots(self._roots).uris if self._roots else []   # overlaps, schemes: up front
+        super()._check_options()
+        self._stat_roots = Roots(list(self.options.roots)).uris if self.options.roots else []   # overlaps, schemes: up front
 
     def _prepare(self, ctx: RunContext) -> None:
-        # inline_state is an index table: its version comes from the same cut. The chains tables
-        # are read at their latest version.
-        self._inputs = pin_inputs(ctx.warehouse, SOURCES, OPTIONAL_SOURCES)
-        ctx.log.info("%s: warehouse %s, stat roots %s, index versions %s", ctx.label, ctx.warehouse.uri,
-                     self._stat_roots or "none", self._inputs.versions)
-        if self._inputs.stale:
+        if self.inputs.stale:
             ctx.log.warning("%s: inputs computed from another index cut (the quality suite checks them as they are): %s",
-                            ctx.label, "; ".join(self._inputs.stale))
+                            ctx.label, "; ".join(self.inputs.stale))
 
-    def _pinned(self) -> PinnedInputs:
-        assert self._inputs is not None, "_prepare pins the inputs"
-        return self._inputs
-
-    def _failed(self, ctx: RunContext, error: str) -> ValidationResult:
-        return ValidationResult(run_id=ctx.run_id, status=FAILED, started_at=ctx.started,
-                                finished_at=datetime.now(timezone.utc), warehouse=ctx.warehouse.uri,
-                                roots=tuple(self._stat_roots), source_versions=self._pinned().versions, error=error)
+    def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
+        return {"roots": tuple(self._stat_roots)}
 
     def _run(self, ctx: RunContext) -> ValidationResult:
-        from pyspark.sql import functions as F
-
-        from statekeeper.layout.spark_locate import direct_edges, file_uses
-        from statekeeper.tables.spark import bucket_of
-        from statekeeper.validate import spark_checks as sc
-        from statekeeper.validate.stat import STAT_SPARK_SCHEMA, StatTask
-
-        spark, keep, beat, log, run_id = ctx.spark, ctx.keep, ctx.beat, ctx.log, ctx.run_id
-        roots = self._stat_roots
-        versions = self._pinned().versions
+        beat, log = ctx.beat, ctx.log
         clock = time.monotonic()
-        tables = self._pinned().read(spark, ctx.engine, ctx.warehouse)
-        snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
-        check_consistent(snaps, refs, versions)
+        tables = self._read_cut(ctx)
 
         beat.phase("locating references")
-        uses = keep(file_uses(refs, snaps, files))
-        statted = spark.sparkContext.accumulator(0)
-        beat.phase("stat of files outside the indexed roots", lambda: f"{statted.value} file(s) looked at")
-        stat = keep(sc.outside_files(uses)
-                    .mapInArrow(StatTask(roots, ctx.storage, self._stat_threads, statted), STAT_SPARK_SCHEMA))
+        uses, stat, statted = self._located(ctx, tables)
         log.info("%s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
-                 ctx.label, statted.value, time.monotonic() - clock)
-
+                 ctx.label, statted, time.monotonic() - clock)
         beat.phase("checks")
-        found = keep(sc.file_findings(sc.evidence(uses, stat), files, snaps)
-                     .unionByName(sc.cross_directory_findings(direct_edges(uses)))
-                     .unionByName(sc.metadata_findings(snaps)))
-        summary = sc.snapshot_summary(snaps, uses, found)
-        now = datetime.now(timezone.utc)
-        info = sc.snapshot_info(snaps).drop("status", "error")
-        results = keep(found.withColumn("restorable", F.lit(None).cast("boolean")).unionByName(summary)
-                       .join(info, "snapshot_uri", "inner")
-                       .withColumn("run_id", F.lit(run_id)).withColumn("validated_at", F.lit(now))
-                       .withColumn("bucket", bucket_of("job_dir"))
-                       .select(*VALIDATION_RESULTS.schema.names))
-        jobs = keep(sc.job_health(results).withColumn("bucket", bucket_of("job_dir"))
-                    .select(*VALIDATION_JOBS.schema.names))
+        found, results, jobs = self._checked(ctx, uses, stat, tables)
         log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
-
-        counts = results.where(F.col("check") == Check.SNAPSHOT).agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).alias("err"),
-            F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).alias("warn")).first()
-        by_check = {r["check"]: int(r["n"]) for r in
-                    found.groupBy("check").agg(F.count(F.lit(1)).alias("n")).collect()}
-        job_counts = jobs.agg(F.count(F.lit(1)).alias("n"), F.sum(
-            F.when((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
+        counts = _counts(results, found, jobs)
         unrestorable = self._unrestorable(jobs, results)
 
-        metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(versions, sort_keys=True)})
+        metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(self.inputs.versions,
+                                                                                  sort_keys=True)})
         beat.phase("writing validation_results and validation_jobs")
         committed = ctx.write_all([(VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)], metadata=metadata)
         log.info("%s: tables written (%.1fs)", ctx.label, time.monotonic() - clock)
-
-        quality = None
-        if self._quality:
-            from statekeeper.validate.quality import build_assets, run_suite
-
-            beat.phase("quality suite")
-            extra = self._pinned().read(spark, ctx.engine, ctx.warehouse, optional=True)
-            specs = {n: table_spec(n) for n in ("files", "snapshots", "references", "inline_state",
-                                                "dependencies", "pins")}
-            quality = run_suite(build_assets({**tables, **extra}, specs, found, stat), ctx.warehouse, run_id)
+        quality = self._quality_suite(ctx, tables, found, stat) if self.options.quality_suite else None
+        if quality is not None:
             log.info("%s: quality suite done (%.1fs)", ctx.label, time.monotonic() - clock)
 
-        bad_jobs = int(job_counts["bad"] or 0)
         if quality is not None and not quality.success:
             status = QUALITY_FAILED
-        elif bad_jobs:
+        elif counts["jobs_unrestorable"]:
             status = UNRESTORABLE
         else:
             status = OK
-        return ValidationResult(
-            run_id=run_id, status=status, started_at=ctx.started, finished_at=datetime.now(timezone.utc),
-            warehouse=ctx.warehouse.uri, roots=tuple(roots), source_versions=versions, table_versions=committed,
-            snapshots=int(counts["n"] or 0), snapshots_with_errors=int(counts["err"] or 0),
-            snapshots_with_warnings=int(counts["warn"] or 0), findings=by_check, jobs=int(job_counts["n"] or 0),
-            jobs_unrestorable=bad_jobs, unrestorable=unrestorable, files_statted=int(stat.count()),
+        return self._result(
+            ctx, status, table_versions=committed, unrestorable=unrestorable, files_statted=int(stat.count()),
             quality_success=None if quality is None else quality.success,
             quality_failures=() if quality is None else quality.failures,
-            report_uri=None if quality is None else quality.docs_uri)
+            report_uri=None if quality is None else quality.docs_uri, **counts)
+
+    def _located(self, ctx: RunContext, tables: dict[str, Any]) -> tuple[Any, Any, int]:
+        """Every reference with the file it names (`uses`), the stat of each file outside the indexed
+        roots, in Spark tasks (`stat`), both kept, and how many files were stat'ed."""
+        from statekeeper.layout.spark_locate import file_uses
+        from statekeeper.validate import spark_checks as sc
+        from statekeeper.validate.stat import STAT_SPARK_SCHEMA, StatTask
+
+        uses = ctx.keep(file_uses(tables["references"], tables["snapshots"], tables["files"]))
+        statted = ctx.spark.sparkContext.accumulator(0)
+        ctx.beat.phase("stat of files outside the indexed roots", lambda: f"{statted.value} file(s) looked at")
+        task = StatTask(self._stat_roots, ctx.storage, self.options.stat_threads, statted)
+        stat = ctx.keep(sc.outside_files(uses).mapInArrow(task, STAT_SPARK_SCHEMA))
+        return uses, stat, statted.value
+
+    def _checked(self, ctx: RunContext, uses: Any, stat: Any, tables: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The findings, and the rows of validation_results and validation_jobs (all kept)."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.layout.spark_locate import direct_edges
+        from statekeeper.tables.spark import bucket_of
+        from statekeeper.validate import spark_checks as sc
+
+        snaps, files = tables["snapshots"], tables["files"]
+        found = ctx.keep(sc.file_findings(sc.evidence(uses, stat), files, snaps)
+                         .unionByName(sc.cross_directory_findings(direct_edges(uses)))
+                         .unionByName(sc.metadata_findings(snaps)))
+        summary = sc.snapshot_summary(snaps, uses, found)
+        now = datetime.now(timezone.utc)
+        info = sc.snapshot_info(snaps).drop("status", "error")
+        results = ctx.keep(found.withColumn("restorable", F.lit(None).cast("boolean")).unionByName(summary)
+                           .join(info, "snapshot_uri", "inner")
+                           .withColumn("run_id", F.lit(ctx.run_id)).withColumn("validated_at", F.lit(now))
+                           .withColumn("bucket", bucket_of("job_dir"))
+                           .select(*VALIDATION_RESULTS.schema.names))
+        jobs = ctx.keep(sc.job_health(results).withColumn("bucket", bucket_of("job_dir"))
+                        .select(*VALIDATION_JOBS.schema.names))
+        return found, results, jobs
+
+    def _quality_suite(self, ctx: RunContext, tables: dict[str, Any], found: Any, stat: Any) -> Any:
+        """The Great Expectations suite over the index tables (and the chains tables, when present)."""
+        from statekeeper.validate.quality import build_assets, run_suite
+
+        ctx.beat.phase("quality suite")
+        extra = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
+        specs = {n: table_spec(n) for n in ("files", "snapshots", "references", "inline_state",
+                                            "dependencies", "pins")}
+        return run_suite(build_assets({**tables, **extra}, specs, found, stat), ctx.warehouse, ctx.run_id)
 
     @staticmethod
     def _unrestorable(jobs: Any, results: Any) -> tuple[UnrestorableJob, ...]:
@@ -244,3 +216,20 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult]):
         return tuple(UnrestorableJob(r["location"], r["job_id"], r["newest_uri"], r["newest_checkpoint_id"],
                                      r["latest_restorable_uri"], r["latest_restorable_checkpoint_id"],
                                      tuple(r["checks"] or ())) for r in rows)
+
+
+def _counts(results: Any, found: Any, jobs: Any) -> dict[str, Any]:
+    """The Result's counts: snapshots (with errors, with warnings only), findings by check, jobs and
+    jobs whose newest retained checkpoint does not restore."""
+    from pyspark.sql import functions as F
+
+    counts = results.where(F.col("check") == Check.SNAPSHOT).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).alias("err"),
+        F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).alias("warn")).first()
+    by_check = {r["check"]: int(r["n"]) for r in found.groupBy("check").agg(F.count(F.lit(1)).alias("n")).collect()}
+    job_counts = jobs.agg(F.count(F.lit(1)).alias("n"), F.sum(
+        F.when((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
+    return {"snapshots": int(counts["n"] or 0), "snapshots_with_errors": int(counts["err"] or 0),
+            "snapshots_with_warnings": int(counts["warn"] or 0), "findings": by_check,
+            "jobs": int(job_counts["n"] or 0), "jobs_unrestorable": int(job_counts["bad"] or 0)}

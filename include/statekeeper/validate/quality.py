@@ -75,8 +75,6 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
     `found` are this run's findings (FINDING_COLUMNS), `stat` the stat results of files outside
     the indexed roots (file_uri, stat_status, ...).
     """
-    from pyspark.sql import functions as F
-
     files, snaps, refs = tables["files"], tables["snapshots"], tables["references"]
     assets = [
         Asset("files", files, [_columns(specs["files"]),
@@ -108,6 +106,15 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
                 ("ExpectCompoundColumnsToBeUnique", {"column_list": key}),
                 *_non_negative("files", "directories", "bytes", "depth")]))
 
+    return assets + _cross_table_assets(files, snaps, refs, found, stat)
+
+
+def _cross_table_assets(files: Any, snaps: Any, refs: Any, found: Any, stat: Any) -> list[Asset]:
+    """Derived views for the rules across tables: every referenced file is accounted for (listed,
+    stat'ed or reported), every referencing snapshot is indexed, a checkpoint's id is its directory's."""
+    from pyspark.sql import functions as F
+
+    assets = []
     reported = found.where(F.col("subject").isNotNull()).select(F.col("subject").alias("file_uri")).distinct() \
         .withColumn("reported", F.lit(True))
     in_files = files.select(F.col("uri").alias("file_uri")).distinct().withColumn("in_files", F.lit(True))

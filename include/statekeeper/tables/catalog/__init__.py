@@ -6,6 +6,7 @@
     statekeeper.tables.catalog.gc          gc_actions, gc_runs
     statekeeper.tables.catalog.dr          dr_copies, dr_files, dr_runs
     statekeeper.tables.catalog.compact     compactions, compaction_runs
+    statekeeper.tables.catalog.maintain    maintenance_runs
     statekeeper.tables.catalog.report      report_runs
 
 Column vocabularies (the closed sets of values some columns hold) are enums in
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from statekeeper.tables.catalog.compact import COMPACT_TABLES, COMPACTION_RUNS, COMPACTIONS
 from statekeeper.tables.catalog.dr import DR_COPIES, DR_FILES, DR_RUNS, DR_TABLES
+from statekeeper.tables.catalog.maintain import MAINTENANCE_RUNS
 from statekeeper.tables.catalog.report import REPORT_RUNS
 from statekeeper.tables.catalog.gc import GC_ACTIONS, GC_RUNS, GC_TABLES
 from statekeeper.tables.catalog.chains import CHAINS_RUNS, CHAINS_TABLES, DEPENDENCIES, PINS
@@ -41,7 +43,8 @@ from statekeeper.tables.spec import TableSpec
 
 ALL_TABLES: tuple[TableSpec, ...] = (*INDEX_TABLES, INDEX_RUNS, *CHAINS_TABLES, CHAINS_RUNS,
                                      *VALIDATION_TABLES, VALIDATION_RUNS, *GC_TABLES, GC_RUNS,
-                                     *DR_TABLES, DR_RUNS, *COMPACT_TABLES, COMPACTION_RUNS, REPORT_RUNS)
+                                     *DR_TABLES, DR_RUNS, *COMPACT_TABLES, COMPACTION_RUNS, MAINTENANCE_RUNS,
+                                     REPORT_RUNS)
 
 
 def spec(name: str) -> TableSpec:
@@ -59,6 +62,6 @@ def produced_by(job: str) -> tuple[TableSpec, ...]:
 
 __all__ = ["ALL_TABLES", "CHAINS_RUNS", "COMPACTIONS", "COMPACTION_RUNS", "COMPACT_TABLES", "CHAINS_TABLES", "DEPENDENCIES", "DR_COPIES", "DR_FILES", "DR_RUNS",
            "DR_TABLES", "FILES", "GC_ACTIONS", "GC_RUNS", "GC_TABLES", "INDEX_RUNS", "INDEX_TABLES",
-           "INLINE_STATE", "JOB_BUCKETS", "PARTITION_BY", "PINS", "REFERENCES", "REPORT_RUNS", "ROOT_LEVEL_JOB_DIR", "SNAPSHOTS",
+           "INLINE_STATE", "JOB_BUCKETS", "MAINTENANCE_RUNS", "PARTITION_BY", "PINS", "REFERENCES", "REPORT_RUNS", "ROOT_LEVEL_JOB_DIR", "SNAPSHOTS",
            "TS", "VALIDATION_JOBS", "VALIDATION_RESULTS", "VALIDATION_RUNS", "VALIDATION_TABLES", "job_bucket",
            "produced_by", "spec"]

@@ -3,7 +3,7 @@
 `compactions` holds one row per snapshot a run looked at: the source `_metadata`, the result (a new
 snapshot directory, or the same `_metadata` replaced in place with the original kept beside it), sizes
 before and after, and what moved. `compaction_runs` is the audit row per run, with the inline-state
-report (per job and operator) and, for `--maintain-warehouse`, the warehouse maintenance report.
+report (per job and operator).
 """
 from __future__ import annotations
 
@@ -71,12 +71,15 @@ COMPACTION_RUNS = TableSpec(
         _f("bytes_written", pa.int64(), False),
         _f("problems", pa.list_(pa.string()), False),
         _f("report", pa.list_(REPORT_ROW), False),
+        # Legacy: the JSON report of warehouse maintenance when compaction ran it (mode maintain_warehouse).
+        # Maintenance is a job of its own now (maintenance_runs); no run writes this any more, and the
+        # column stays so that warehouses written before keep their schema and rows.
         _f("maintenance", pa.string()),
         _f("airflow_run_id", pa.string()),
         _f("error", pa.string()),
     ]),
     (),
-    "Audit row per compaction run: counts, the inline-state report, warehouse maintenance.",
+    "Audit row per compaction run: counts and the inline-state report.",
     producer="compact",
 )
 

@@ -87,8 +87,11 @@ GC_RUNS = TableSpec(
         _f("airflow_run_id", pa.string()),
         _f("error", pa.string()),
         # Added after the table's first release: last and nullable, so a gc_runs table created before
-        # gains it on the next append (delta_log.add_missing_columns) and its older rows read as null.
+        # gains them on the next append (delta_log.add_missing_columns) and its older rows read as null.
         _f("ownerless", pa.list_(GC_OWNERLESS)),
+        # The run's grace period (--older-than), typed: warehouse maintenance keeps the `references`
+        # versions GC reads inside it. Older rows have it only in `options` (its `older_than`).
+        _f("grace_seconds", pa.float64()),
     ]),
     (),
     "Event log of garbage-collection runs: one row per state transition (requested, planned, running, "

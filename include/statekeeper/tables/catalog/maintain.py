@@ -1,0 +1,63 @@
+"""The table warehouse maintenance writes (`statekeeper.maintain`): one audit row per run, with what
+each table's maintenance did. docs/tables.md documents every column."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.spec import column as _f
+
+# One table of a run (statekeeper.tables.maintenance.TableMaintenance): its versions and files before and
+# after, what compaction, vacuum and the checkpoint did, and why it was skipped.
+MAINTAINED_TABLE = pa.struct([
+    _f("name", pa.string(), False),
+    _f("outcome", pa.string(), False),
+    _f("version_before", pa.int64()),
+    _f("version_after", pa.int64()),
+    _f("files_before", pa.int64()),
+    _f("files_after", pa.int64()),
+    _f("stored_files_before", pa.int64()),
+    _f("stored_files_after", pa.int64()),
+    _f("stored_bytes_before", pa.int64()),
+    _f("stored_bytes_after", pa.int64()),
+    _f("files_compacted", pa.int64()),
+    _f("files_added", pa.int64()),
+    _f("files_vacuumed", pa.int64()),
+    _f("bytes_vacuumed", pa.int64()),
+    _f("checkpoint_version", pa.int64()),
+    _f("pinned_versions", pa.list_(pa.int64())),
+    _f("skipped", pa.string()),
+    _f("notes", pa.list_(pa.string())),
+])
+
+MAINTENANCE_RUNS = TableSpec(
+    "maintenance_runs",
+    pa.schema([
+        _f("run_id", pa.string(), False),
+        _f("status", pa.string(), False),
+        _f("mode", pa.string(), False),
+        _f("started_at", TS, False),
+        _f("finished_at", TS, False),
+        _f("warehouse", pa.string(), False),
+        _f("options", pa.string(), False),
+        _f("statekeeper_version", pa.string(), False),
+        _f("retention_seconds", pa.float64()),
+        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        _f("files_before", pa.int64(), False),
+        _f("files_after", pa.int64(), False),
+        _f("files_compacted", pa.int64(), False),
+        _f("files_added", pa.int64(), False),
+        _f("files_vacuumed", pa.int64(), False),
+        _f("bytes_vacuumed", pa.int64(), False),
+        _f("stored_files_before", pa.int64(), False),
+        _f("stored_files_after", pa.int64(), False),
+        _f("tables", pa.list_(MAINTAINED_TABLE), False),
+        _f("problems", pa.list_(pa.string()), False),
+        _f("airflow_run_id", pa.string()),
+        _f("error", pa.string()),
+    ]),
+    (),
+    "Audit row per warehouse maintenance run: per table, what compaction, vacuum and the checkpoint did.",
+    producer="maintain_warehouse",
+)
