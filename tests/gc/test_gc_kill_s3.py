@@ -21,9 +21,11 @@ import pytest
 import tests.harness as harness
 from statekeeper.chains.job import ComputeChains
 from statekeeper.gc.job import CollectGarbage
+from statekeeper.gc.options import GcOptions
 from statekeeper.storage import RoutingFileIO
 from statekeeper.storage.s3 import make_s3_client
 from statekeeper.tables import Warehouse
+from statekeeper.tables.vocabulary import GcMode
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store, store_roots
 from tests.gc.support import actions, runs
@@ -89,8 +91,9 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
     remaining = sum(1 for u in planted if fio.exists(u))
     assert 0 < remaining < PLANTED, "the kill should land mid-deletion"
 
-    result = (CollectGarbage(spark).warehouse(warehouse).storage(s3_config).mode("delete")
-              .older_than(timedelta(seconds=1)).allow_short_grace().progress_interval(0).execute())
+    result = (CollectGarbage(spark).warehouse(warehouse).storage(s3_config)
+              .configure(GcOptions(mode=GcMode.DELETE, older_than=timedelta(seconds=1), allow_short_grace=True))
+              .progress_interval(0).execute())
     assert result.status == "completed" and result.failed == 0, result.summary()
     assert killed in result.resumed
     after = {i.uri for r in roots for i in fio.list(r)}

@@ -21,6 +21,7 @@ from statekeeper.replicate.options import DrOptions, SavepointPolicy, TargetSpec
 from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.validate.job import ValidateCheckpoints
+from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket
@@ -52,8 +53,8 @@ def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_
     index = run_index(spark, roots, warehouse, storage=s3_config, allow_empty_root=True)
     assert index.status == "succeeded", index.summary()
     ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
-    ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config).roots(*roots).quality_suite(False) \
-        .progress_interval(0).execute()
+    (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
+     .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
     target = f"s3://{bucket}/dr"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
                                                        os.environ.get("PYTHONPATH", "")]),

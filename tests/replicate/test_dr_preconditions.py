@@ -23,6 +23,7 @@ from statekeeper.storage import RoutingFileIO, StorageConfig
 from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
 from statekeeper.validate.job import ValidateCheckpoints
+from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import MotoServer, make_bucket
@@ -50,8 +51,8 @@ def _prepare(spark, roots: list[str], warehouse: Warehouse, storage: StorageConf
     index = run_index(spark, roots, warehouse, storage=storage, allow_empty_root=True)
     assert index.status == "succeeded", index.summary()
     ComputeChains(spark).warehouse(warehouse).storage(storage).progress_interval(0).execute()
-    result = (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage).roots(*roots).quality_suite(False)
-              .progress_interval(0).execute())
+    result = (ValidateCheckpoints(spark).warehouse(warehouse).storage(storage)
+              .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
     assert result.status == "ok", result.summary()
 
 
