@@ -150,18 +150,22 @@ class _Tally:
 
 
 def _write_plan(path: Path, layout: list[tuple[str, int]], source_root: str, target_root: str,
-                versions: dict[str, str] | None = None) -> None:
+                versions: dict[str, str] | None = None, known: dict[str, str] | None = None) -> None:
     """The copy plan as the job hands it to the copy step: one row per distinct target object, with the source's
-    size and version as the index records them (`versions`: relative path -> ETag or local fingerprint)."""
+    size and version as the index records them (`versions`: relative path -> ETag or local fingerprint), and
+    `known`: the target versions an earlier run recorded in dr_files (relative path -> version), if any."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({
+    columns = {
         "source_uri": pa.array([f"{source_root}/{rel}" for rel, _ in layout], pa.string()),
         "target_uri": pa.array([f"{target_root}/{rel}" for rel, _ in layout], pa.string()),
         "expected_size": pa.array([size for _, size in layout], pa.int64()),
         "expected_version": pa.array([(versions or {}).get(rel) for rel, _ in layout], pa.string()),
-    }), path)
+    }
+    if known is not None:
+        columns["known_version"] = pa.array([known.get(rel) for rel, _ in layout], pa.string())
+    pq.write_table(pa.table(columns), path)
 
 
 def _versions(fio, source_root: str) -> dict[str, str]:
@@ -515,6 +519,10 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
                 seconds, counts, examples = _copy_step(spark, work / "plan-local.parquet", task)
                 _expect(counts, examples, "copied", len(layout), nbytes)
                 if way == "ours" and rep == args.local_repeat - 1:
+                    # A local target's size proves nothing (#28): what the first pass wrote is skipped on the
+                    # version the job would have recorded for it in dr_files (the local fingerprint).
+                    known = _versions(RoutingFileIO(), target_root)
+                    _write_plan(work / "plan-local.parquet", layout, source_root, target_root, versions, known)
                     skip_s, counts, examples = _copy_step(spark, work / "plan-local.parquet", task)
                     _expect(counts, examples, "skipped", len(layout), nbytes)
                     tally.add("skip", skip_s)
