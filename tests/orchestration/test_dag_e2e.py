@@ -1,13 +1,12 @@
 """The maintenance DAG end to end with dag.test(): real Airflow (SQLite), real spark-submit on
-local[2], stores written by real Flink, on local storage and on the moto S3 endpoint. Checks the
-Delta tables' contents and the tasks' XCom results, not just task states.
+local[2], a store written by real Flink. Checks the Delta tables' contents and the tasks' XCom
+results, not just task states.
 
 * local: the chain store as Flink wrote it runs through a real scheduler instead, triggered through the
-  REST API (test_airflow_standalone.py), with the same checks (`check_chains_and_validation`);
-* S3: a relocated copy of the chain store (A -> B, B -> C; its `_metadata` rewritten to the S3 paths,
-  as a DR copy would be), read through an Airflow 'aws' connection: index, chains (B and C depend on A) and
-  validation (every job's newest checkpoint restorable) all succeed, and GC writes its plan (the
-  default: a dry run);
+  REST API (test_airflow_local.py), with the same checks (`check_chains_and_validation`);
+* S3: the same tasks on a relocated copy of the chain store on the moto S3 server, through an Airflow
+  'aws' connection, run on a Spark standalone cluster with the same checks
+  (tests/cluster/test_standalone_cluster.py);
 * damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the
   run fails at `validate`, on its first try, without a retry, naming the snapshot; `gc` never runs.
 """
@@ -19,11 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.storage import RoutingFileIO
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store
-from tests.orchestration.support import check_chains_and_validation, runs_unrestorable, table_rows
-from tests.plugins.airflow import IndexedStore
+from tests.orchestration.support import runs_unrestorable, table_rows
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,28 +54,6 @@ def xcom_results(run) -> dict[str, dict]:
         rows = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id,
                                                   key="return_value")).all()
         return {row.task_id: XComModel.deserialize_value(row) for row in rows}
-
-
-@pytest.mark.s3
-def test_dag_s3_store(maintenance_dag, flink_store_for_airflow, s3_config, s3_bucket, monkeypatch):
-    fixture = flink_store_for_airflow.fixture
-    # A copy whose _metadata name the S3 paths: validation must be able to stat what they reference.
-    prefix = relocate_store(fixture.root, f"s3://{s3_bucket}/flink", RoutingFileIO(s3_config))
-    # The storage connection the DAG resolves at run time, defined the way a deployment would.
-    monkeypatch.setenv("AIRFLOW_CONN_STATEKEEPER_S3_TEST", json.dumps({
-        "conn_type": "aws", "login": s3_config.access_key_id, "password": s3_config.secret_access_key,
-        "extra": {"endpoint_url": s3_config.endpoint, "region_name": s3_config.region, "addressing_style": "path"},
-    }))
-    local_root = normalize_uri(str(fixture.root))
-    store = IndexedStore(fixture, [f"{prefix}/checkpoints"],
-                         uri_map=lambda p: prefix + normalize_uri(str(p))[len(local_root):])
-    warehouse = f"s3://{s3_bucket}/warehouse"
-    run = maintenance_dag.test(run_conf={"roots": store.roots, "warehouse": warehouse,
-                                         "storage_conn_id": "statekeeper_s3_test"})
-    assert str(run.state) == "success", task_states(run)
-    options = s3_config.deltalake_storage_options()
-    store.check_index_run(warehouse, run.run_id, storage_options=options)
-    check_chains_and_validation(store, warehouse, run.run_id, xcom_results(run), storage_options=options)
 
 
 def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, flink_store_for_airflow, tmp_path):
