@@ -35,18 +35,18 @@ from statekeeper.tables.vocabulary import DatabaseVerdict, FileKind, SnapshotTyp
 DATABASE_COLUMNS = ("root_id", "job_dir", "database", "operator", "attempt")
 
 
-def database_files(files: Any) -> Any:
-    """`files` rows of ForSt databases, with DATABASE_COLUMNS' database, operator and attempt."""
+def database_files(files: Any, *, named_only: bool = True) -> Any:
+    """`files` rows of ForSt databases, with DATABASE_COLUMNS' database, operator and attempt. A path of
+    kind `forst_working` the pattern does not take apart names no database ("" and null attempt): left out,
+    unless `named_only` is false (the per-job report counts it as left alone)."""
     from pyspark.sql import functions as F
 
     path = F.col("relative_path")
-    return (files.where(F.col("kind") == FileKind.FORST_WORKING.value)
+    rows = (files.where(F.col("kind") == FileKind.FORST_WORKING.value)
             .withColumn("database", F.regexp_extract(path, DATABASE_PATTERN, 1))
             .withColumn("operator", F.regexp_extract(path, DATABASE_PATTERN, 2))
-            .withColumn("attempt", F.regexp_extract(path, DATABASE_PATTERN, 3).cast("long"))
-            # `forst_working` is `shared/op_*_attempt_*` at any depth; a path the pattern does not take
-            # apart names no database and stays live
-            .where(F.col("database") != ""))
+            .withColumn("attempt", F.regexp_extract(path, DATABASE_PATTERN, 3).try_cast("long")))
+    return rows.where(F.col("database") != "") if named_only else rows
 
 
 def job_last_checkpoint(files: Any, snapshots: Any) -> Any:
@@ -102,7 +102,7 @@ def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
     ownerless rule: a held-back directory's dead files still count as dead)."""
     from pyspark.sql import functions as F
 
-    rows = (database_files(files).join(verdicts, list(DATABASE_COLUMNS), "left")
+    rows = (database_files(files, named_only=False).join(verdicts, list(DATABASE_COLUMNS), "left")
             .join(live.select(F.col("file_uri").alias("uri")).withColumn("referenced", F.lit(True)), "uri", "left")
             .join(planned.select("uri").withColumn("reclaimed", F.lit(True)), "uri", "left"))
     referenced = F.coalesce(F.col("referenced"), F.lit(False))
@@ -117,7 +117,7 @@ def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
         return F.sum(F.when(cond, F.col("size")).otherwise(0))
 
     return (rows.groupBy("root", "root_id", "job_dir")
-            .agg(F.countDistinct("database").alias("databases"),
+            .agg(F.countDistinct(F.when(F.col("database") != "", F.col("database"))).alias("databases"),
                  F.countDistinct(F.when(dead, F.col("database"))).alias("dead_databases"),
                  F.sum("size").alias("bytes"),
                  count_if(reclaimed).alias("dead_files"), bytes_if(reclaimed).alias("dead_bytes"),
