@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from statekeeper import __version__
@@ -25,13 +24,22 @@ RETRY_STATUSES = frozenset({SnapshotStatus.UNREADABLE})
 
 def _parser_version() -> str:
     """Statekeeper version plus a digest of the codec sources: any codec change re-parses every
-    `_metadata` once, so the index always reflects the parser that is deployed."""
-    import statekeeper.format as fmt
+    `_metadata` once, so the index always reflects the parser that is deployed.
 
+    Read through `importlib.resources`, not the file system: on a cluster the package arrives as
+    a zip (`--py-files`), where a directory glob finds nothing and every executor would stamp the
+    digest of no sources at all (a local and a cluster run then re-parse each other's rows)."""
+    from importlib.resources import files
+
+    sources = sorted((entry for entry in files("statekeeper.format").iterdir()
+                      if entry.name.endswith(".py")), key=lambda entry: entry.name)
+    if not sources:
+        raise RuntimeError("statekeeper.format ships no .py sources; the parser version cannot "
+                           "be derived (a build that strips sources must set it explicitly)")
     digest = hashlib.sha1()
-    for path in sorted(Path(fmt.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+    for entry in sources:
+        digest.update(entry.name.encode())
+        digest.update(entry.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:12]}"
 
 
