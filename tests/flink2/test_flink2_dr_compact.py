@@ -84,17 +84,23 @@ def test_dr_copy_carries_every_database_and_changelog_file_the_snapshots_use(run
     at_target = _target_cases(run)
     truth = harness.run_oracle(run["version"], [path / "_metadata" for path, _, _ in at_target])
     kinds = set()
-    for (path, s, _), reading in zip(at_target, truth, strict=True):
+    used = {}
+    for (path, s, job), reading in zip(at_target, truth, strict=True):
         assert "error" not in reading, reading
-        for f in reading["referenced_files"]:
-            name = normalize_uri(f["path"])
-            assert name.startswith(run["target"] + "/"), (path, f["path"])
+        used[(s, job)] = {normalize_uri(f["path"]) for f in reading["referenced_files"]}
+        for name in used[(s, job)]:
+            assert name.startswith(run["target"] + "/"), (path, name)
             assert local(name).is_file(), name
             kinds.add((s, "db" if "/db/" in name else "dstl" if "/dstl/" in name else "other"))
     # the copies hold what the layouts are about (files read from Flink's reading, not ours)
+    assert ("changelog", "dstl") in kinds
     if "forst" in run["fixtures"]:
         assert ("forst", "db") in kinds
-    assert ("changelog", "dstl") in kinds
+        # B, restored from A by CLAIM, uses A's database files: their copies, at the target
+        src = uri(run["base"] / "src")
+        a_dir = run["target"] + (run["sources"]["forst"] + uri(run["fixtures"]["forst"].job("A")["job_dir"])
+                                 [len(uri(run["fixtures"]["forst"].root)):])[len(src):]
+        assert any(n.startswith(a_dir + "/shared/") and "/db/" in n for n in used[("forst", "B")])
 
 
 def _target_cases(run) -> list[tuple]:
