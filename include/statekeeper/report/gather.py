@@ -14,6 +14,7 @@ from statekeeper.report.model import (
     CompactionSummary,
     DrCopyRef,
     DrSummary,
+    ForstDatabases,
     GcSummary,
     JobHealth,
     JobStorage,
@@ -293,7 +294,8 @@ class Gatherer:
                          tuple(run["blocked"] or ()), outcomes,
                          tuple(OwnerlessDirectory(d["root"], d["job_dir"], int(d["files"]), int(d["bytes"] or 0),
                                                   d["verdict"])
-                               for d in run.get("ownerless") or ()))   # absent in rows older than the column
+                               for d in run.get("ownerless") or ()),   # absent in rows older than the column
+                         tuple(ForstDatabases(**d) for d in run.get("forst") or ()))
 
     def compaction(self) -> CompactionSummary | None:
         run = self.reader.newest("compaction_runs")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from statekeeper.jobs.idle import IdleJobDir
+
 
 @dataclass(frozen=True)
 class Source:
@@ -153,6 +155,22 @@ class OwnerlessDirectory:
 
 
 @dataclass(frozen=True)
+class ForstDatabases:
+    """A job directory's ForSt databases in checkpoint storage, as the GC run judged them (gc_runs.forst):
+    bytes in databases that can no longer be written, which it reclaims, and what it left alone."""
+
+    root: str
+    job_dir: str
+    databases: int
+    dead_databases: int
+    bytes: int
+    dead_files: int
+    dead_bytes: int
+    unjudged_files: int
+    unjudged_bytes: int
+
+
+@dataclass(frozen=True)
 class GcSummary:
     run_id: str
     plan_run_id: str
@@ -169,6 +187,7 @@ class GcSummary:
     blocked: tuple[str, ...]
     outcomes: tuple[OutcomeCount, ...]
     ownerless: tuple[OwnerlessDirectory, ...] = ()
+    forst: tuple[ForstDatabases, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -238,6 +257,12 @@ class ReportData:
     notes: tuple[str, ...] = ()                  # caveats the reader must see (stale tables, missing steps)
     airflow_run_id: str | None = None            # the caller's run (the DAG run that wrote it)
     limits: dict[str, int] = field(default_factory=dict)
+    # Job directories with no checkpoint since `idle_before` (statekeeper.chains.idle): the largest, all of
+    # them counted, and their bytes.
+    idle_before: datetime | None = None
+    idle_jobs: tuple[IdleJobDir, ...] = ()
+    idle_count: int = 0
+    idle_bytes: int = 0
 
     def source(self, table: str, where: str) -> Source:
         return Source(table, self.versions.get(table), where)
