@@ -30,6 +30,7 @@ from statekeeper.gc.guards import Blocker, Rule
 from statekeeper.gc.options import GcOptions
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.jobs.result import JobResult
 from statekeeper.registry import GC
 from statekeeper.units import human_size
@@ -49,39 +50,6 @@ class Reclaim:
     reason: str
     files: int
     bytes: int
-
-
-@dataclass(frozen=True)
-class OwnerlessDir:
-    """A job directory with data files and no snapshot under the run's roots (statekeeper.gc.plan):
-    the files and bytes the sweep found unreferenced in it, and whether they were held back."""
-
-    root: str
-    job_dir: str
-    files: int
-    bytes: int
-    verdict: OwnerlessVerdict
-
-    @property
-    def held_back(self) -> bool:
-        return self.verdict is OwnerlessVerdict.HELD_BACK
-
-
-@dataclass(frozen=True)
-class ForstJob:
-    """A job directory's ForSt databases (statekeeper.gc.forst): how many, how many can no longer be
-    written, their bytes; the unreferenced files of the dead ones the run reclaims (before the ownerless
-    rule), and those of the others, left alone as possibly live."""
-
-    root: str
-    job_dir: str
-    databases: int
-    dead_databases: int
-    bytes: int
-    dead_files: int
-    dead_bytes: int
-    unjudged_files: int
-    unjudged_bytes: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,8 +319,7 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         rows = (held.groupBy("root", "job_dir", "verdict").agg(F.count(F.lit(1)).alias("files"),
                                                                F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
-        return tuple(OwnerlessDir(r["root"], r["job_dir"], int(r["files"]), int(r["bytes"] or 0),
-                                  OwnerlessVerdict(r["verdict"])) for r in rows)
+        return tuple(OwnerlessDir.from_row(r) for r in rows)
 
     @staticmethod
     def _forst(rows: Any) -> tuple[ForstJob, ...]:
@@ -497,8 +464,7 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         values = {k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")}
         values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
         # absent in rows written before the column existed
-        values["ownerless"] = tuple(OwnerlessDir(**dict(d, verdict=OwnerlessVerdict(d["verdict"])))
-                                    for d in row.get("ownerless") or [])
+        values["ownerless"] = tuple(OwnerlessDir.from_row(d) for d in row.get("ownerless") or [])
         values["forst"] = tuple(ForstJob(**d) for d in row.get("forst") or [])
         other = replace(ctx, run_id=run_id)
         result = self._delete(other, run_id, self._plan_of(ctx, run_id), indexed_snapshots, values)

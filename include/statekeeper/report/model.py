@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.jobs.idle import IdleJobDir
 
 
@@ -143,34 +144,6 @@ class OutcomeCount:
 
 
 @dataclass(frozen=True)
-class OwnerlessDirectory:
-    """A job directory with data files and no snapshot under the GC run's roots (gc_runs.ownerless):
-    a job in a root the run was not given may still use its files."""
-
-    root: str
-    job_dir: str
-    files: int
-    bytes: int
-    verdict: str     # held_back, roots_complete, older_than (OwnerlessVerdict)
-
-
-@dataclass(frozen=True)
-class ForstDatabases:
-    """A job directory's ForSt databases in checkpoint storage, as the GC run judged them (gc_runs.forst):
-    bytes in databases that can no longer be written, which it reclaims, and what it left alone."""
-
-    root: str
-    job_dir: str
-    databases: int
-    dead_databases: int
-    bytes: int
-    dead_files: int
-    dead_bytes: int
-    unjudged_files: int
-    unjudged_bytes: int
-
-
-@dataclass(frozen=True)
 class GcSummary:
     run_id: str
     plan_run_id: str
@@ -186,8 +159,8 @@ class GcSummary:
     failed: int
     blocked: tuple[str, ...]
     outcomes: tuple[OutcomeCount, ...]
-    ownerless: tuple[OwnerlessDirectory, ...] = ()
-    forst: tuple[ForstDatabases, ...] = ()
+    ownerless: tuple[OwnerlessDir, ...] = ()
+    forst: tuple[ForstJob, ...] = ()
 
 
 @dataclass(frozen=True)
