@@ -39,8 +39,6 @@ def run(args) -> int:
     import os
 
     from statekeeper.chains.explain import explain, render_text
-    from statekeeper.storage import StorageConfig
-    from statekeeper.tables.warehouse import Warehouse
 
     if args.inactive_after is not None or args.uri is None:
         return _idle(args)
@@ -48,8 +46,7 @@ def run(args) -> int:
     if "://" not in target and not target.startswith("file:"):
         target = os.path.abspath(target)
     try:
-        warehouse = Warehouse(args.warehouse if "://" in args.warehouse else os.path.abspath(args.warehouse),
-                              StorageConfig.from_env())
+        warehouse = _open_warehouse(args)
         report = explain(target, warehouse)
     except ValueError as exc:
         print(f"statekeeper explain: {exc}", file=sys.stderr)
@@ -63,18 +60,26 @@ def run(args) -> int:
     return EXIT_OK
 
 
+def _open_warehouse(args):
+    """The --warehouse of either form of the command (a relative path is taken from the working directory)."""
+    import os
+
+    from statekeeper.storage import StorageConfig
+    from statekeeper.tables.warehouse import Warehouse
+
+    return Warehouse(args.warehouse if "://" in args.warehouse else os.path.abspath(args.warehouse),
+                     StorageConfig.from_env())
+
+
 def _idle(args) -> int:
     """--inactive-after: the idle job directories (statekeeper.chains.idle)."""
     import dataclasses
     import json
-    import os
     from datetime import datetime, timezone
 
     from statekeeper.chains.idle import idle_job_dirs
     from statekeeper.jobs.idle import render_text
-    from statekeeper.gc.options import GcOptionsError, parse_duration
-    from statekeeper.storage import StorageConfig
-    from statekeeper.tables.warehouse import Warehouse
+    from statekeeper.units import DurationError, parse_duration
 
     if args.uri is not None or args.inactive_after is None:
         print("statekeeper explain: give a URI, or --inactive-after DURATION (without a URI) to list idle job "
@@ -82,12 +87,11 @@ def _idle(args) -> int:
         return EXIT_USAGE
     try:
         cutoff = datetime.now(timezone.utc) - parse_duration(args.inactive_after)
-    except GcOptionsError as exc:
+    except DurationError as exc:
         print(f"statekeeper explain: --inactive-after: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        warehouse = Warehouse(args.warehouse if "://" in args.warehouse else os.path.abspath(args.warehouse),
-                              StorageConfig.from_env())
+        warehouse = _open_warehouse(args)
         dirs = idle_job_dirs(warehouse, cutoff)
     except StatekeeperError as exc:
         print(f"statekeeper explain: {exc}", file=sys.stderr)
