@@ -6,8 +6,9 @@ Spark's planner and codegen, and loading and verifying Spark's classes. Measured
 compute_chains'; a class-data-sharing archive (JDK dynamic CDS) of the classes a job loads takes
 another third off the empty session. The first local run writes the archive when its JVM exits (to
 a private name, published by an atomic rename only after a normal exit); later runs map it. The
-archive's name is a digest of what the JVM checks it against (the JDK binary, Spark's jars and the
-task's extra class path), so a new JDK or other jars get a new archive; a JVM that still cannot use
+archive's name is a digest of what the JVM checks it against (the JDK binary, the path, size and
+time of each of Spark's jars, the task's extra class path), so a new JDK, other jars or another
+installation of the same jars get a new archive; a JVM that still cannot use
 one says so in one warning line and starts as it would without it.
 
 Cluster executors live long enough for C2 and are started by the cluster manager: none of this
@@ -78,11 +79,22 @@ def _jdk_identity(environ: Mapping[str, str]) -> str:
     return f"{real}:{st.st_size}:{int(st.st_mtime)}"
 
 
-def _spark_jars() -> str:
-    import pyspark
+def _spark_jars(jars: Path | None = None) -> str:
+    """Spark's class path as the JVM checks it against an archive: each jar's full path, size and
+    modification time. Names alone are not enough: a second checkout (another venv) or a reinstall
+    has the same jar names elsewhere or newer, every JVM then refuses the archive ("The top archive
+    failed to load") and each local job starts without it, with nothing but one warning line to tell."""
+    if jars is None:
+        import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    return ",".join(sorted(p.name for p in jars.glob("*.jar"))) if jars.is_dir() else ""
+        jars = Path(pyspark.__file__).parent / "jars"
+    if not jars.is_dir():
+        return ""
+    entries = []
+    for jar in sorted(jars.resolve().glob("*.jar")):
+        st = jar.stat()
+        entries.append(f"{jar}:{st.st_size}:{st.st_mtime_ns}")
+    return ",".join(entries)
 
 
 def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> JvmStartup:

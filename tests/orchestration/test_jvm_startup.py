@@ -2,6 +2,7 @@
 against a real JVM (the archive one run writes is one the next run maps)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -15,8 +16,6 @@ def _startup():
 
 
 def _env(tmp_path):
-    import os
-
     return {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "cache")}
 
 
@@ -97,3 +96,33 @@ def test_a_real_jvm_writes_an_archive_that_the_next_jvm_maps(tmp_path):
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert str(first.archive) in out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK on PATH")
+def test_the_same_jars_installed_elsewhere_get_their_own_archive(tmp_path):
+    """A JVM maps an archive only over the very class path it was dumped with (paths, sizes, times).
+    The key used to be the jar names alone: every checkout after the first (another venv, same jar
+    names) got the first one's archive, and every local job's JVM refused it and started without it."""
+    js = _startup()
+    (tmp_path / "Hello.java").write_text('public class Hello { public static void main(String[] a) '
+                                         '{ System.out.println("done"); } }\n')
+    subprocess.run(["javac", "-d", str(tmp_path / "classes"), str(tmp_path / "Hello.java")], check=True)
+    first, second = tmp_path / "venv-a" / "jars", tmp_path / "venv-b" / "jars"
+    for jars in (first, second):
+        jars.mkdir(parents=True)
+        subprocess.run(["jar", "cf", str(jars / "hello.jar"), "-C", str(tmp_path / "classes"), "."], check=True)
+    assert js._spark_jars(first) != js._spark_jars(second)
+    # What the key stands for: the archive dumped over one installation is refused over the other.
+    archive = tmp_path / "a.jsa"
+    subprocess.run(["java", f"-XX:ArchiveClassesAtExit={archive}", "-cp", str(first / "hello.jar"), "Hello"],
+                   check=True, capture_output=True)
+    mapped = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp",
+                             str(first / "hello.jar"), "Hello"], capture_output=True, text=True)
+    assert mapped.returncode == 0 and "done" in mapped.stdout, mapped.stdout + mapped.stderr
+    refused = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp",
+                              str(second / "hello.jar"), "Hello"], capture_output=True, text=True)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    # A reinstall in place (same path, another file time) is another class path too.
+    before = js._spark_jars(first)
+    os.utime(first / "hello.jar", ns=(0, 1_000_000_000))
+    assert js._spark_jars(first) != before
