@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from tests.orchestration.support import plugin_module
+from statekeeper import jvm_startup
 
 
 def _startup():
-    return plugin_module("jvm_startup")
+    return jvm_startup
 
 
 def _env(tmp_path):
@@ -126,3 +126,22 @@ def test_the_same_jars_installed_elsewhere_get_their_own_archive(tmp_path):
     before = js._spark_jars(first)
     os.utime(first / "hello.jar", ns=(0, 1_000_000_000))
     assert js._spark_jars(first) != before
+
+
+def test_a_job_that_starts_its_own_jvm_maps_an_archive_but_never_writes_one(tmp_path):
+    """`python spark_jobs/<job>.py --master local[N]`: its JVM ends with its Python process (which could
+    not publish an archive any more, and a killed run would leave a partial one), so it only maps one
+    the DAG's local tasks wrote; and it leaves a deployment with a spark-defaults.conf alone."""
+    js = _startup()
+    env = _env(tmp_path)
+    assert js.mapped_archive_option({}, env) == ""
+    assert not (tmp_path / "cache" / "jvm").exists()      # nothing pending, nothing created
+    written = js.local_startup({}, env)
+    written.pending.write_bytes(b"archive")
+    assert written.publish()
+    assert js.mapped_archive_option({}, env) == f"-XX:SharedArchiveFile={written.archive}"
+    assert js.mapped_archive_option({"spark.driver.extraJavaOptions": "-Xshare:off"}, env) == ""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dx=1\n")
+    assert js.mapped_archive_option({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}) == ""
