@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from statekeeper.dag_console import console_to_file, run_dag_quietly
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store
 from tests.orchestration.support import runs_unrestorable, table_rows
@@ -77,8 +78,21 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     # A retry would show as try 2 after one second; the operator must fail for good on exit 1.
     validate.retries, validate.retry_delay = 1, timedelta(seconds=1)
     warehouse = str(tmp_path / "warehouse")
-    run = maintenance_dag.test(run_conf={"roots": [f"{copy}/checkpoints"], "warehouse": warehouse})
+    # Run as `make demo` runs its DAGs: output into a log file, a line per task on the terminal.
+    log, lines = tmp_path / "dag.log", []
+    with console_to_file(log):
+        outcome = run_dag_quietly(maintenance_dag, {"roots": [f"{copy}/checkpoints"], "warehouse": warehouse}, log,
+                                  lines.append)
+    run = outcome.run
     states = task_states(run)
+    task_lines = [line for line in lines if not line.startswith("  | ") and "---" not in line]
+    assert sorted(line.split()[0] for line in task_lines) == sorted(states), lines
+    assert {line.split()[0]: line.split()[1] for line in task_lines} == {t: s for t, (s, _) in states.items()}
+    assert set(outcome.failed_tails) == {"validate", "run_outcome"}, lines
+    # The failed task's own output, cut from the log: its spark-submit's summary naming the damage.
+    assert "validation run" in outcome.failed_tails["validate"] and "unrestorable" in outcome.failed_tails["validate"]
+    assert f"--- validate failed; the end of its output (all of it: {log}) ---" in "\n".join(lines)
+    assert "index run" in log.read_text() and "index run" not in "\n".join(lines)
     assert str(run.state) == "failed", states
     assert states["index"][0] == "success" and states["chains"][0] == "success", states
     assert states["validate"] == ("failed", 1), states
