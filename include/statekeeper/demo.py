@@ -19,16 +19,18 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from statekeeper.airflow_local import PROJECT_ROOT, local_airflow_env, prepare
+from statekeeper.dag_console import console_to_file, run_dag_quietly
 
 DEMO_FLINK_VERSION = "2.3.0"
 # Scenarios whose stores together show every kind of object the pipeline handles.
 DEMO_SCENARIOS = ("chain_claim", "savepoints", "failed_and_orphans")
 
 
-def sample_store_roots(version: str = DEMO_FLINK_VERSION) -> list[str]:
+def sample_store_roots(version: str = DEMO_FLINK_VERSION, say: Callable[[str], None] = print) -> list[str]:
     """Roots of the sample stores, written by real Flink on first use and cached afterwards.
 
     The generator is the test harness's (tests/harness); the demo reuses it rather than shipping a
@@ -41,15 +43,16 @@ def sample_store_roots(version: str = DEMO_FLINK_VERSION) -> list[str]:
     for scenario in DEMO_SCENARIOS:
         started = time.monotonic()
         fixture = get_fixture(version, scenario)
-        print(f"  sample store {scenario:<20} {fixture.root}  ({time.monotonic() - started:.0f}s)", flush=True)
+        say(f"  sample store {scenario:<20} {fixture.root}  ({time.monotonic() - started:.0f}s)")
         for sub in ("checkpoints", "savepoints"):
             if (fixture.root / sub).is_dir():
                 roots.append((fixture.root / sub).as_uri())
     return roots
 
 
-def run_dag(roots: list[str], warehouse: str, airflow_home: Path, *, dag_id: str = "checkpoint_maintenance",
-            **conf: object) -> str:
+def run_dag(roots: list[str], warehouse: str, airflow_home: Path, *, log: Path, say: Callable[[str], None],
+            dag_id: str = "checkpoint_maintenance", **conf: object) -> str:
+    """One DAG run with dag.test(), inside `console_to_file(log)`: a line per task on the terminal."""
     env = local_airflow_env(airflow_home)
     os.environ.update(env)  # Airflow reads its configuration on first import
     prepare(airflow_home, env)
@@ -58,13 +61,13 @@ def run_dag(roots: list[str], warehouse: str, airflow_home: Path, *, dag_id: str
     bag = DagBag(dag_folder=str(PROJECT_ROOT / "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
-    dag = bag.dags[dag_id]
-    run = dag.test(run_conf={**({"roots": roots} if roots else {}), "warehouse": warehouse, **conf})
-    if str(run.state) != "success":
-        states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-        raise SystemExit(f"DAG run {run.run_id} ended {run.state} (tasks: {states}); task logs are under "
-                         f"{airflow_home / 'logs'}")
-    return run.run_id
+    outcome = run_dag_quietly(bag.dags[dag_id], {**({"roots": roots} if roots else {}), "warehouse": warehouse,
+                                                 **conf}, log, say)
+    if not outcome.succeeded:
+        failed = [t.task_id for t in outcome.tasks if t.state == "failed"]
+        raise SystemExit(f"DAG run {outcome.run_id} of {dag_id} ended {outcome.state} (failed: {', '.join(failed)}); "
+                         f"its whole output is in {log}, each task's log also under {airflow_home / 'logs'}")
+    return outcome.run_id
 
 
 def summarize(warehouse: str, run_id: str) -> str:
@@ -274,40 +277,46 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(args.workdir).resolve()
     warehouse = (work / "warehouse").as_uri()
+    log = work / "logs" / "demo.log"
+    log.unlink(missing_ok=True)
     started = time.monotonic()
-    print("1/7 sample checkpoint store (real Flink; cached after the first run)", flush=True)
-    roots = sample_store_roots()
-    print("2/7 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)", flush=True)
-    run_id = run_dag(roots, warehouse, work / "airflow")
-    print("3/7 summary", flush=True)
-    print(summarize(warehouse, run_id))
-    print(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
-    print("4/7 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
-          "older_than=1d)", flush=True)
-    copy_warehouse = (work / "gc-demo-warehouse").as_uri()
-    gc_run = run_dag(gc_copy(work), copy_warehouse, work / "airflow", gc_mode="delete", older_than="1d")
-    print(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
-    print("5/7 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root",
+    print(f"Airflow, Spark and Flink write their logs to {log}; here: a line per task and what each step found",
           flush=True)
-    target = (work / "dr-store").as_uri()
-    # The allowlist is the deployment's guard (a Variable, never a form value); the demo deployment
-    # allows its own DR directory.
-    from airflow.models import Variable
+    with console_to_file(log) as say:
+        airflow = work / "airflow"
+        say("1/7 sample checkpoint store (real Flink; cached after the first run)")
+        roots = sample_store_roots(say=say)
+        say("2/7 checkpoint_maintenance DAG (dag.test, local Spark, SQLite Airflow)")
+        run_id = run_dag(roots, warehouse, airflow, log=log, say=say)
+        say("3/7 summary")
+        say(summarize(warehouse, run_id))
+        say(gc_summary(warehouse, run_id, "garbage collection (dry run, the default)"))
+        say("4/7 garbage collection for real, on a copy of the failed_and_orphans store (gc_mode=delete, "
+            "older_than=1d)")
+        copy_warehouse = (work / "gc-demo-warehouse").as_uri()
+        gc_run = run_dag(gc_copy(work), copy_warehouse, airflow, log=log, say=say, gc_mode="delete",
+                         older_than="1d")
+        say(gc_summary(copy_warehouse, gc_run, "garbage collection (delete)"))
+        say("5/7 disaster-recovery copy of the sample store (checkpoint_dr_copy DAG) to a second local root")
+        target = (work / "dr-store").as_uri()
+        # The allowlist is the deployment's guard (a Variable, never a form value); the demo deployment
+        # allows its own DR directory.
+        from airflow.models import Variable
 
-    Variable.set("statekeeper_dr_allowed_targets", target)
-    dr_run = run_dag([], warehouse, work / "airflow", dag_id="checkpoint_dr_copy", targets=[target],
-                     dr_warehouse=(work / "dr-warehouse").as_uri())
-    print(dr_summary(warehouse, dr_run))
-    print("6/7 compaction of an inline-heavy store (a copy) and warehouse maintenance (compact=true, "
-          "maintain_warehouse=true)", flush=True)
-    compact_warehouse = (work / "compact-demo-warehouse").as_uri()
-    compact_run = run_dag(compact_copy(work), compact_warehouse, work / "airflow", compact=True,
-                          compact_max_metadata_size="256KiB", maintain_warehouse=True)
-    print(compact_summary(compact_warehouse, compact_run))
-    print("7/7 the report of the sample store's warehouse, again now that it has a DR copy "
-          "(statekeeper report; the DAG's last task wrote one at step 2)", flush=True)
-    print(report_summary(warehouse))
-    print(f"demo finished in {time.monotonic() - started:.0f}s")
+        Variable.set("statekeeper_dr_allowed_targets", target)
+        dr_run = run_dag([], warehouse, airflow, log=log, say=say, dag_id="checkpoint_dr_copy", targets=[target],
+                         dr_warehouse=(work / "dr-warehouse").as_uri())
+        say(dr_summary(warehouse, dr_run))
+        say("6/7 compaction of an inline-heavy store (a copy) and warehouse maintenance (compact=true, "
+            "maintain_warehouse=true)")
+        compact_warehouse = (work / "compact-demo-warehouse").as_uri()
+        compact_run = run_dag(compact_copy(work), compact_warehouse, airflow, log=log, say=say, compact=True,
+                              compact_max_metadata_size="256KiB", maintain_warehouse=True)
+        say(compact_summary(compact_warehouse, compact_run))
+        say("7/7 the report of the sample store's warehouse, again now that it has a DR copy "
+            "(statekeeper report; the DAG's last task wrote one at step 2)")
+        say(report_summary(warehouse))
+    print(f"demo finished in {time.monotonic() - started:.0f}s; the logs: {log}")
     return 0
 
 

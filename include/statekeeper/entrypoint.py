@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -254,12 +255,28 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    spark = configure_builder(builder).getOrCreate()
+    builder = configure_builder(builder)
+    if master.startswith("local") and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = _map_class_archive(builder)
+    spark = builder.getOrCreate()
     _fit_shuffle_partitions(spark)
     try:
         yield spark
     finally:
         spark.stop()
+
+
+def _map_class_archive(builder: Any) -> Any:
+    """This process is about to start the driver JVM itself: map the class-data-sharing archive the
+    DAG's local tasks write (statekeeper.jvm_startup), a third off a short job's start-up."""
+    from statekeeper.jvm_startup import mapped_archive_option
+
+    conf = {k: v for k, v in builder._options.items()} if hasattr(builder, "_options") else {}
+    option = mapped_archive_option(conf)
+    if not option:
+        return builder
+    java = conf.get("spark.driver.extraJavaOptions", "")
+    return builder.config("spark.driver.extraJavaOptions", f"{java} {option}".strip())
 
 
 def _fit_shuffle_partitions(spark: Any) -> None:

@@ -52,7 +52,7 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper_airflow.jvm_startup import JvmStartup, local_startup
+from statekeeper.jvm_startup import JvmStartup, local_startup
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
                                             scoped_environ, spark_defaults_file, write_properties_file)
 
@@ -93,7 +93,7 @@ LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
 
 def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None) -> tuple[dict[str, str], JvmStartup]:
     """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
-    addresses and the JVM start-up settings of jvm_startup (whose archive the caller publishes after
+    addresses and the JVM start-up settings of statekeeper.jvm_startup (whose archive the caller publishes after
     the JVM exited)."""
     out = {**LOCAL_DRIVER_CONF, **conf}
     startup = local_startup(out, environ)

@@ -8,8 +8,10 @@ validate and gc tasks (gc in its default plan mode) are rendered for a manual ru
 the real operator, through a Spark connection whose host is the master (client deploy mode: the
 driver beside the task, the executors on the workers), against a copy of the 2.3.0 chain store
 (A -> B -> C, cross-job shared files) on the moto S3 server and an s3:// warehouse. The same tasks
-then run with the form's master override `local[2]` into a second warehouse, and the two warehouses
-must hold the same rows.
+then run by their entry points in the suite's own `local[2]` session into a second warehouse, and the
+two warehouses must hold the same rows. This is also the suite's run of the maintenance tasks on an
+S3 store through an Airflow 'aws' connection (the index, chains and validation checks that
+tests/orchestration/test_dag_e2e.py made with dag.test() on S3 before).
 
 So this proves, beyond the local tests, that
 * the code reaches executors as the operator ships it (the --py-files zip): every executor Python
@@ -35,6 +37,7 @@ from statekeeper.tables.reader import TableReader
 from statekeeper.uri import normalize_uri
 from tests.chains.support import relocate_store
 from tests.orchestration.support import FakeSupervisor, render_task
+from tests.plugins.airflow import IndexedStore
 from tests.plugins.s3 import make_bucket
 from tests.plugins.spark_cluster import CLUSTER_SITE, EXECUTOR_MEMORY
 
@@ -197,9 +200,21 @@ def test_the_dag_succeeds_on_the_cluster(runs):
     deps = _rows(runs["warehouses"]["cluster"], "dependencies", runs["s3_config"])
     on_a = {d["snapshot_job_id"] for d in deps if d["target_job_id"] == job_a and d["snapshot_job_id"] != job_a}
     assert on_a >= {fixture.job(n)["job_id"] for n in ("B", "C")}, on_a
-    snapshots = _rows(runs["warehouses"]["cluster"], "snapshots", runs["s3_config"])
-    assert {normalize_uri(s["uri"]) for s in snapshots} == {
-        runs["store"] + normalize_uri(str(p))[len(normalize_uri(str(fixture.root))):] for p in fixture.metadata_files()}
+    # What the maintenance DAG's S3 run used to check through dag.test(): the index run names the
+    # form's roots, every _metadata of the store is indexed and ok with its directory's id, and the
+    # cross-job references were resolved (they name A's files by the paths Flink wrote).
+    local_root = normalize_uri(str(fixture.root))
+    store = IndexedStore(fixture, [f"{runs['store']}/checkpoints"],
+                         uri_map=lambda p: runs["store"] + normalize_uri(str(p))[len(local_root):])
+    index_runs = _rows(runs["warehouses"]["cluster"], "index_runs", runs["s3_config"])
+    assert len(index_runs) == 1, index_runs
+    store.check_index_run(runs["warehouses"]["cluster"], index_runs[0]["airflow_run_id"],
+                          storage_options=runs["s3_config"].deltalake_storage_options())
+    validation = _rows(runs["warehouses"]["cluster"], "validation_jobs", runs["s3_config"])
+    newest = {normalize_uri(store.uri_of(Path(fixture.job(n)["retained_checkpoints"][-1]) / "_metadata"))
+              for n in ("A", "B", "C")}
+    restorable = {normalize_uri(j["newest_uri"]) for j in validation if j["kind"] == "job" and j["newest_restorable"]}
+    assert newest <= restorable, (newest, validation)
 
 
 @pytest.mark.parametrize("table", TABLES)

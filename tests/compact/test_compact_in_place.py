@@ -99,13 +99,13 @@ def test_an_unsupported_or_corrupt_metadata_is_refused_before_anything_is_writte
     metadata = _newest(store, fixture)
     original = metadata.read_bytes()
     data = bytearray(original)
-    data[4:8] = (7).to_bytes(4, "big")          # version 7: not a version this codec (or Flink 2.3) reads
+    data[4:8] = (7).to_bytes(4, "big")          # version 7 (FLIP-600): refused by name, as an unknown version
     metadata.write_bytes(bytes(data))
     before = listing([store])
     for placement in Placement:
         info = file_io().stat(uri(metadata))
         out = compact_snapshot(file_io(), SnapshotRequest(uri(metadata), info.size, info.etag, placement, 1024))
-        assert out.outcome is CompactionStatus.FAILED and "UnsupportedMetadataVersionError" in out.problem, out
+        assert out.outcome is CompactionStatus.FAILED and "UnknownMetadataVersionError" in out.problem, out
         assert "version 7" in out.problem
     metadata.write_bytes(original[: len(original) // 2])
     info = file_io().stat(uri(metadata))

@@ -28,7 +28,7 @@ from statekeeper.format import (
     transform,
 )
 from statekeeper.uri import join_uri, normalize_uri, parent_uri
-from tests.plugins.flink import flink_params
+from tests.plugins.flink import flink_dedicated_params, flink_params
 
 pytestmark = pytest.mark.flink
 
@@ -104,7 +104,12 @@ def codec_handles(model, metadata_uri: str) -> Counter:
     return out
 
 
-@pytest.mark.parametrize("version,scenario", flink_params())
+# The Flink 2.x layouts (ForSt databases in checkpoint storage, changelog DSTL files, a rotated job id)
+# are dedicated scenarios: their own tests use them, but the codec is held to Flink's reading of them too.
+FLINK2_LAYOUTS = ["forst", "changelog", "rotated_job_id"]
+
+
+@pytest.mark.parametrize("version,scenario", flink_params() + flink_dedicated_params(FLINK2_LAYOUTS))
 def test_codec_matches_flink_and_round_trips(flink_harness, flink_fixture, version, scenario):
     fixture = flink_fixture(version, scenario)
     files = fixture.metadata_files()

@@ -18,6 +18,7 @@ from statekeeper.format import (
     TrailingBytesError,
     TruncatedMetadataError,
     UnknownHandleTagError,
+    UnknownMetadataVersionError,
     UnsupportedMetadataVersionError,
     account,
     extract_references,
@@ -154,8 +155,15 @@ def test_bad_magic():
 @pytest.mark.parametrize("version", [0, 1, 7, 99, -1])
 def test_unsupported_versions(version):
     data = struct.pack(">ii", 0x4960672D, version) + b"\x00" * 16
-    with pytest.raises(UnsupportedMetadataVersionError, match=f"unsupported metadata version {version}"):
+    with pytest.raises(UnsupportedMetadataVersionError, match=f"unsupported metadata version {version}") as info:
         parse(data)
+    assert info.value.version == version and info.value.offset == 4
+    # Version 1 is obsolete; every other version this codec does not read is refused by name, with what to do.
+    assert isinstance(info.value, UnknownMetadataVersionError) is (version != 1)
+    if version == 7:
+        assert "FLIP-600" in str(info.value) and "older chk-M/" in str(info.value)
+    if version != 1:
+        assert "Upgrade Statekeeper" in str(info.value) and "GC stays blocked" in str(info.value)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

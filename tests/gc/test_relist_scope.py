@@ -32,6 +32,7 @@ ALPHABET = (
     "job_x_op_y",                            # file-merging managed (shared)
     "job_x_tm_y",                            # file-merging managed (task-owned)
     "op_a__1_2__attempt_1",                  # ForSt working DB
+    "dstl",                                  # changelog (DSTL) files of a job
     "db",
     "custom",
 )

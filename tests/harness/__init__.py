@@ -6,7 +6,8 @@ Public API (other parts of the test suite code against exactly this):
     FLINK_VERSIONS                  versions under test (env STATEKEEPER_FLINK_VERSIONS=1.20.3,2.0.2,...)
     SCENARIOS                       scenario names the generic per-scenario tests iterate over
     scenarios_for(version)          those a version supports (file_merging needs >= 1.20)
-    DEDICATED_SCENARIOS             scenarios only their own tests use (odd_path, Flink 2.3+)
+    DEDICATED_SCENARIOS             scenarios only their own tests use (odd_path, Flink 2.3+; forst, 2.0+;
+                                    changelog; rotated_job_id; incremental_inline)
     supports(version, scenario)     whether get_fixture(version, scenario) can generate it
     metadata_version_for(version)   `_metadata` version that Flink writes (4, 5, 6)
     get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
@@ -27,7 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness import placed
+from tests.harness import clustered, placed
 from tests.harness.oracle import run_oracle
 from tests.harness import scenarios as _scenarios
 from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
@@ -93,6 +94,8 @@ def get_fixture(version: str, scenario: str) -> Fixture:
     For a plan with a `store_dir` (odd_path) the root is that subdirectory of the cache entry."""
     if PLANS[scenario].store_dir:
         root, manifest = placed.cached_store(version, scenario)
+    elif PLANS[scenario].clustered:
+        root, manifest = clustered.cached_store(version, scenario)
     else:
         root, manifest = cached_store(version, scenario)
     return Fixture(version=version, scenario=scenario, root=root, manifest=manifest)
@@ -106,6 +109,8 @@ def generate_store(version: str, scenario: str, dest: Path) -> Fixture:
     if store_dir:
         dest = dest / store_dir
         manifest = placed.generate(version, scenario, dest)
+    elif PLANS[scenario].clustered:
+        manifest = clustered.generate(version, scenario, dest)
     else:
         manifest = _generate(version, scenario, dest)
     return Fixture(version=version, scenario=scenario, root=dest, manifest=manifest)

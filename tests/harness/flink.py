@@ -148,9 +148,11 @@ def _extract_jars(archive: Path, dest: Path) -> None:
 # Entry points that read stores but take no part in writing them (VerifyMany: Verify's batch
 # form): a fix there must not invalidate every cached fixture. VerbatimGenerate writes stores, but
 # only those of plans with a `store_dir`, whose fingerprints cover its source
-# (scenarios.ScenarioPlan.fingerprint). RunJob runs a job for a test's own directory (running.py)
+# (scenarios.ScenarioPlan.fingerprint); likewise ClusterGenerate and ExtraOptions, only those of
+# `clustered` plans (clustered.py). RunJob runs a job for a test's own directory (running.py)
 # and never writes a fixture.
-_NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerifyMany.java", "VerbatimGenerate.java", "RunJob.java"})
+_NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerifyMany.java", "VerbatimGenerate.java", "RunJob.java",
+                            "ClusterGenerate.java", "ExtraOptions.java"})
 
 
 def java_sources_hash(generator_only: bool = False) -> str:

@@ -13,6 +13,11 @@ from tests.harness._fs import cache_root
 from tests.harness.runner import run_java, tail
 
 
+# Plan params that are Flink options (ExtraOptions.java): `flink.` for the job and its restores,
+# `verify.flink.` for the verifier's restores only.
+_OPTION_PREFIXES = ("flink.", "verify.flink.")
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     ok: bool
@@ -38,6 +43,9 @@ def verify_restore(version: str, snapshot_dir: Path, scenario: str = "incrementa
     """
     plan = scenarios.PLANS[scenario]
     job_plan = plan.job(job or plan.verify_job)
+    if any(key.startswith(_OPTION_PREFIXES) for key in job_plan.spec()):
+        # Flink options beyond JobSpec's (ForSt, changelog): only VerifyMany applies them.
+        return verify_restore_many(version, [VerifyCase(Path(snapshot_dir), scenario, job)], timeout=timeout)[0]
     snapshot = Path(snapshot_dir).absolute()
     tmp_parent = cache_root() / "tmp"
     tmp_parent.mkdir(parents=True, exist_ok=True)

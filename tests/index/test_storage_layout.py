@@ -19,6 +19,12 @@ JOB = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
      JOB, JOB, None),
     (f"{JOB}/taskowned/job_{JOB}_tm_localhost-34567-6d1b2a/f-2", FileKind.FILE_MERGING_MANAGED, JOB, JOB, None),
     (f"{JOB}/shared/op_StreamMap_3_attempt_1/db/000012.sst", FileKind.FORST_WORKING, JOB, JOB, None),
+    (f"{JOB}/shared/op_KeyedProcessOperator_b7da0024f392e292504661302df974d6__3_4__attempt_1/db/"
+     "dde8980f-35f5-42d1-ad60-dad448f5fa0a", FileKind.FORST_WORKING, JOB, JOB, None),
+    (f"{JOB}/dstl/0856cf6b-8918-4cfd-8b27-4823189d4948", FileKind.CHANGELOG, JOB, JOB, None),
+    (f"{JOB}/dstl/_metadata", FileKind.SAVEPOINT_METADATA, JOB, JOB, None),   # a `_metadata` is a snapshot anywhere
+    (f"{JOB}/dstl/sub/x", FileKind.UNKNOWN, JOB, JOB, None),
+    ("dstl/abc", FileKind.UNKNOWN, "dstl", None, None),                       # DSTL always has a job-id level
     (f"{JOB}/shared/weird/nested", FileKind.UNKNOWN, JOB, JOB, None),
     (f"{JOB}/chk-3/sub/dir", FileKind.UNKNOWN, JOB, JOB, 3),
     (f"{JOB}/orphan.txt", FileKind.UNKNOWN, JOB, JOB, None),
@@ -59,3 +65,18 @@ def test_classify_child(name, kind):
 def test_metadata_kinds():
     assert FileKind.CHECKPOINT_METADATA.is_metadata and FileKind.SAVEPOINT_METADATA.is_metadata
     assert not FileKind.INPROGRESS_METADATA.is_metadata
+
+
+@pytest.mark.parametrize("path, database", [
+    (f"{JOB}/shared/op_KeyedProcessOperator_b7da0024f392e292504661302df974d6__3_4__attempt_1/db/f-1",
+     (f"{JOB}/shared/op_KeyedProcessOperator_b7da0024f392e292504661302df974d6__3_4__attempt_1",
+      "KeyedProcessOperator_b7da0024f392e292504661302df974d6__3_4_", 1)),
+    (f"{JOB}/shared/op_StreamMap_3_attempt_12/db/000012.sst", (f"{JOB}/shared/op_StreamMap_3_attempt_12", "StreamMap_3", 12)),
+    ("shared/op_x_attempt_0/db/_dummy_dir_1/", ("shared/op_x_attempt_0", "x", 0)),      # create-subdir=false
+    (f"{JOB}/shared/op_x_attempt_/db/f", None), (f"{JOB}/shared/f", None), (f"{JOB}/taskowned/op_x_attempt_1/f", None),
+])
+def test_forst_database_of_a_path(path, database):
+    from statekeeper.layout.forst import database_of
+
+    got = database_of(path)
+    assert (None if got is None else (got.directory, got.operator, got.attempt)) == database

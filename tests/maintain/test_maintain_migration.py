@@ -26,7 +26,8 @@ from statekeeper.tables.reader import TableReader
 NOW = datetime.now(timezone.utc)
 DAY = timedelta(days=1)
 # gc_runs as the previous version declared it: everything but the typed grace column.
-OLD_GC_RUNS = TableSpec("gc_runs", pa.schema([f for f in GC_RUNS.schema if f.name != "grace_seconds"]),
+# Columns added since (grace_seconds, then Flink 2.x's forst) trail the schema: the old one stops before them.
+OLD_GC_RUNS = TableSpec("gc_runs", pa.schema(list(GC_RUNS.schema)[:GC_RUNS.schema.get_field_index("grace_seconds")]),
                         GC_RUNS.partition_by, producer="gc")
 # Only its commits matter to the retention floor: a stand-in with a schema of its own.
 REFERENCES = TableSpec("references", pa.schema([pa.field("n", pa.int64())]))

@@ -1,13 +1,12 @@
 """The maintenance DAG end to end with dag.test(): real Airflow (SQLite), real spark-submit on
-local[2], stores written by real Flink, on local storage and on the moto S3 endpoint. Checks the
-Delta tables' contents and the tasks' XCom results, not just task states.
+local[2], a store written by real Flink. Checks the Delta tables' contents and the tasks' XCom
+results, not just task states.
 
 * local: the chain store as Flink wrote it runs through a real scheduler instead, triggered through the
-  REST API (test_airflow_standalone.py), with the same checks (`check_chains_and_validation`);
-* S3: a relocated copy of the chain store (A -> B, B -> C; its `_metadata` rewritten to the S3 paths,
-  as a DR copy would be), read through an Airflow 'aws' connection: index, chains (B and C depend on A) and
-  validation (every job's newest checkpoint restorable) all succeed, and GC writes its plan (the
-  default: a dry run);
+  REST API (test_airflow_local.py), with the same checks (`check_chains_and_validation`);
+* S3: the same tasks on a relocated copy of the chain store on the moto S3 server, through an Airflow
+  'aws' connection, run on a Spark standalone cluster with the same checks
+  (tests/cluster/test_standalone_cluster.py);
 * damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the
   run fails at `validate`, on its first try, without a retry, naming the snapshot; `gc` never runs.
 """
@@ -19,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.storage import RoutingFileIO
+from statekeeper.dag_console import console_to_file, run_dag_quietly
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store
-from tests.orchestration.support import check_chains_and_validation, runs_unrestorable, table_rows
-from tests.plugins.airflow import IndexedStore
+from tests.orchestration.support import runs_unrestorable, table_rows
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,28 +57,6 @@ def xcom_results(run) -> dict[str, dict]:
         return {row.task_id: XComModel.deserialize_value(row) for row in rows}
 
 
-@pytest.mark.s3
-def test_dag_s3_store(maintenance_dag, flink_store_for_airflow, s3_config, s3_bucket, monkeypatch):
-    fixture = flink_store_for_airflow.fixture
-    # A copy whose _metadata name the S3 paths: validation must be able to stat what they reference.
-    prefix = relocate_store(fixture.root, f"s3://{s3_bucket}/flink", RoutingFileIO(s3_config))
-    # The storage connection the DAG resolves at run time, defined the way a deployment would.
-    monkeypatch.setenv("AIRFLOW_CONN_STATEKEEPER_S3_TEST", json.dumps({
-        "conn_type": "aws", "login": s3_config.access_key_id, "password": s3_config.secret_access_key,
-        "extra": {"endpoint_url": s3_config.endpoint, "region_name": s3_config.region, "addressing_style": "path"},
-    }))
-    local_root = normalize_uri(str(fixture.root))
-    store = IndexedStore(fixture, [f"{prefix}/checkpoints"],
-                         uri_map=lambda p: prefix + normalize_uri(str(p))[len(local_root):])
-    warehouse = f"s3://{s3_bucket}/warehouse"
-    run = maintenance_dag.test(run_conf={"roots": store.roots, "warehouse": warehouse,
-                                         "storage_conn_id": "statekeeper_s3_test"})
-    assert str(run.state) == "success", task_states(run)
-    options = s3_config.deltalake_storage_options()
-    store.check_index_run(warehouse, run.run_id, storage_options=options)
-    check_chains_and_validation(store, warehouse, run.run_id, xcom_results(run), storage_options=options)
-
-
 def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, flink_store_for_airflow, tmp_path):
     fixture = flink_store_for_airflow.fixture
     version = fixture.version
@@ -102,8 +78,21 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     # A retry would show as try 2 after one second; the operator must fail for good on exit 1.
     validate.retries, validate.retry_delay = 1, timedelta(seconds=1)
     warehouse = str(tmp_path / "warehouse")
-    run = maintenance_dag.test(run_conf={"roots": [f"{copy}/checkpoints"], "warehouse": warehouse})
+    # Run as `make demo` runs its DAGs: output into a log file, a line per task on the terminal.
+    log, lines = tmp_path / "dag.log", []
+    with console_to_file(log):
+        outcome = run_dag_quietly(maintenance_dag, {"roots": [f"{copy}/checkpoints"], "warehouse": warehouse}, log,
+                                  lines.append)
+    run = outcome.run
     states = task_states(run)
+    task_lines = [line for line in lines if not line.startswith("  | ") and "---" not in line]
+    assert sorted(line.split()[0] for line in task_lines) == sorted(states), lines
+    assert {line.split()[0]: line.split()[1] for line in task_lines} == {t: s for t, (s, _) in states.items()}
+    assert set(outcome.failed_tails) == {"validate", "run_outcome"}, lines
+    # The failed task's own output, cut from the log: its spark-submit's summary naming the damage.
+    assert "validation run" in outcome.failed_tails["validate"] and "unrestorable" in outcome.failed_tails["validate"]
+    assert f"--- validate failed; the end of its output (all of it: {log}) ---" in "\n".join(lines)
+    assert "index run" in log.read_text() and "index run" not in "\n".join(lines)
     assert str(run.state) == "failed", states
     assert states["index"][0] == "success" and states["chains"][0] == "success", states
     assert states["validate"] == ("failed", 1), states

@@ -2,21 +2,20 @@
 against a real JVM (the archive one run writes is one the next run maps)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 import pytest
 
-from tests.orchestration.support import plugin_module
+from statekeeper import jvm_startup
 
 
 def _startup():
-    return plugin_module("jvm_startup")
+    return jvm_startup
 
 
 def _env(tmp_path):
-    import os
-
     return {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "cache")}
 
 
@@ -97,3 +96,52 @@ def test_a_real_jvm_writes_an_archive_that_the_next_jvm_maps(tmp_path):
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert str(first.archive) in out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK on PATH")
+def test_the_same_jars_installed_elsewhere_get_their_own_archive(tmp_path):
+    """A JVM maps an archive only over the very class path it was dumped with (paths, sizes, times).
+    The key used to be the jar names alone: every checkout after the first (another venv, same jar
+    names) got the first one's archive, and every local job's JVM refused it and started without it."""
+    js = _startup()
+    (tmp_path / "Hello.java").write_text('public class Hello { public static void main(String[] a) '
+                                         '{ System.out.println("done"); } }\n')
+    subprocess.run(["javac", "-d", str(tmp_path / "classes"), str(tmp_path / "Hello.java")], check=True)
+    first, second = tmp_path / "venv-a" / "jars", tmp_path / "venv-b" / "jars"
+    for jars in (first, second):
+        jars.mkdir(parents=True)
+        subprocess.run(["jar", "cf", str(jars / "hello.jar"), "-C", str(tmp_path / "classes"), "."], check=True)
+    assert js._spark_jars(first) != js._spark_jars(second)
+    # What the key stands for: the archive dumped over one installation is refused over the other.
+    archive = tmp_path / "a.jsa"
+    subprocess.run(["java", f"-XX:ArchiveClassesAtExit={archive}", "-cp", str(first / "hello.jar"), "Hello"],
+                   check=True, capture_output=True)
+    mapped = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp",
+                             str(first / "hello.jar"), "Hello"], capture_output=True, text=True)
+    assert mapped.returncode == 0 and "done" in mapped.stdout, mapped.stdout + mapped.stderr
+    refused = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-cp",
+                              str(second / "hello.jar"), "Hello"], capture_output=True, text=True)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    # A reinstall in place (same path, another file time) is another class path too.
+    before = js._spark_jars(first)
+    os.utime(first / "hello.jar", ns=(0, 1_000_000_000))
+    assert js._spark_jars(first) != before
+
+
+def test_a_job_that_starts_its_own_jvm_maps_an_archive_but_never_writes_one(tmp_path):
+    """`python spark_jobs/<job>.py --master local[N]`: its JVM ends with its Python process (which could
+    not publish an archive any more, and a killed run would leave a partial one), so it only maps one
+    the DAG's local tasks wrote; and it leaves a deployment with a spark-defaults.conf alone."""
+    js = _startup()
+    env = _env(tmp_path)
+    assert js.mapped_archive_option({}, env) == ""
+    assert not (tmp_path / "cache" / "jvm").exists()      # nothing pending, nothing created
+    written = js.local_startup({}, env)
+    written.pending.write_bytes(b"archive")
+    assert written.publish()
+    assert js.mapped_archive_option({}, env) == f"-XX:SharedArchiveFile={written.archive}"
+    assert js.mapped_archive_option({"spark.driver.extraJavaOptions": "-Xshare:off"}, env) == ""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dx=1\n")
+    assert js.mapped_archive_option({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}) == ""

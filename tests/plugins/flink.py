@@ -36,6 +36,13 @@ def flink_params(versions: list[str] | None = None, scenarios: list[str] | None 
     return [pytest.param(v, s, id=f"{v}-{s}") for v, s in flink_version_scenarios(versions, scenarios)]
 
 
+def flink_dedicated_params(scenarios: list[str], versions: list[str] | None = None) -> list:
+    """`flink_params` for dedicated scenarios (which `flink_params` leaves out): every version that supports
+    each of `scenarios`."""
+    return [pytest.param(v, s, id=f"{v}-{s}") for v in versions or harness.FLINK_VERSIONS for s in scenarios
+            if harness.supports(v, s)]
+
+
 def matrix_versions() -> list:
     """Flink versions to parametrize over where the version does not change what is under test: the
     restore proofs of GC, DR copy and compaction, whose version-dependent parts (the codec's reading and

@@ -41,7 +41,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .appName(app_name)
                .config("spark.ui.enabled", "false")
                # Loopback only, as the operator's local jobs: the session outlives the test that
-               # started it, and test_airflow_local_security inspects every socket of this process tree.
+               # started it, and test_airflow_local inspects every socket of this process tree.
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.ui.showConsoleProgress", "false")

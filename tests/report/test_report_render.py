@@ -51,10 +51,11 @@ def test_without_dot_the_edges_are_still_listed(monkeypatch):
 def test_ownerless_directories_of_the_newest_gc_run_are_listed():
     from dataclasses import replace
 
-    from statekeeper.report.model import OwnerlessDirectory
+    from statekeeper.jobs.gc_runs import OwnerlessDir
+    from statekeeper.tables.vocabulary import OwnerlessVerdict
 
     data = synthetic_report(jobs=20, snapshots_per_job=3)
-    held = OwnerlessDirectory("file:///r", "a" * 32, 24, 3 * 2**20, "held_back")
+    held = OwnerlessDir("file:///r", "a" * 32, 24, 3 * 2**20, OwnerlessVerdict.HELD_BACK)
     page = render(replace(data, gc=replace(data.gc, ownerless=(held,))))
     row = re.search(r'<tr data-ownerless-dir="a{32}" data-verdict="held_back">.*?</tr>', page, re.S)
     assert row and 'data-count="24"' in row.group(0) and f'data-bytes="{3 * 2**20}"' in row.group(0)

@@ -206,28 +206,33 @@ def test_restore_confirms_the_verdicts(damaged):
     def job_row(case: Case, job: str) -> dict:
         return next(j for j in jobs if j["location"] == case.map(uri(case.fx.job(job)["job_dir"])))
 
-    def verify(snapshot_uri: str, scenario: str, job: str) -> bool:
-        verdict = harness.verify_restore(VERSION, local(snapshot_uri).parent, scenario, job=job)
-        return verdict.ok
-
+    # (snapshot, scenario, job, must restore): collected first, restored in one JVM
+    expect: list[tuple[str, str, str, bool]] = []
     # intact copy: what validation calls the newest restorable checkpoint of C restores
-    assert verify(job_row(cases["intact"], "C")["latest_restorable_uri"], "chain_claim", "C")
+    expect.append((job_row(cases["intact"], "C")["latest_restorable_uri"], "chain_claim", "C", True))
     # deleted shared SST of A: C's newest checkpoint is flagged and does not restore
     c_newest = cases["shared"].snapshots_of("C")[-1]
-    assert c_newest in cases["shared"].expected and not verify(c_newest, "chain_claim", "C")
+    assert c_newest in cases["shared"].expected
+    expect.append((c_newest, "chain_claim", "C", False))
     # truncated file: the flagged newest fails, the reported latest restorable one restores
     trunc = job_row(cases["trunc"], "C")
-    assert trunc["newest_uri"] in cases["trunc"].expected and not verify(trunc["newest_uri"], "chain_claim", "C")
+    assert trunc["newest_uri"] in cases["trunc"].expected
+    expect.append((trunc["newest_uri"], "chain_claim", "C", False))
     if trunc["latest_restorable_uri"]:
-        assert verify(trunc["latest_restorable_uri"], "chain_claim", "C")
+        expect.append((trunc["latest_restorable_uri"], "chain_claim", "C", True))
     # corrupt _metadata of B's newest: B's previous checkpoint is the latest restorable and restores
     meta = job_row(cases["meta"], "B")
-    assert not verify(meta["newest_uri"], "chain_claim", "B")
     assert meta["latest_restorable_uri"] == cases["meta"].snapshots_of("B")[-2]
-    assert verify(meta["latest_restorable_uri"], "chain_claim", "B")
+    expect.append((meta["newest_uri"], "chain_claim", "B", False))
+    expect.append((meta["latest_restorable_uri"], "chain_claim", "B", True))
     # a native savepoint without one of its relative files does not restore
     (native,) = cases["rel"].expected
-    assert not verify(native, "savepoints", "A")
+    expect.append((native, "savepoints", "A", False))
+
+    verdicts = harness.verify_restore_many(
+        VERSION, [(local(snapshot).parent, scenario, job) for snapshot, scenario, job, _ in expect])
+    assert [(snapshot, v.ok) for (snapshot, *_), v in zip(expect, verdicts)] == \
+        [(snapshot, ok) for snapshot, _, _, ok in expect], [v.output[-2000:] for v in verdicts]
 
 
 @pytest.mark.timeout(1800)

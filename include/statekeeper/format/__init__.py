@@ -13,7 +13,8 @@ Pure: imports nothing from Spark, Airflow or boto3 and parses from any seekable 
     res = absolutize_relative(model, uri)              # tag 6 -> tag 2 (a _metadata written elsewhere)
     write_metadata(res.model, out, inline_source=original_source)    # streams unloaded payloads
 
-Errors: MetadataFormatError (subclasses: NotFlinkMetadataError, UnsupportedMetadataVersionError,
+Errors: MetadataFormatError (subclasses: NotFlinkMetadataError, UnsupportedMetadataVersionError >
+UnknownMetadataVersionError (7 = FLIP-600 and any other version no Flink release writes, refused by name),
 TruncatedMetadataError, CorruptMetadataError > UnknownHandleTagError / InvalidStringError /
 TrailingBytesError / UnresolvableReferenceError, MetadataLimitError), each naming the object,
 byte offset and cause (MetadataLimitError: a count beyond a cap of MetadataLimits, limits.py;
@@ -32,6 +33,7 @@ from .errors import (
     TrailingBytesError,
     TruncatedMetadataError,
     UnknownHandleTagError,
+    UnknownMetadataVersionError,
     UnsupportedMetadataVersionError,
 )
 from .limits import MetadataLimits

@@ -38,12 +38,48 @@ class NotFlinkMetadataError(MetadataFormatError):
 
 
 class UnsupportedMetadataVersionError(MetadataFormatError):
-    """Metadata version 1 (obsolete) or newer than 6 (not yet understood)."""
+    """A metadata version this codec does not read: 1 (obsolete), or one it does not know
+    (`UnknownMetadataVersionError`). `version` is the number in the header."""
 
     advice = (
         "Statekeeper reads metadata versions 2 to 6 (Flink 1.3 to 2.3). Nothing was changed; "
         "upgrade Statekeeper before maintaining snapshots written by this Flink release."
     )
+
+    def __init__(self, uri: str, offset: int | None, problem: str, *, version: int, advice: str | None = None):
+        self.version = version
+        super().__init__(uri, offset, problem, advice=advice)
+
+
+# FLIP-600 (regional checkpoints, proposed upstream in 2026) writes version 7: a checkpoint may then use
+# private files inside an older `chk-M/`, so a directory's files are no longer garbage when its own
+# `_metadata` is gone. Reading such a file with the V6 rules would be a half-read; it is refused by name.
+_V7_PROBLEM = ("metadata version 7 (FLIP-600 regional checkpoints: a V7 checkpoint may use private files "
+               "inside an older chk-M/ directory, which the rules for versions 2 to 6 would call garbage)")
+_UNKNOWN_ADVICE = (
+    "Statekeeper reads metadata versions 2 to 6 and refuses any other by name, without reading past the "
+    "header: nothing was changed, and nothing it might reference is deleted (GC stays blocked while this "
+    "file is under its roots; DR copy and compaction refuse it). Do not delete any chk-*/ directory of this "
+    "job by hand. Upgrade Statekeeper to a release that reads this version, or, if the snapshot is not "
+    "needed, move it out of the roots and re-index."
+)
+
+
+class UnknownMetadataVersionError(UnsupportedMetadataVersionError):
+    """A metadata version no Flink release this codec knows writes: 7 (FLIP-600, not supported yet) and
+    anything above, or a value no Flink ever wrote (0, negative)."""
+
+    advice = _UNKNOWN_ADVICE
+
+    def __init__(self, uri: str, offset: int | None, version: int):
+        if version == 7:
+            problem = f"unsupported metadata version 7: {_V7_PROBLEM}"
+        elif version > 7:
+            problem = (f"unsupported metadata version {version}: newer than any Flink release Statekeeper knows "
+                       "(versions 2 to 6 are read; 7 is FLIP-600's, refused until supported)")
+        else:
+            problem = f"unsupported metadata version {version}: no Flink release writes it (corrupt header?)"
+        super().__init__(uri, offset, problem, version=version)
 
 
 class TruncatedMetadataError(MetadataFormatError):

@@ -35,6 +35,7 @@ from .errors import (
     TrailingBytesError,
     TruncatedMetadataError,
     UnknownHandleTagError,
+    UnknownMetadataVersionError,
     UnsupportedMetadataVersionError,
 )
 from .javaser import JavaSerializationError, interpret_properties, read_stream
@@ -366,8 +367,11 @@ class _Reader:
                 self.uri, 0, f"bad magic number 0x{magic:08X}, expected 0x{T.MAGIC:08X}"
             )
         version = self.i32("metadata version")
+        if version == 1:
+            raise UnsupportedMetadataVersionError(
+                self.uri, 4, "unsupported metadata version 1 (Flink 1.2 and older; obsolete)", version=version)
         if version not in T.SUPPORTED_VERSIONS:
-            raise UnsupportedMetadataVersionError(self.uri, 4, f"unsupported metadata version {version}")
+            raise UnknownMetadataVersionError(self.uri, 4, version)
         self.version = version
         self.max_tag = T.MAX_TAG_FOR_VERSION[version]
         self.ctx = ("checkpoint header",)

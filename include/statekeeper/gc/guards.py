@@ -102,7 +102,10 @@ def snapshot_blockers(snapshots: Any, roots: list[str], storage: Any) -> list[Bl
     if not rows:
         return []
     total = bad.count()
-    named = "; ".join(f"{r['uri']} ({r['status']}: {(r['error'] or '')[:200]})" for r in rows)
+    # The codec's message repeats the URI: drop it, so the 200 characters shown are what is wrong (the
+    # version of an unknown-version file, the offset and record of a corrupt one).
+    named = "; ".join(f"{r['uri']} ({r['status']}: {(r['error'] or '').replace(r['uri'] + ' ', '')[:200]})"
+                      for r in rows)
     more = f" and {total - len(rows)} more (snapshots.status)" if total > len(rows) else ""
     return [Blocker(Rule.SNAPSHOT_NOT_OK, (
         f"{total} _metadata cannot be read, so the files they reference are unknown: {named}{more}. Repair or "

@@ -19,6 +19,7 @@ replace the run's plan rows in one commit.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from statekeeper.gc.guards import Blocker, Rule
 from statekeeper.gc.options import GcOptions
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
+from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.jobs.result import JobResult
 from statekeeper.registry import GC
 from statekeeper.units import human_size
@@ -48,22 +50,6 @@ class Reclaim:
     reason: str
     files: int
     bytes: int
-
-
-@dataclass(frozen=True)
-class OwnerlessDir:
-    """A job directory with data files and no snapshot under the run's roots (statekeeper.gc.plan):
-    the files and bytes the sweep found unreferenced in it, and whether they were held back."""
-
-    root: str
-    job_dir: str
-    files: int
-    bytes: int
-    verdict: OwnerlessVerdict
-
-    @property
-    def held_back(self) -> bool:
-        return self.verdict is OwnerlessVerdict.HELD_BACK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +79,7 @@ class GcResult(JobResult):
     external_examples: tuple[str, ...] = ()
     grace_seconds: float | None = None           # the grace period (--older-than), typed (also in `options`)
     prefixes: tuple[str, ...] = ()               # what the deletes achieved per job prefix (busiest first)
+    forst: tuple[ForstJob, ...] = ()             # job directories with ForSt databases, largest first
 
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
@@ -110,8 +97,9 @@ class GcResult(JobResult):
                          "were parsed and their files kept")
         lines.extend(f"  per prefix: {p}" for p in self.prefixes)
         if self.not_judged:
-            lines.append(f"  {self.not_judged} object(s) GC never judges (ForSt working files, unknown layout, "
-                         "symlinks and other non-regular objects) were left alone")
+            lines.append(f"  {self.not_judged} object(s) GC never judges (unknown layout, symlinks and other "
+                         "non-regular objects) were left alone")
+        lines.extend(self._forst_lines())
         for b in self.blocked:
             lines.append(f"  BLOCKED (nothing deleted): {b}")
         lines.extend(self._roots_lines())
@@ -156,6 +144,28 @@ class GcResult(JobResult):
                          "jobs there restore from these roots, add those roots to the index and GC runs")
         return lines
 
+    def _forst_lines(self) -> list[str]:
+        """Dead ForSt databases' bytes per job, and what was left alone as possibly live."""
+        if not self.forst:
+            return []
+        dead = sum(f.dead_bytes for f in self.forst)
+        unjudged = sum(f.unjudged_bytes for f in self.forst)
+        lines = [f"  ForSt databases in checkpoint storage: {sum(f.databases for f in self.forst)} in "
+                 f"{len(self.forst)} job director{'y' if len(self.forst) == 1 else 'ies'}, "
+                 f"{sum(f.dead_databases for f in self.forst)} can no longer be written; unreferenced files of "
+                 f"those: {human_size(dead)} (reason dead_database); unreferenced files of the others, left "
+                 f"alone as possibly live: {human_size(unjudged)}"]
+        for f in sorted(self.forst, key=lambda f: (-(f.dead_bytes + f.unjudged_bytes), f.root, f.job_dir))[:20]:
+            if f.dead_files or f.unjudged_files:
+                lines.append(f"    {f.root}/{f.job_dir}: {f.dead_databases}/{f.databases} database(s) dead, "
+                             f"{f.dead_files} file(s) {human_size(f.dead_bytes)} reclaimable; "
+                             f"{f.unjudged_files} file(s) {human_size(f.unjudged_bytes)} left alone")
+        if unjudged:
+            lines.append("    (a database is judged only once its job wrote nothing for the grace period and a "
+                         "newer attempt of its subtask exists, or the job is inactive by --inactive-after: "
+                         "docs/gc.md, \"ForSt databases\")")
+        return lines
+
     @staticmethod
     def _dir_lines(dirs: list[OwnerlessDir]) -> list[str]:
         top = sorted(dirs, key=lambda d: (-d.bytes, d.root, d.job_dir))
@@ -168,7 +178,8 @@ class GcResult(JobResult):
         return {"breakdown": [{"root": r.root, "job_dir": r.job_dir, "reason": r.reason, "files": r.files,
                                "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]],
                 "ownerless": [{"root": d.root, "job_dir": d.job_dir, "files": d.files, "bytes": d.bytes,
-                               "verdict": d.verdict.value} for d in self.ownerless[:_BREAKDOWN_ROWS]]}
+                               "verdict": d.verdict.value} for d in self.ownerless[:_BREAKDOWN_ROWS]],
+                "forst": [dataclasses.asdict(f) for f in self.forst[:_BREAKDOWN_ROWS]]}
 
 
 def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> Any:
@@ -232,7 +243,7 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
     def _plan(self, ctx: RunContext, tables: dict[str, Any], now: datetime) -> tuple[Any, dict[str, Any]]:
         """Expire by policy, sweep, hold back ownerless directories and persist the plan in gc_actions,
         before anything touches storage: the plan's rows (kept) and what the Result says of them."""
-        from statekeeper.gc import plan as sweep, policy
+        from statekeeper.gc import forst, plan as sweep, policy
 
         opts = self.options
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
@@ -240,11 +251,15 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         ctx.beat.phase("retention policy")
         expired = ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff))
         ctx.beat.phase("sweep")
-        history = self._history(ctx, grace_cutoff)
+        inputs = sweep.SweepInputs(files, snaps, refs, self._history(ctx, grace_cutoff))
         rule = sweep.OwnerlessRule(opts.roots_complete, None if opts.ownerless_older_than is None
                                    else now - opts.ownerless_older_than)
-        swept = ctx.keep(sweep.sweep_all(sweep.SweepInputs(files, snaps, refs, history), expired,
-                                         run_id=ctx.run_id, grace_cutoff=grace_cutoff))
+        active = ctx.keep(sweep.active_jobs(files, grace_cutoff))
+        live = ctx.keep(sweep.reachable_files(inputs, expired, active))
+        inactive_cutoff = None if opts.policy.inactive_after is None else now - opts.policy.inactive_after
+        databases = ctx.keep(forst.database_verdicts(files, snaps, active, inactive_cutoff))
+        swept = ctx.keep(sweep.sweep_all(inputs, expired, run_id=ctx.run_id, grace_cutoff=grace_cutoff, live=live,
+                                         dead_databases=forst.dead_database_files(files, databases)))
         ownerless = ctx.keep(sweep.ownerless_dirs(files, snaps, rule))
         planned = sweep.withhold(swept, ownerless)
         ctx.beat.phase("writing the plan to gc_actions")
@@ -255,7 +270,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         return plan, dict(self._totals(plan), expired_snapshots=int(expired.count()),
                           not_judged=int(sweep.not_judged(files).count()),
                           table_versions={GC_ACTIONS.name: commit.version},
-                          ownerless=self._ownerless(sweep.held_back(swept, ownerless)), **self._external(refs))
+                          ownerless=self._ownerless(sweep.held_back(swept, ownerless)),
+                          forst=self._forst(forst.per_job(files, live, databases, swept)), **self._external(refs))
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -305,8 +321,18 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         rows = (held.groupBy("root", "job_dir", "verdict").agg(F.count(F.lit(1)).alias("files"),
                                                                F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
-        return tuple(OwnerlessDir(r["root"], r["job_dir"], int(r["files"]), int(r["bytes"] or 0),
-                                  OwnerlessVerdict(r["verdict"])) for r in rows)
+        return tuple(OwnerlessDir.from_row(r) for r in rows)
+
+    @staticmethod
+    def _forst(rows: Any) -> tuple[ForstJob, ...]:
+        """One ForstJob per job directory with ForSt databases (at most 1000, most unreferenced bytes first)."""
+        from pyspark.sql import functions as F
+
+        top = (rows.orderBy((F.col("dead_bytes") + F.col("unjudged_bytes")).desc(), F.col("bytes").desc(), "root",
+                            "job_dir").limit(_BREAKDOWN_ROWS).collect())
+        return tuple(ForstJob(r["root"], r["job_dir"], int(r["databases"]), int(r["dead_databases"]),
+                              int(r["bytes"] or 0), int(r["dead_files"] or 0), int(r["dead_bytes"] or 0),
+                              int(r["unjudged_files"] or 0), int(r["unjudged_bytes"] or 0)) for r in top)
 
     @staticmethod
     def _external(refs: Any) -> dict[str, Any]:
@@ -446,8 +472,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         values = {k: row[k] for k in ("expired_snapshots", "planned", "planned_bytes")}
         values["breakdown"] = tuple(Reclaim(**b) for b in row["breakdown"] or [])
         # absent in rows written before the column existed
-        values["ownerless"] = tuple(OwnerlessDir(**dict(d, verdict=OwnerlessVerdict(d["verdict"])))
-                                    for d in row.get("ownerless") or [])
+        values["ownerless"] = tuple(OwnerlessDir.from_row(d) for d in row.get("ownerless") or [])
+        values["forst"] = tuple(ForstJob(**d) for d in row.get("forst") or [])
         other = replace(ctx, run_id=run_id)
         result = self._delete(other, run_id, self._plan_of(ctx, run_id), indexed_snapshots, values)
         self._audit(other, result)

@@ -11,8 +11,9 @@ nothing reachable names, older than the grace period, of a Flink layout kind GC 
 | `checkpoint_metadata`, `savepoint_metadata` | only its snapshot is expired by the policy (deleted first) |
 | `exclusive`, `inprogress_metadata` (in `chk-N/`) | unreferenced and older than the grace |
 | `shared` (directly in `shared/`) | unreferenced and older than the grace |
-| `task_owned`, `file_merging_managed`, `savepoint_data` | as above, and never in a job that looks active |
-| `forst_working`, `unknown`, non-regular objects | never (a live ForSt DB; not Flink's layout; symlinks) |
+| `task_owned`, `file_merging_managed`, `savepoint_data`, `changelog` | as above, and never in a job that looks active |
+| `forst_working` | as above, and only in a database that can no longer be written (`statekeeper.gc.forst`) |
+| `unknown`, non-regular objects | never (not Flink's layout; symlinks) |
 
 A job directory "looks active" when any object in it is younger than the grace period.
 
@@ -21,7 +22,9 @@ keeps using the old job's `shared/` files, and in CLAIM mode Flink deletes the r
 once the new job subsumes it: the old job's directory is left with data files and no `_metadata`.
 When the new job lives in a root this run was not given, nothing the run can see references those
 files, yet they are live. So a job directory that holds a *data file* (kind `exclusive`, `shared`,
-`task_owned`, `file_merging_managed` or `savepoint_data`) and no *retained snapshot* (no row of
+`task_owned`, `file_merging_managed`, `savepoint_data`, `changelog` or `forst_working`: a dead ForSt
+database's files are what a CLAIM or LEGACY restore links into the new job's database) and no *retained
+snapshot* (no row of
 `snapshots` at the pinned cut with its (root_id, job_dir), whatever its status or whether the policy
 expires it; a savepoint directory is its own job directory) is *ownerless*, and none of its files is
 planned unless the run is told its roots are every root any job may restore from
@@ -40,16 +43,21 @@ from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason, Ownerle
 
 # Kinds a sweep may delete anywhere once unreferenced and old enough.
 SWEPT_KINDS = (FileKind.EXCLUSIVE, FileKind.INPROGRESS_METADATA, FileKind.SHARED)
-# Kinds a sweep may delete only in a job directory that does not look active.
-SWEPT_WHEN_INACTIVE = (FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED, FileKind.SAVEPOINT_DATA)
+# Kinds a sweep may delete only in a job directory that does not look active. DSTL files among them: a
+# running job's changelog writer may put into its next checkpoint an upload made for one that failed, so
+# an unreferenced DSTL file of a live job is not proof of garbage.
+SWEPT_WHEN_INACTIVE = (FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED, FileKind.SAVEPOINT_DATA,
+                       FileKind.CHANGELOG)
+# Swept only in a ForSt database that can no longer be written (`dead_databases` of sweep_all).
+SWEPT_WHEN_DEAD = (FileKind.FORST_WORKING,)
 METADATA_KINDS = (FileKind.CHECKPOINT_METADATA, FileKind.SAVEPOINT_METADATA)
-# Never judged: a running ForSt DB's files, objects outside Flink's layout, non-regular objects.
-NEVER_KINDS = (FileKind.FORST_WORKING, FileKind.UNKNOWN)
+# Never judged: objects outside Flink's layout, non-regular objects.
+NEVER_KINDS = (FileKind.UNKNOWN,)
 # What a snapshot references: a directory holding one of these and no snapshot is ownerless. Not
 # `_metadata` kinds (their presence is a snapshot), not in-progress `_metadata` (a crash leftover no
-# job restores from), not ForSt working files or unknown objects (never judged anyway).
+# job restores from), not unknown objects (never judged anyway).
 DATA_KINDS = (FileKind.EXCLUSIVE, FileKind.SHARED, FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED,
-              FileKind.SAVEPOINT_DATA)
+              FileKind.SAVEPOINT_DATA, FileKind.CHANGELOG, FileKind.FORST_WORKING)
 
 
 @dataclass(frozen=True)
@@ -125,14 +133,20 @@ def withhold(swept: Any, ownerless: Any) -> Any:
     return swept.join(held, ["root_id", "job_dir"], "left_anti").select(*GC_ACTIONS.schema.names)
 
 
-def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime) -> Any:
+def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime,
+              live: Any | None = None, dead_databases: Any | None = None) -> Any:
     """Every object nothing reachable under the run's roots names and old enough, shaped like
-    `gc_actions`: the plan before the ownerless rule."""
+    `gc_actions`: the plan before the ownerless rule. `live`: `reachable_files` when the caller has it;
+    `dead_databases`: (uri) of the files of ForSt databases that can no longer be written
+    (`statekeeper.gc.forst.dead_database_files`); without it no ForSt file is planned."""
     from pyspark.sql import functions as F
 
     files = inputs.files
     active = active_jobs(files, grace_cutoff).withColumn("active", F.lit(True))
-    live = reachable_files(inputs, expired, active.drop("active"))
+    if live is None:
+        live = reachable_files(inputs, expired, active.drop("active"))
+    if dead_databases is None:
+        dead_databases = files.sparkSession.createDataFrame([], "uri string")
     expired_meta = expired.select(F.col("uri"), F.col("rule"))
     # Files an expired snapshot referenced: labelled expired_snapshot when nothing else keeps them.
     expired_uses = (inputs.references.join(expired.select(F.col("uri").alias("snapshot_uri")), "snapshot_uri",
@@ -146,17 +160,21 @@ def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: d
             .join(active, ["root_id", "job_dir"], "left")
             .join(expired_meta, "uri", "left")
             .join(expired_uses, "uri", "left")
-            .join(with_metadata, ["root_id", "job_dir", "checkpoint_id"], "left"))
+            .join(with_metadata, ["root_id", "job_dir", "checkpoint_id"], "left")
+            .join(dead_databases.select("uri").distinct().withColumn("dead_database", F.lit(True)), "uri", "left"))
     is_active = F.coalesce(F.col("active"), F.lit(False))
+    in_dead_database = F.coalesce(F.col("dead_database"), F.lit(False))
     kind = F.col("kind")
     old = F.col("mtime") < F.lit(grace_cutoff)
     expired_metadata = kind.isin(_values(METADATA_KINDS)) & F.col("rule").isNotNull()
     swept = (old & (kind.isin(_values(SWEPT_KINDS))
-                    | (kind.isin(_values(SWEPT_WHEN_INACTIVE)) & ~is_active)))
+                    | (kind.isin(_values(SWEPT_WHEN_INACTIVE)) & ~is_active)
+                    | (kind.isin(_values(SWEPT_WHEN_DEAD)) & in_dead_database & ~is_active)))
     plan = pool.where(expired_metadata | swept)
 
     reason = (F.when(expired_metadata | F.col("expired_by").isNotNull(), F.lit(GcReason.EXPIRED_SNAPSHOT.value))
               .when(kind == FileKind.INPROGRESS_METADATA.value, F.lit(GcReason.INPROGRESS.value))
+              .when(kind == FileKind.FORST_WORKING.value, F.lit(GcReason.DEAD_DATABASE.value))
               .when((kind == FileKind.EXCLUSIVE.value) & F.col("checkpoint_id").isNotNull()
                     & F.col("has_metadata").isNull(), F.lit(GcReason.FAILED_CHECKPOINT.value))
               .otherwise(F.lit(GcReason.ORPHAN.value)))
@@ -172,11 +190,12 @@ def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: d
 
 
 def not_judged(files: Any) -> Any:
-    """Objects GC never judges (ForSt working files, unknown layout, non-regular objects): counted in
-    the run's summary so nothing under a root is skipped silently."""
+    """Objects GC never judges (unknown layout, non-regular objects): counted in the run's summary so
+    nothing under a root is skipped silently. (ForSt files it leaves alone are reported per job with
+    their bytes: statekeeper.gc.forst.per_job.)"""
     from pyspark.sql import functions as F
 
-    judged = _values(SWEPT_KINDS + SWEPT_WHEN_INACTIVE + METADATA_KINDS)
+    judged = _values(SWEPT_KINDS + SWEPT_WHEN_INACTIVE + SWEPT_WHEN_DEAD + METADATA_KINDS)
     return files.where(~F.col("kind").isin(judged))
 
 

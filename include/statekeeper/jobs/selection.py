@@ -64,8 +64,11 @@ class ExplicitSnapshot:
             return (f"--snapshot {self.uri} is not in the index: is it below an indexed root? Run index_checkpoints "
                     "(and validate_checkpoints) first")
         if self.verdict is Verdict.UNPARSED:
+            # The codec's message starts with the URI named just before: drop it, so the characters shown
+            # are what is wrong (the version of an unknown-version file, the offset of a corrupt one).
+            error = (self.error or "").replace(self.uri + " ", "")
             return (f"--snapshot {self.uri} cannot be {verb}: its _metadata is {self.status} "
-                    f"({(self.error or '')[:error_chars]}); nothing was written")
+                    f"({error[:error_chars]}); nothing was written")
         if self.verdict is Verdict.NOT_VALIDATED:
             return f"--snapshot {self.uri} is not validated yet: run validate_checkpoints first"
         return (f"--snapshot {self.uri} does not restore according to validation (validation_results names the "

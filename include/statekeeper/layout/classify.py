@@ -13,7 +13,8 @@ from statekeeper.tables.vocabulary import FileKind
 
 METADATA_NAME = "_metadata"
 _INPROGRESS_PREFIX = "._metadata.inprogress."
-_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"   # a job directory's name: the job id, 32 lowercase hex
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 _CHK = re.compile(r"^chk-(\d+)$")
 _SHARED = "shared"
 _TASKOWNED = "taskowned"
@@ -26,8 +27,12 @@ _SAVEPOINT_DIR = re.compile(r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$")
 # FLIP-306 managed directories (FileMergingSnapshotManagerBase).
 _FM_SHARED = re.compile(r"^job_[A-Za-z0-9_-]+_op_[A-Za-z0-9_-]+$")
 _FM_TASKOWNED = re.compile(r"^job_[A-Za-z0-9_-]+_tm_.+$")
-# ForSt (2.x) live DB with primary-dir=checkpoint-dir: shared/op_<id>_attempt_<n>/db/...
+# ForSt (2.x) database with primary-dir=checkpoint-dir: shared/op_<id>_attempt_<n>/db/... (statekeeper.layout.forst)
 _FORST_DB = re.compile(r"^op_.+_attempt_\d+$")
+# Changelog state backend (1.16+): <dstl base path>/<job id>/dstl/<uuid> (StateChangeFsUploader). With the base
+# path at the checkpoint root these are a job directory's own files; under a root of their own, a job
+# directory that holds only them.
+_DSTL = "dstl"
 
 
 class LocationKind(StrEnum):
@@ -126,6 +131,9 @@ def _checkpoint_layout(segs: list[str]) -> tuple[FileKind, int | None]:
         if _FORST_DB.match(segs[1]):
             return FileKind.FORST_WORKING, None
         return FileKind.UNKNOWN, None
+    if head == _DSTL and len(segs) == 2 and name != METADATA_NAME and not name.startswith(_INPROGRESS_PREFIX):
+        # (a `_metadata` there is still a snapshot: DSTL files have UUID names)
+        return FileKind.CHANGELOG, None
     if head == _TASKOWNED:
         if len(segs) >= 3 and _FM_TASKOWNED.match(segs[1]):
             return FileKind.FILE_MERGING_MANAGED, None

@@ -19,10 +19,15 @@ DESCRIPTION = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="", metavar="DIR",
                    help="also write the page to this local directory (index.html, report.json)")
+    p.add_argument("--inactive-after", default="7d", metavar="DURATION",
+                   help="list job directories with no checkpoint newer than this as idle, with the live jobs that "
+                        "still use their files (default 7d; the GC's --inactive-after reclaims what nothing uses)")
 
 
 def options(args: argparse.Namespace) -> ReportOptions:
-    return ReportOptions(out=args.out or None)
+    from statekeeper.units import parse_duration
+
+    return ReportOptions(out=args.out or None, inactive_after=parse_duration(args.inactive_after, "--inactive-after"))
 
 
 # Exit 0 whatever the page shows: a store with unrestorable jobs still gets its report.

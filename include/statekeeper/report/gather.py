@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.report.model import (
     CompactionSummary,
     DrCopyRef,
@@ -22,7 +23,6 @@ from statekeeper.report.model import (
     MetadataPoint,
     OperatorInline,
     OutcomeCount,
-    OwnerlessDirectory,
     StorageTotals,
     TrendPoint,
 )
@@ -291,9 +291,9 @@ class Gatherer:
                          run["finished_at"], run["planned"], run["planned_bytes"], run["deleted"],
                          run["deleted_bytes"], run["already_gone"], run["changed_skipped"], run["failed"],
                          tuple(run["blocked"] or ()), outcomes,
-                         tuple(OwnerlessDirectory(d["root"], d["job_dir"], int(d["files"]), int(d["bytes"] or 0),
-                                                  d["verdict"])
-                               for d in run.get("ownerless") or ()))   # absent in rows older than the column
+                         # both absent in rows older than their columns
+                         tuple(OwnerlessDir.from_row(d) for d in run.get("ownerless") or ()),
+                         tuple(ForstJob(**d) for d in run.get("forst") or ()))
 
     def compaction(self) -> CompactionSummary | None:
         run = self.reader.newest("compaction_runs")

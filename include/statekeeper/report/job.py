@@ -26,6 +26,7 @@ from statekeeper.jobs.inputs import PinnedInputs
 from statekeeper.jobs.result import JobResult
 from statekeeper.registry import REPORT
 from statekeeper.report.gather import Gatherer
+from statekeeper.report.idle import idle_job_dirs
 from statekeeper.report.model import ReportData, TrendPoint
 from statekeeper.report.options import ReportOptions
 from statekeeper.report.store import ReportStore, data_json
@@ -122,6 +123,9 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         ctx.beat.phase("gc, dr, compaction")
         gc, compaction, dr = g.gc(), g.compaction(), g.dr()
         now = datetime.now(timezone.utc)
+        ctx.beat.phase("idle job directories")
+        idle_before = now - self.options.inactive_after
+        idle, idle_count, idle_bytes = idle_job_dirs(g, idle_before, limits.idle_jobs)
         current = TrendPoint(ctx.run_id, now, totals.total_bytes, totals.pinned_bytes, totals.reclaimable_bytes,
                              totals.inline_bytes, unrestorable)
         return ReportData(
@@ -131,7 +135,8 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
             jobs_unrestorable=unrestorable, jobs_not_validated=uncovered, validation_run_id=validation_run,
             metadata_series=series, operators=operators, gc=gc, compaction=compaction, dr=dr,
             dr_verified_jobs=g.dr_verified_jobs(), trend=g.trend(current), notes=self._notes(inputs, frames),
-            limits=limits.__dict__.copy(), airflow_run_id=self._airflow_run_id)
+            limits=limits.__dict__.copy(), airflow_run_id=self._airflow_run_id, idle_before=idle_before,
+            idle_jobs=idle, idle_count=idle_count, idle_bytes=idle_bytes)
 
     @staticmethod
     def _notes(inputs: PinnedInputs, frames: dict[str, Any]) -> tuple[str, ...]:

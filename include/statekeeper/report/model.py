@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
+from statekeeper.jobs.idle import IdleJobDir
+
 
 @dataclass(frozen=True)
 class Source:
@@ -141,18 +144,6 @@ class OutcomeCount:
 
 
 @dataclass(frozen=True)
-class OwnerlessDirectory:
-    """A job directory with data files and no snapshot under the GC run's roots (gc_runs.ownerless):
-    a job in a root the run was not given may still use its files."""
-
-    root: str
-    job_dir: str
-    files: int
-    bytes: int
-    verdict: str     # held_back, roots_complete, older_than (OwnerlessVerdict)
-
-
-@dataclass(frozen=True)
 class GcSummary:
     run_id: str
     plan_run_id: str
@@ -168,7 +159,8 @@ class GcSummary:
     failed: int
     blocked: tuple[str, ...]
     outcomes: tuple[OutcomeCount, ...]
-    ownerless: tuple[OwnerlessDirectory, ...] = ()
+    ownerless: tuple[OwnerlessDir, ...] = ()
+    forst: tuple[ForstJob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -238,6 +230,12 @@ class ReportData:
     notes: tuple[str, ...] = ()                  # caveats the reader must see (stale tables, missing steps)
     airflow_run_id: str | None = None            # the caller's run (the DAG run that wrote it)
     limits: dict[str, int] = field(default_factory=dict)
+    # Job directories with no checkpoint since `idle_before` (statekeeper.chains.idle): the largest, all of
+    # them counted, and their bytes.
+    idle_before: datetime | None = None
+    idle_jobs: tuple[IdleJobDir, ...] = ()
+    idle_count: int = 0
+    idle_bytes: int = 0
 
     def source(self, table: str, where: str) -> Source:
         return Source(table, self.versions.get(table), where)

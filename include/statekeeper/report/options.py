@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 
 @dataclass(frozen=True)
@@ -14,12 +15,19 @@ class Limits:
     metadata_points: int = 120
     operators: int = 15
     trend_runs: int = 30
+    idle_jobs: int = 40
 
 
 @dataclass(frozen=True)
 class ReportOptions:
     out: str | None = None                          # also write the page to this local directory
     limits: Limits = field(default_factory=Limits)
+    # Job directories with no checkpoint newer than this are listed as idle (statekeeper.chains.idle).
+    inactive_after: timedelta = timedelta(days=7)
 
     def check(self) -> None:
-        """Nothing to refuse: every value is a choice of what to show."""
+        """Nothing else to refuse: every value is a choice of what to show."""
+        if self.inactive_after <= timedelta(0):
+            from statekeeper.errors import ConfigurationError
+
+            raise ConfigurationError(f"--inactive-after must be positive, not {self.inactive_after}")

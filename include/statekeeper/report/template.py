@@ -126,7 +126,22 @@ PAGE = r"""<!DOCTYPE html>
 {% for o in d.gc.ownerless %}<tr data-ownerless-dir="{{ o.job_dir }}" data-verdict="{{ o.verdict }}"><td>{{ o.root }}/{{ o.job_dir }}</td>
  <td class="n" data-count="{{ o.files }}" title="{{ src('gc_runs', 'ownerless[job_dir = \'' ~ o.job_dir ~ '\'].files of run ' ~ d.gc.run_id) }}">{{ o.files | num }}</td>
  <td class="n" data-bytes="{{ o.bytes }}">{{ o.bytes | size }}</td><td>{{ o.verdict | replace('_', ' ') }}</td></tr>{% endfor %}</table>{% endif %}
+{% if d.gc.forst %}<h3 id="gc-forst-heading">ForSt databases in checkpoint storage</h3>
+<div class="src">From <code>gc_runs.forst</code> (newest row of run <code>{{ d.gc.run_id }}</code>): per job directory its ForSt databases (<code>shared/op_*_attempt_*/</code>), how many can no longer be written (the job wrote nothing for the grace period, and a newer attempt of the subtask exists or the job is inactive by <code>--inactive-after</code>), the unreferenced bytes of those (dead databases: reclaimed, reason <code>dead_database</code>) and of the others (left alone as possibly live) (docs/flink2.md, "ForSt databases").</div>
+<table id="gc-forst"><tr><th>directory</th><th>databases</th><th>dead</th><th>stored</th><th>dead-database bytes</th><th>left alone</th></tr>
+{% for f in d.gc.forst %}<tr data-forst-dir="{{ f.job_dir }}"><td>{{ f.root }}/{{ f.job_dir }}</td><td class="n">{{ f.databases | num }}</td><td class="n">{{ f.dead_databases | num }}</td>
+ <td class="n">{{ f.bytes | size }}</td>
+ <td class="n" data-dead-bytes="{{ f.dead_bytes }}" title="{{ src('gc_runs', 'forst[job_dir = \'' ~ f.job_dir ~ '\'].dead_bytes of run ' ~ d.gc.run_id) }}">{{ f.dead_bytes | size }} ({{ f.dead_files | num }} files)</td>
+ <td class="n" data-unjudged-bytes="{{ f.unjudged_bytes }}">{{ f.unjudged_bytes | size }} ({{ f.unjudged_files | num }} files)</td></tr>{% endfor %}</table>{% endif %}
 {% else %}<p>No GC run yet.</p>{% endif %}
+
+<h2 id="idle-section">Idle job directories</h2>
+<div class="src">From <code>files</code>, <code>snapshots</code> and <code>references</code>: job directories with no checkpoint newer than {{ d.idle_before | when }} (none left: no object newer), e.g. left behind when the Kubernetes operator redeploys a job under a new job id, and the job directories whose retained snapshots still use their files. The GC's <code>--inactive-after</code> reclaims what nothing uses. The {{ d.idle_jobs | length }} largest of {{ d.idle_count | num }} ({{ d.idle_bytes | size }}).</div>
+{% if d.idle_jobs %}<table id="idle-jobs"><tr><th>directory</th><th>last written</th><th>objects</th><th>stored</th><th>used by</th></tr>
+{% for i in d.idle_jobs %}<tr data-idle-dir="{{ i.job_dir }}"><td>{{ i.root }}/{{ i.job_dir }}</td><td>{% if i.newest_checkpoint %}{{ i.newest_checkpoint | when }}{% else %}no checkpoint; {{ i.newest_object | when }}{% endif %}</td>
+ <td class="n">{{ i.files | num }}</td><td class="n" data-bytes="{{ i.bytes }}">{{ i.bytes | size }}</td>
+ <td>{% for p in i.pinned_by %}<div data-pinner="{{ p.job_dir }}" data-live="{{ 'true' if p.live else 'false' }}">{{ 'live' if p.live else 'idle' }} <code>{{ p.job_dir }}</code>: {{ p.files | num }} files, {{ p.bytes | size }}</div>{% else %}nothing{% endfor %}</td></tr>{% endfor %}</table>
+{% else %}<p>None.</p>{% endif %}
 
 <h2 id="dr-section">Disaster-recovery copies</h2>
 {% if d.dr %}<p>Newest run <code>{{ d.dr.run_id }}</code> ({{ d.dr.mode }}, {{ d.dr.status }}, {{ d.dr.finished_at | when }}, <code>dr_runs</code>): {{ d.dr.verified | num }} of {{ d.dr.snapshots | num }} snapshots verified, {{ d.dr.failed | num }} failed, {{ d.dr.bytes_copied | size }} copied.

@@ -26,7 +26,8 @@ class FileKind(StrEnum):
     SHARED = "shared"                             # shared/<uuid>: incremental SSTs etc.
     TASK_OWNED = "task_owned"                     # taskowned/<...>: never deleted by the JM per file
     FILE_MERGING_MANAGED = "file_merging_managed" # shared/job_*_op_*/, taskowned/job_*_tm_*/ (FLIP-306)
-    FORST_WORKING = "forst_working"               # shared/op_*_attempt_*/: a running ForSt DB's live files
+    FORST_WORKING = "forst_working"               # shared/op_*_attempt_*/: a ForSt database's files (layout.forst)
+    CHANGELOG = "changelog"                       # <job>/dstl/<uuid>: changelog (DSTL) files of that job
     SAVEPOINT_DATA = "savepoint_data"             # files of a savepoint-* directory
     UNKNOWN = "unknown"
     FILE_MERGING_MANAGED_DIR = "file_merging_managed_dir"  # references only: a tag-17 managed directory
@@ -248,6 +249,19 @@ class GcReason(StrEnum):
     FAILED_CHECKPOINT = "failed_checkpoint"    # a file in a chk-N directory that has no `_metadata`
     INPROGRESS = "inprogress"                  # a `._metadata.inprogress.*` left by a crashed JobManager
     ORPHAN = "orphan"                          # anything else no remaining snapshot references
+    DEAD_DATABASE = "dead_database"            # a file of a ForSt database that can no longer be written
+                                               # (statekeeper.gc.forst) that no remaining snapshot references
+
+
+class DatabaseVerdict(StrEnum):
+    """Whether a ForSt database in checkpoint storage can still be written (statekeeper.gc.forst); the GC
+    judges the unreferenced files of the two dead kinds only."""
+
+    SUPERSEDED = "superseded"          # its job wrote nothing for the grace period; a newer attempt of its
+                                       # subtask has a database beside it
+    JOB_INACTIVE = "job_inactive"      # its job wrote nothing for the grace period and is inactive by
+                                       # --inactive-after
+    LIVE = "live"                      # anything else: maybe written still; its unreferenced files are left
 
 
 class OwnerlessVerdict(StrEnum):

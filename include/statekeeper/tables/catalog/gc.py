@@ -31,6 +31,21 @@ GC_OWNERLESS = pa.struct([
     pa.field("verdict", pa.string()),
 ])
 
+# One job directory with ForSt databases in checkpoint storage (statekeeper.gc.forst): its databases, how
+# many can no longer be written, their bytes, the unreferenced files of those the run reclaims (before the
+# ownerless rule), and the unreferenced files of the others, left alone as possibly live.
+GC_FORST = pa.struct([
+    pa.field("root", pa.string()),
+    pa.field("job_dir", pa.string()),
+    pa.field("databases", pa.int64()),
+    pa.field("dead_databases", pa.int64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("dead_files", pa.int64()),
+    pa.field("dead_bytes", pa.int64()),
+    pa.field("unjudged_files", pa.int64()),
+    pa.field("unjudged_bytes", pa.int64()),
+])
+
 GC_ACTIONS = TableSpec(
     "gc_actions",
     pa.schema([
@@ -92,6 +107,8 @@ GC_RUNS = TableSpec(
         # The run's grace period (--older-than), typed: warehouse maintenance keeps the `references`
         # versions GC reads inside it. Older rows have it only in `options` (its `older_than`).
         _f("grace_seconds", pa.float64()),
+        # Job directories with ForSt databases (GC_FORST), largest first.
+        _f("forst", pa.list_(GC_FORST)),
     ]),
     (),
     "Event log of garbage-collection runs: one row per state transition (requested, planned, running, "

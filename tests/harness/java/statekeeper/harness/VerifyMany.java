@@ -92,12 +92,25 @@ public final class VerifyMany {
         File fresh = new File(freshRoot);
         File snapshot = new File(snapshotDir);
         JobRunner.Outcome out;
+        // The options the job was written with (ForSt in checkpoint storage, changelog): a snapshot
+        // restores as it would in the job's own deployment, except where a restore in NO_CLAIM mode
+        // needs otherwise (`verify.flink.*`: the changelog backend refuses NO_CLAIM's full first
+        // checkpoint, so a changelog snapshot is restored with the changelog switched off).
+        java.util.Map<String, String> extra = ExtraOptions.of(job, plan);
+        extra.putAll(ExtraOptions.of(job, plan, ExtraOptions.VERIFY_PREFIX));
+        if (!extra.isEmpty()) {
+            ExtraOptions.install(extra);
+        }
         try {
             out = JobRunner.run(spec, fresh, new File(fresh, "savepoints"), snapshot.getAbsolutePath());
         } catch (Exception e) {
             // Where Verify dies with the exception (exit 1): e.g. an unreadable _metadata fails
             // the job's submission (JobInitializationException) before it ever runs.
             return "FAIL: restore or run failed (job not started): " + JobRunner.describe(e);
+        } finally {
+            if (!extra.isEmpty()) {
+                ExtraOptions.uninstall();
+            }
         }
         long restoredNext = Probe.GATE_RESTORED_NEXT.get();
         long firstElement = Probe.GATE_FIRST_ELEMENT.get();

@@ -6,12 +6,14 @@ Spark's planner and codegen, and loading and verifying Spark's classes. Measured
 compute_chains'; a class-data-sharing archive (JDK dynamic CDS) of the classes a job loads takes
 another third off the empty session. The first local run writes the archive when its JVM exits (to
 a private name, published by an atomic rename only after a normal exit); later runs map it. The
-archive's name is a digest of what the JVM checks it against (the JDK binary, Spark's jars and the
-task's extra class path), so a new JDK or other jars get a new archive; a JVM that still cannot use
+archive's name is a digest of what the JVM checks it against (the JDK binary, the path, size and
+time of each of Spark's jars, the task's extra class path), so a new JDK, other jars or another
+installation of the same jars get a new archive; a JVM that still cannot use
 one says so in one warning line and starts as it would without it.
 
 Cluster executors live long enough for C2 and are started by the cluster manager: none of this
-applies to them.
+applies to them. A job started as `python spark_jobs/<job>.py --master local[N]` maps the archive
+too (`mapped_archive_option`), but keeps C2 and writes none.
 """
 from __future__ import annotations
 
@@ -78,11 +80,29 @@ def _jdk_identity(environ: Mapping[str, str]) -> str:
     return f"{real}:{st.st_size}:{int(st.st_mtime)}"
 
 
-def _spark_jars() -> str:
-    import pyspark
+def _spark_jars(jars: Path | None = None) -> str:
+    """Spark's class path as the JVM checks it against an archive: each jar's full path, size and
+    modification time. Names alone are not enough: a second checkout (another venv) or a reinstall
+    has the same jar names elsewhere or newer, every JVM then refuses the archive ("The top archive
+    failed to load") and each local job starts without it, with nothing but one warning line to tell."""
+    if jars is None:
+        import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    return ",".join(sorted(p.name for p in jars.glob("*.jar"))) if jars.is_dir() else ""
+        jars = Path(pyspark.__file__).parent / "jars"
+    if not jars.is_dir():
+        return ""
+    entries = []
+    for jar in sorted(jars.resolve().glob("*.jar")):
+        st = jar.stat()
+        entries.append(f"{jar}:{st.st_size}:{st.st_mtime_ns}")
+    return ",".join(entries)
+
+
+def archive_for(conf: Mapping[str, str], environ: Mapping[str, str]) -> Path:
+    """Where the archive for a driver with this `conf` is (or would be written)."""
+    key = hashlib.sha1("\n".join([_jdk_identity(environ), _spark_jars(),
+                                  *(f"{k}={conf.get(k, '')}" for k in _CLASS_PATH_KEYS)]).encode()).hexdigest()[:16]
+    return cache_dir(environ) / f"spark-driver-{key}.jsa"
 
 
 def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> JvmStartup:
@@ -91,22 +111,37 @@ def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = N
     environ = os.environ if environ is None else environ
     java = conf.get("spark.driver.extraJavaOptions", "")
     options = [] if "TieredStopAtLevel" in java else [C1_ONLY]
-    if "SharedArchiveFile" in java or "ArchiveClassesAtExit" in java or "-Xshare" in java:
+    if _chooses_sharing(java):
         return JvmStartup(" ".join(options))
-    key = hashlib.sha1("\n".join([_jdk_identity(environ), _spark_jars(),
-                                  *(f"{k}={conf.get(k, '')}" for k in _CLASS_PATH_KEYS)]).encode()).hexdigest()[:16]
-    directory = cache_dir(environ)
-    archive = directory / f"spark-driver-{key}.jsa"
+    archive = archive_for(conf, environ)
     if archive.is_file():
         return JvmStartup(" ".join([*options, f"-XX:SharedArchiveFile={archive}"]), archive=archive)
     if _non_empty_conf_dir(environ):
         return JvmStartup(" ".join(options))
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        archive.parent.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only cache: run without an archive
         return JvmStartup(" ".join(options))
-    pending = directory / f".{archive.name}.{uuid.uuid4().hex}.tmp"
+    pending = archive.parent / f".{archive.name}.{uuid.uuid4().hex}.tmp"
     return JvmStartup(" ".join([*options, f"-XX:ArchiveClassesAtExit={pending}"]), pending=pending, archive=archive)
+
+
+def mapped_archive_option(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
+    """For a driver JVM a Python process starts itself (`python spark_jobs/<job>.py --master local[N]`):
+    the option that maps an archive an earlier run wrote, or "" (none yet, or the job's own options
+    choose). Such a JVM writes none: it ends with its Python process, which can no longer publish it,
+    and a killed run would leave a partial one; the DAG's local tasks write it."""
+    environ = os.environ if environ is None else environ
+    # A configuration directory may set the driver's Java options in spark-defaults.conf, which the
+    # caller's setting would replace: leave such deployments as they are.
+    if _chooses_sharing(conf.get("spark.driver.extraJavaOptions", "")) or _non_empty_conf_dir(environ):
+        return ""
+    archive = archive_for(conf, environ)
+    return f"-XX:SharedArchiveFile={archive}" if archive.is_file() else ""
+
+
+def _chooses_sharing(java: str) -> bool:
+    return "SharedArchiveFile" in java or "ArchiveClassesAtExit" in java or "-Xshare" in java
 
 
 def _non_empty_conf_dir(environ: Mapping[str, str]) -> str | None:
