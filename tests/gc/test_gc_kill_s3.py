@@ -3,7 +3,9 @@ every planned key; nothing referenced is lost.
 
 A relocated real store (2.3.0 `failed_and_orphans`) on the session's moto server (which enforces S3's
 conditional deletes) gets 600 planted orphans in its job's `shared/`; GC runs as `spark_jobs/collect_garbage.py`
-in its own process tree with a rate limit, so the deletion takes long enough to be killed half-way.
+in its own process tree with a rate limit, so the deletion takes long enough to be killed half-way. Its output
+goes to a file: a pipe nobody reads would block the job once 64 KiB are unread (Spark's progress bars and the
+job's progress lines; more of them the slower the machine).
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
     planted = [f"{job_dir}/shared/planted-{i:05d}" for i in range(PLANTED)]
     with ThreadPoolExecutor(max_workers=12) as pool:
         list(pool.map(lambda u: client.put_object(Bucket=bucket, Key=u.split("/", 3)[3], Body=b"x" * 64), planted))
+    planted_at = time.monotonic()
     truth = oracle_references(VERSION, fx.metadata_files())
     base = normalize_uri(str(fx.root))
     referenced = {copy + f[len(base):] for files in truth.values() for f in files}
@@ -66,20 +69,23 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
     assert index.status == "succeeded", index.summary()
     ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
     before = {i.uri for r in roots for i in fio.list(r)}
-    time.sleep(1.5)   # the planted objects must be older than the 1 s grace period
+    # The planted objects must be older than the 1 s grace period; the index and chains usually took longer.
+    time.sleep(max(0.0, planted_at + 1.5 - time.monotonic()))
 
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
-         "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
-         "--master", "local[2]", "--progress-interval", "2"],
-        env=_env(s3_config), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    log = tmp_path / "collect_garbage.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
+             "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
+             "--master", "local[2]", "--progress-interval", "2"],
+            env=_env(s3_config), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
             present = {i.uri for i in fio.list(f"{job_dir}/shared")}
             if sum(1 for u in planted if u not in present) >= 80:
                 break
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
             time.sleep(0.5)
         else:
             pytest.fail("GC never started deleting")
@@ -88,7 +94,8 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
         proc.wait(timeout=60)
     newest = _newest(warehouse)
     [killed] = [rid for rid, row in newest.items() if row["status"] == "running"]
-    remaining = sum(1 for u in planted if fio.exists(u))
+    present = {i.uri for i in fio.list(f"{job_dir}/shared")}   # one listing, not a HEAD per planted key
+    remaining = sum(1 for u in planted if u in present)
     assert 0 < remaining < PLANTED, "the kill should land mid-deletion"
 
     result = (CollectGarbage(spark).warehouse(warehouse).storage(s3_config)

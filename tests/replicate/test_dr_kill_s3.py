@@ -1,6 +1,8 @@
 """A DR copy between buckets of the session's moto server (server-side, pinned to the indexed ETags,
 create-only) killed with SIGKILL mid-copy, then re-run: no target `_metadata` is ever visible before every object
-it names is there, the re-run finishes, and every object of every copy has its outcome in `dr_files`.
+it names is there, the re-run finishes, and every object of every copy has its outcome in `dr_files`. The killed
+run's output goes to a file: a pipe nobody reads would block the job once 64 KiB are unread (Spark's progress bars
+and the job's progress lines; more of them the slower the machine).
 """
 from __future__ import annotations
 
@@ -61,11 +63,13 @@ def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_
                STATEKEEPER_S3_ENDPOINT=s3_config.endpoint, AWS_ACCESS_KEY_ID=s3_config.access_key_id,
                AWS_SECRET_ACCESS_KEY=s3_config.secret_access_key, AWS_REGION=s3_config.region,
                STATEKEEPER_S3_PATH_STYLE="true")
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", warehouse.uri,
-         "--target", target, "--allowed-targets", target, "--max-copies-per-second", "15", "--master", "local[2]",
-         "--progress-interval", "2"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    log = tmp_path / "copy_to_dr.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", warehouse.uri,
+             "--target", target, "--allowed-targets", target, "--max-copies-per-second", "15", "--master",
+             "local[2]", "--progress-interval", "2"],
+            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
@@ -73,7 +77,7 @@ def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_
             assert not _incomplete(fio, target)
             if len(present) >= 30:
                 break
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
             time.sleep(0.3)
         else:
             pytest.fail("the copy never got going")
