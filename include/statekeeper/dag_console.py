@@ -67,10 +67,10 @@ class _Listener:
 
     def _end(self, task_instance: Any, state: str) -> None:
         task_id = task_instance.task_id
-        began, offset = self.started.get(task_id, (time.monotonic(), self._offset()))
-        seconds = time.monotonic() - began
-        self.ended[task_id] = (state, seconds, offset, self._offset())
-        self._emit(TaskLine(task_id, state, seconds).render())
+        now, end = time.monotonic(), self._offset()
+        began, offset = self.started.get(task_id, (now, end))    # no start seen: nothing to cut
+        self.ended[task_id] = (state, now - began, offset, end)
+        self._emit(TaskLine(task_id, state, now - began).render())
 
     # The hook names and arguments are Airflow's listener spec (airflow.sdk listener hookspecs).
     def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:

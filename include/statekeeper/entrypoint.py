@@ -269,14 +269,11 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
 def _map_class_archive(builder: Any) -> Any:
     """This process is about to start the driver JVM itself: map the class-data-sharing archive the
     DAG's local tasks write (statekeeper.jvm_startup), a third off a short job's start-up."""
-    from statekeeper.jvm_startup import mapped_archive_option
+    from statekeeper.jvm_startup import mapped_archive_option, with_java_options
 
-    conf = {k: v for k, v in builder._options.items()} if hasattr(builder, "_options") else {}
+    conf = dict(getattr(builder, "_options", {}))
     option = mapped_archive_option(conf)
-    if not option:
-        return builder
-    java = conf.get("spark.driver.extraJavaOptions", "")
-    return builder.config("spark.driver.extraJavaOptions", f"{java} {option}".strip())
+    return builder.config("spark.driver.extraJavaOptions", with_java_options(conf, option)) if option else builder
 
 
 def _fit_shuffle_partitions(spark: Any) -> None:

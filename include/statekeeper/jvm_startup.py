@@ -140,6 +140,11 @@ def mapped_archive_option(conf: Mapping[str, str], environ: Mapping[str, str] | 
     return f"-XX:SharedArchiveFile={archive}" if archive.is_file() else ""
 
 
+def with_java_options(conf: Mapping[str, str], options: str) -> str:
+    """The driver's Java options of `conf` with `options` after them (theirs first: a later -XX wins)."""
+    return f"{conf.get('spark.driver.extraJavaOptions', '')} {options}".strip()
+
+
 def _chooses_sharing(java: str) -> bool:
     return "SharedArchiveFile" in java or "ArchiveClassesAtExit" in java or "-Xshare" in java
 

@@ -52,7 +52,7 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import JvmStartup, local_startup
+from statekeeper.jvm_startup import JvmStartup, local_startup, with_java_options
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
                                             scoped_environ, spark_defaults_file, write_properties_file)
 
@@ -98,7 +98,7 @@ def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = Non
     out = {**LOCAL_DRIVER_CONF, **conf}
     startup = local_startup(out, environ)
     if startup.options:
-        out["spark.driver.extraJavaOptions"] = f"{out.get('spark.driver.extraJavaOptions', '')} {startup.options}".strip()
+        out["spark.driver.extraJavaOptions"] = with_java_options(out, startup.options)
     return out, startup
 
 
