@@ -3,7 +3,7 @@
 `make test` must stay within 30 minutes warm and 40 cold on 2 cores (tests/README.md): CI stops a
 run at 90 minutes and then nothing lands. So every run ends with its wall time against that budget,
 the ten slowest tests and the ten slowest modules (setup + call + teardown; a module's shared
-fixtures show up in the setup of its first test), and writes every figure to
+fixtures show up in the setup of its first test; with two workers these add up to about twice the wall time), and writes every figure to
 `.artifacts/test-times.json` for comparing two runs. Session fixtures (a prepared pipeline, a
 server) are charged to the first test that asks for them, as pytest itself does.
 """
@@ -50,7 +50,14 @@ _budget: Budget | None = None    # one per session; logreport hooks get no confi
 
 def pytest_configure(config: pytest.Config) -> None:
     global _budget
-    _budget = Budget()
+    # Under pytest-xdist (make test's two workers) the controller receives every worker's reports and
+    # prints the figures; a worker keeps none, or it would overwrite the controller's file with its share.
+    if not hasattr(config, "workerinput"):
+        _budget = Budget()
+
+
+def _workers(config: pytest.Config) -> int:
+    return int(getattr(config.option, "numprocesses", None) or 1)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -66,7 +73,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     wall = time.monotonic() - budget.started
     tr = terminalreporter
     tr.section("time budget")
-    tr.write_line(f"{len(budget.tests)} tests in {_clock(wall)} wall (pytest); make test's budget on 2 cores: "
+    tr.write_line(f"{len(budget.tests)} tests in {_clock(wall)} wall (pytest, {_workers(config)} worker(s)); "
+                  f"make test's budget on 2 cores: "
                   f"{_clock(BUDGET_WARM_S)} warm, {_clock(BUDGET_COLD_S)} cold (tests/README.md)")
     tr.write_line(f"{SHOWN} slowest tests (setup + call + teardown; shared fixtures count where first used):")
     for nodeid, seconds in sorted(budget.tests.items(), key=lambda kv: -kv[1])[:SHOWN]:
@@ -78,6 +86,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "test-times.json").write_text(json.dumps({
             "wall_s": round(wall, 1), "exit_status": int(exitstatus), "cpus": os.cpu_count(),
+            "workers": _workers(config),
             "tests": {k: round(v, 2) for k, v in sorted(budget.tests.items())},
             "modules": {k: round(v, 2) for k, v in sorted(budget.modules().items())},
         }, indent=1))
