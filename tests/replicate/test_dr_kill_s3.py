@@ -1,8 +1,8 @@
-"""A DR copy between buckets of the session's moto server (server-side, pinned to the indexed ETags,
-create-only) killed with SIGKILL mid-copy, then re-run: no target `_metadata` is ever visible before every object
-it names is there, the re-run finishes, and every object of every copy has its outcome in `dr_files`. The killed
-run's output goes to a file: a pipe nobody reads would block the job once 64 KiB are unread (Spark's progress bars
-and the job's progress lines; more of them the slower the machine).
+"""A DR copy within one bucket of the session's moto server, from its `store/` to its `dr/` (server-side,
+pinned to the indexed ETags, create-only), killed with SIGKILL mid-copy, then re-run: no target `_metadata` is
+ever visible before every object it names is there, the re-run finishes, and every object of every copy has its
+outcome in `dr_files`. The killed run's output goes to a file: a pipe nobody reads would block the job once 64 KiB
+are unread (Spark's progress bars and the job's progress lines; more of them the slower the machine).
 """
 from __future__ import annotations
 
