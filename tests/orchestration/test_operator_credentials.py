@@ -256,11 +256,14 @@ def recording_spark_submit(tmp_path, monkeypatch):
 @pytest.mark.airflow
 @pytest.mark.parametrize("source", ["", "sk_s3"])
 def test_local_submit_gets_the_target_connection_in_its_environment(cluster_connections, dr_connection,
-                                                                    recording_spark_submit, source):
+                                                                    recording_spark_submit, source, tmp_path,
+                                                                    monkeypatch):
     """What the spark-submit process really received, through the provider's hook, on a local master."""
     from airflow.sdk.log import redact
 
     binary, record = recording_spark_submit
+    # A cache of its own: whether a class-data-sharing archive exists must not depend on which tests ran before.
+    monkeypatch.setenv("STATEKEEPER_CACHE", str(tmp_path / "cache"))
     before = dict(os.environ)
     op = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
                            spark_binary=binary, storage_conn_id=source, target_storage_conn_id="sk_dr",
@@ -275,7 +278,9 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
     # A local driver is a short-lived JVM: C1 only, next to the log4j setting the task always carries.
     java = next(a for a in argv.splitlines() if a.startswith("spark.driver.extraJavaOptions="))
     assert "-Dlog4j2.configurationFile=file:" in java and "-XX:TieredStopAtLevel=1" in java, java
-    assert "-XX:SharedArchiveFile=" in java or "-XX:ArchiveClassesAtExit=" in java, java
+    # SPARK_CONF_DIR holds a spark-defaults.conf (cluster_connections), which the JDK refuses to dump an archive
+    # over, and the empty cache has none to map: neither (statekeeper.jvm_startup). Without it, see the end.
+    assert "-XX:SharedArchiveFile=" not in java and "-XX:ArchiveClassesAtExit=" not in java, java
     assert env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
     assert env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
     assert env["STATEKEEPER_DR_AWS_SESSION_TOKEN"] == DR_TOKEN
@@ -290,3 +295,11 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
     masked = redact(f"secret {DR_SECRET} token {DR_TOKEN}")
     assert DR_SECRET not in masked and DR_TOKEN not in masked
     assert dict(os.environ) == before
+    # Without a configuration directory the first local driver writes the archive into the cache at exit.
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                      spark_binary=binary, target_storage_conn_id="sk_dr", job_args=["--warehouse", "/nonexistent"]
+                      ).execute({})
+    java = next(a for a in (record / "argv").read_text().splitlines()
+                if a.startswith("spark.driver.extraJavaOptions="))
+    assert f"-XX:ArchiveClassesAtExit={tmp_path / 'cache' / 'jvm'}/" in java, java
