@@ -253,34 +253,37 @@ def recording_spark_submit(tmp_path, monkeypatch):
     return str(script), record
 
 
-@pytest.mark.airflow
-@pytest.mark.parametrize("source", ["", "sk_s3"])
-def test_local_submit_gets_the_target_connection_in_its_environment(cluster_connections, dr_connection,
-                                                                    recording_spark_submit, source, tmp_path,
-                                                                    monkeypatch):
-    """What the spark-submit process really received, through the provider's hook, on a local master."""
-    from airflow.sdk.log import redact
-
-    binary, record = recording_spark_submit
-    # A cache of its own: whether a class-data-sharing archive exists must not depend on which tests ran before.
-    monkeypatch.setenv("STATEKEEPER_CACHE", str(tmp_path / "cache"))
-    before = dict(os.environ)
+def _submit_locally(binary: str, record: Path, source: str) -> tuple[str, dict[str, str]]:
+    """Execute a copy_to_dr task on the local Spark connection through the recording spark-submit: (argv as one
+    argument a line, the environment it ran with)."""
     op = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
                            spark_binary=binary, storage_conn_id=source, target_storage_conn_id="sk_dr",
                            job_args=["--warehouse", "/nonexistent"])
     assert "target_storage_conn_id" in op.template_fields
     op.execute({})
-    argv = (record / "argv").read_text()
     env = dict(line.split("=", 1) for line in (record / "env").read_text().splitlines() if "=" in line)
+    return (record / "argv").read_text(), env
+
+
+def _driver_java_options(argv: str) -> str:
+    return next(a for a in argv.splitlines() if a.startswith("spark.driver.extraJavaOptions="))
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("source", ["", "sk_s3"])
+def test_local_submit_gets_the_target_connection_in_its_environment(cluster_connections, dr_connection,
+                                                                    recording_spark_submit, source):
+    """What the spark-submit process really received, through the provider's hook, on a local master."""
+    from airflow.sdk.log import redact
+
+    before = dict(os.environ)
+    argv, env = _submit_locally(*recording_spark_submit, source)
     for value in ALL_SECRETS:
         assert value not in argv, argv
     assert "--properties-file" not in argv
     # A local driver is a short-lived JVM: C1 only, next to the log4j setting the task always carries.
-    java = next(a for a in argv.splitlines() if a.startswith("spark.driver.extraJavaOptions="))
+    java = _driver_java_options(argv)
     assert "-Dlog4j2.configurationFile=file:" in java and "-XX:TieredStopAtLevel=1" in java, java
-    # SPARK_CONF_DIR holds a spark-defaults.conf (cluster_connections), which the JDK refuses to dump an archive
-    # over, and the empty cache has none to map: neither (statekeeper.jvm_startup). Without it, see the end.
-    assert "-XX:SharedArchiveFile=" not in java and "-XX:ArchiveClassesAtExit=" not in java, java
     assert env["STATEKEEPER_DR_AWS_ACCESS_KEY_ID"] == DR_KEY_ID
     assert env["STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY"] == DR_SECRET
     assert env["STATEKEEPER_DR_AWS_SESSION_TOKEN"] == DR_TOKEN
@@ -295,11 +298,20 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
     masked = redact(f"secret {DR_SECRET} token {DR_TOKEN}")
     assert DR_SECRET not in masked and DR_TOKEN not in masked
     assert dict(os.environ) == before
+
+
+@pytest.mark.airflow
+def test_local_submit_writes_the_class_archive_only_without_a_configuration_directory(
+        cluster_connections, dr_connection, recording_spark_submit, tmp_path, monkeypatch):
+    """A local driver's class-data-sharing archive (statekeeper.jvm_startup), in a cache of the test's own: whether
+    an archive exists must not depend on which tests ran before."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("STATEKEEPER_CACHE", str(cache))
+    # SPARK_CONF_DIR holds a spark-defaults.conf (cluster_connections), which the JDK refuses to dump an archive
+    # over, and the empty cache has none to map: neither option.
+    java = _driver_java_options(_submit_locally(*recording_spark_submit, "")[0])
+    assert "-XX:SharedArchiveFile=" not in java and "-XX:ArchiveClassesAtExit=" not in java, java
     # Without a configuration directory the first local driver writes the archive into the cache at exit.
     monkeypatch.delenv("SPARK_CONF_DIR")
-    _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
-                      spark_binary=binary, target_storage_conn_id="sk_dr", job_args=["--warehouse", "/nonexistent"]
-                      ).execute({})
-    java = next(a for a in (record / "argv").read_text().splitlines()
-                if a.startswith("spark.driver.extraJavaOptions="))
-    assert f"-XX:ArchiveClassesAtExit={tmp_path / 'cache' / 'jvm'}/" in java, java
+    java = _driver_java_options(_submit_locally(*recording_spark_submit, "")[0])
+    assert f"-XX:ArchiveClassesAtExit={cache / 'jvm'}/" in java, java

@@ -3,9 +3,10 @@
 `make test` must stay within 30 minutes warm and 40 cold on 2 cores (tests/README.md): CI stops a
 run at 90 minutes and then nothing lands. So every run ends with its wall time against that budget,
 the ten slowest tests and the ten slowest modules (setup + call + teardown; a module's shared
-fixtures show up in the setup of its first test; with two workers these add up to about twice the wall time), and writes every figure to
-`.artifacts/test-times.json` for comparing two runs. Session fixtures (a prepared pipeline, a
-server) are charged to the first test that asks for them, as pytest itself does.
+fixtures show up in the setup of its first test; with TEST_WORKERS=2 they add up to about twice the
+wall time), and writes every figure to `.artifacts/test-times.json` for comparing two runs. Session
+fixtures (a prepared pipeline, a server) are charged to the first test that asks for them, as pytest
+itself does.
 """
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ _budget: Budget | None = None    # one per session; logreport hooks get no confi
 
 def pytest_configure(config: pytest.Config) -> None:
     global _budget
-    # Under pytest-xdist (make test's two workers) the controller receives every worker's reports and
-    # prints the figures; a worker keeps none, or it would overwrite the controller's file with its share.
+    # Under pytest-xdist (TEST_WORKERS=2) the controller receives every worker's reports and prints the
+    # figures; a worker keeps none, or it would overwrite the controller's file with its share.
     if not hasattr(config, "workerinput"):
         _budget = Budget()
 
