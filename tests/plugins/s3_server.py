@@ -12,11 +12,18 @@ enforces and that Statekeeper relies on:
 
 Without them a test could not tell a mover that sends the precondition from one that does not: a GC that
 dropped the ETag from its DeleteObjects would still pass every test. This launcher wraps the three handlers
-before moto's server starts (as tests/plugins/gcs_emulator.py does for the GCS emulator's generations);
-nothing else changes. ETags compare without their quotes, as moto's own checks do.
+before moto's server starts (as tests/plugins/gcs_emulator.py does for the GCS emulator's generations).
+ETags compare without their quotes, as moto's own checks do.
+
+Two more changes make DeleteObjects cost what it costs on S3, so that a benchmark against this endpoint
+measures the client, not moto: a quiet request (`<Quiet>true</Quiet>`) is answered with its errors only, as S3
+answers it (moto lists every deleted key), and `S3Response.backend`, which moto reads once per key and which takes
+a process-wide lock to scan every service's backends, is looked up once per request. Answers are otherwise
+unchanged.
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -28,14 +35,16 @@ from moto.s3.exceptions import PreconditionFailed
 from moto.s3.responses import S3Response
 
 _MESSAGE = "At least one of the pre-conditions you specified did not hold"
+_QUIET = re.compile(rb"<Quiet>\s*true\s*</Quiet>", re.IGNORECASE)
+_ETAG = re.compile(rb"<ETag>[^<]*</ETag>")
 
 
 def _bare(etag: str | None) -> str:
     return (etag or "").replace('"', "")
 
 
-def _current_etag(response: S3Response, bucket: str, key: str) -> str | None:
-    found = response.backend.get_object(bucket, key)
+def _current_etag(backend: Any, bucket: str, key: str) -> str | None:
+    found = backend.get_object(bucket, key)
     return None if found is None else _bare(found.etag)
 
 
@@ -51,7 +60,7 @@ def _checked_copy(handler: Any, *, target_condition: bool) -> Any:
     def wrapper(self: S3Response, *args: Any, **kwargs: Any) -> Any:
         want = self.headers.get("x-amz-copy-source-if-match")
         if want is not None:
-            current = _current_etag(self, *_copy_source(self))
+            current = _current_etag(self.backend, *_copy_source(self))
             if current is not None and current != _bare(want):   # a missing source: moto answers 404 itself
                 raise PreconditionFailed("x-amz-copy-source-If-Match")
         if target_condition and self.headers.get("If-None-Match") == "*":
@@ -63,14 +72,21 @@ def _checked_copy(handler: Any, *, target_condition: bool) -> Any:
 
 def _checked_delete_keys(handler: Any) -> Any:
     """DeleteObjects: each object that names an ETag is deleted only while it is that object's ETag; the
-    others are answered as S3 answers them (per key, in the same 200 response)."""
+    others are answered as S3 answers them (per key, in the same 200 response). A quiet request is answered with
+    its errors only, as S3 answers it (moto lists every deleted key)."""
     def wrapper(self: S3Response, bucket_name: str, authenticated: bool = True) -> Any:
-        # ElementTree first (C, fast): a request whose every precondition holds goes to moto's handler as it came,
-        # so the check costs a parse and a lookup per key, not a second pass through xmltodict.
         body_text = self.body if isinstance(self.body, (bytes, str)) else bytes(self.body)
-        if (b"<ETag>" if isinstance(body_text, bytes) else "<ETag>") not in body_text:
-            return handler(self, bucket_name, authenticated)
-        root = ElementTree.fromstring(body_text)
+        raw = body_text.encode("utf-8") if isinstance(body_text, str) else body_text
+        quiet = _QUIET.search(raw) is not None
+        if b"<ETag>" not in raw:
+            return _answer(self, handler, bucket_name, authenticated, [], quiet)
+        # ElementTree first (C, fast): a request whose every precondition holds goes to moto's handler without
+        # its ETags (moto ignores them), so the check costs a parse and a lookup per key, not a second pass through
+        # xmltodict.
+        root = ElementTree.fromstring(raw)
+        # One lookup per request: moto's `S3Response.backend` takes a process-wide lock and scans every service's
+        # backends on each access, which per key made this check cost more than the deletes themselves.
+        backend = self.backend
         refusals: dict[str, tuple[str, str]] = {}
         for obj in root:
             if obj.tag.rpartition("}")[2] != "Object":
@@ -84,14 +100,15 @@ def _checked_delete_keys(handler: Any) -> Any:
                     etag = child.text or ""
             if key is None or etag is None:
                 continue
-            current = _current_etag(self, bucket_name, key)
+            current = _current_etag(backend, bucket_name, key)
             if current is None:
                 refusals[key] = ("NoSuchKey", "The specified key does not exist.")
             elif current != _bare(etag):
                 refusals[key] = ("PreconditionFailed", _MESSAGE)
         if not refusals:
-            return handler(self, bucket_name, authenticated)
-        body = xmltodict.parse(self.body, strip_whitespace=False)
+            self.body = _ETAG.sub(b"", raw)
+            return _answer(self, handler, bucket_name, authenticated, [], quiet)
+        body = xmltodict.parse(raw, strip_whitespace=False)
         objects = body["Delete"].get("Object", [])
         if not isinstance(objects, list):
             objects = [objects]
@@ -101,19 +118,40 @@ def _checked_delete_keys(handler: Any) -> Any:
             self.data["Action"] = "DeleteObjects"
             return self.serialized(ActionResult({"Deleted": [], "Errors": refused}))
         self.body = xmltodict.unparse({"Delete": {**body["Delete"], "Object": passing}})
-        serialized = self.serialized
-
-        def with_refusals(result: ActionResult) -> Any:
-            merged = dict(result.result)  # type: ignore[call-overload]
-            merged["Errors"] = [*merged.get("Errors", []), *refused]
-            return serialized(ActionResult(merged))
-
-        self.serialized = with_refusals  # type: ignore[method-assign]
-        try:
-            return handler(self, bucket_name, authenticated)
-        finally:
-            del self.serialized
+        return _answer(self, handler, bucket_name, authenticated, refused, quiet)
     return wrapper
+
+
+def _answer(response: S3Response, handler: Any, bucket_name: str, authenticated: bool, refused: list[dict[str, str]],
+            quiet: bool) -> Any:
+    """moto's DeleteObjects answer, with the refused keys' errors added and, in quiet mode, no `Deleted` list."""
+    if not refused and not quiet:
+        return handler(response, bucket_name, authenticated)
+    serialized = response.serialized
+
+    def amended(result: ActionResult) -> Any:
+        merged = dict(result.result)  # type: ignore[call-overload]
+        merged["Errors"] = [*merged.get("Errors", []), *refused]
+        if quiet:
+            merged["Deleted"] = []
+        return serialized(ActionResult(merged))
+
+    response.serialized = amended  # type: ignore[method-assign]
+    try:
+        return handler(response, bucket_name, authenticated)
+    finally:
+        del response.serialized
+
+
+def _backend_once(fget: Any) -> property:
+    """`S3Response.backend` computed once per request (one S3Response serves one request): moto's own
+    DeleteObjects handler reads it per key, and each read takes a process-wide lock and scans every service."""
+    def backend(self: S3Response) -> Any:
+        found = self.__dict__.get("_statekeeper_backend")
+        if found is None:
+            found = self.__dict__["_statekeeper_backend"] = fget(self)
+        return found
+    return property(backend)
 
 
 def _seeding(app: Any) -> Any:
@@ -145,6 +183,7 @@ def _seeding(app: Any) -> Any:
 
 
 def install() -> None:
+    S3Response.backend = _backend_once(S3Response.backend.fget)  # type: ignore[method-assign,assignment]
     S3Response.copy_object = _checked_copy(S3Response.copy_object, target_condition=True)  # type: ignore[method-assign]
     S3Response.upload_part_copy = _checked_copy(S3Response.upload_part_copy,  # type: ignore[method-assign]
                                                 target_condition=False)
