@@ -43,8 +43,8 @@ def _bare(etag: str | None) -> str:
     return (etag or "").replace('"', "")
 
 
-def _current_etag(backend: Any, bucket: str, key: str) -> str | None:
-    found = backend.get_object(bucket, key)
+def _current_etag(response: S3Response, bucket: str, key: str) -> str | None:
+    found = response.backend.get_object(bucket, key)
     return None if found is None else _bare(found.etag)
 
 
@@ -60,7 +60,7 @@ def _checked_copy(handler: Any, *, target_condition: bool) -> Any:
     def wrapper(self: S3Response, *args: Any, **kwargs: Any) -> Any:
         want = self.headers.get("x-amz-copy-source-if-match")
         if want is not None:
-            current = _current_etag(self.backend, *_copy_source(self))
+            current = _current_etag(self, *_copy_source(self))
             if current is not None and current != _bare(want):   # a missing source: moto answers 404 itself
                 raise PreconditionFailed("x-amz-copy-source-If-Match")
         if target_condition and self.headers.get("If-None-Match") == "*":
@@ -84,9 +84,6 @@ def _checked_delete_keys(handler: Any) -> Any:
         # its ETags (moto ignores them), so the check costs a parse and a lookup per key, not a second pass through
         # xmltodict.
         root = ElementTree.fromstring(raw)
-        # One lookup per request: moto's `S3Response.backend` takes a process-wide lock and scans every service's
-        # backends on each access, which per key made this check cost more than the deletes themselves.
-        backend = self.backend
         refusals: dict[str, tuple[str, str]] = {}
         for obj in root:
             if obj.tag.rpartition("}")[2] != "Object":
@@ -100,7 +97,7 @@ def _checked_delete_keys(handler: Any) -> Any:
                     etag = child.text or ""
             if key is None or etag is None:
                 continue
-            current = _current_etag(backend, bucket_name, key)
+            current = _current_etag(self, bucket_name, key)
             if current is None:
                 refusals[key] = ("NoSuchKey", "The specified key does not exist.")
             elif current != _bare(etag):
@@ -145,7 +142,8 @@ def _answer(response: S3Response, handler: Any, bucket_name: str, authenticated:
 
 def _backend_once(fget: Any) -> property:
     """`S3Response.backend` computed once per request (one S3Response serves one request): moto's own
-    DeleteObjects handler reads it per key, and each read takes a process-wide lock and scans every service."""
+    DeleteObjects handler and the precondition check above read it per key, and each read takes a process-wide
+    lock and scans every service."""
     def backend(self: S3Response) -> Any:
         found = self.__dict__.get("_statekeeper_backend")
         if found is None:
