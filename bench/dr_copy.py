@@ -11,9 +11,9 @@ target are buckets on it; a second moto server is the other endpoint a streamed 
                     project's: its botocore pin conflicts with ours), default settings (10 requests in
                     flight), path-style addressing. Between buckets of one endpoint it copies server-side:
                     one CopyObject per object, after listing both sides.
-* ours            - exactly the job's copy step (CopyToDr._copy_round): the plan (source_uri, target_uri,
+* ours            - exactly the job's copy step (CopyToDr._transfer): the plan (source_uri, target_uri,
                     expected_size, expected_version: the source's size and ETag as the index records them) read
-                    by Spark, `repartition(4 x cores, "target_uri").mapInArrow(CopyTask(...))`, outcomes
+                    by Spark, `in_target_order(rows, 4 x cores).mapInArrow(CopyTask(...))`, outcomes
                     counted, on a local Spark session (local[--cores]) with the job's defaults (16 copies in
                     flight per task, size verification). Source and target are one store and identity, so
                     CopyObject pinned to the indexed ETag (CopySourceIfMatch), create-only (If-None-Match: *);
@@ -174,15 +174,15 @@ def _versions(fio, source_root: str) -> dict[str, str]:
 
 
 def _copy_step(spark, plan: Path, task) -> tuple[float, dict[str, tuple[int, int]], list[str]]:
-    """The job's copy step (CopyToDr._copy_round): repartition by target, mapInArrow(task), counts."""
+    """The job's copy step (CopyToDr._transfer): rows in target order, mapInArrow(task), counts."""
     from pyspark.sql import functions as F
 
-    from statekeeper.replicate.tasks import COPY_OUT_SPARK
+    from statekeeper.replicate.tasks import COPY_OUT_SPARK, in_target_order
 
     parts = max(1, spark.sparkContext.defaultParallelism) * 4
     t = time.perf_counter()
     objects = spark.read.parquet(str(plan))
-    copied = objects.repartition(parts, "target_uri").mapInArrow(task, COPY_OUT_SPARK)
+    copied = in_target_order(objects, parts).mapInArrow(task, COPY_OUT_SPARK)
     rows = copied.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"),
                                          F.first("message", ignorenulls=True).alias("example")).collect()
     seconds = time.perf_counter() - t

@@ -287,7 +287,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         """Copy the distinct objects in Spark tasks (what the target provably has is skipped), then
         verify what was copied or skipped at the target: both outcomes, kept, and the accumulator of what
         the copies achieved per target job prefix (complete once the outcomes have been computed)."""
-        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask
+        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask, in_target_order
         from statekeeper.storage.pace_report import PrefixAccumulator
 
         opts = self.options
@@ -306,12 +306,12 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         checksum = opts.verify is VerifyMode.CHECKSUM
         slots = max(1, sc.defaultParallelism)
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
-        copied = ctx.keep(objects.repartition(parts, "target_uri").mapInArrow(
+        copied = ctx.keep(in_target_order(objects, parts).mapInArrow(
             CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
                      opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
         ctx.beat.phase(f"verifying at the target (round {round_no})")
-        verified = ctx.keep(copied.where(_transferred()).select("target_uri", "size", "checksum")
-                            .repartition(parts, "target_uri")
+        verified = ctx.keep(in_target_order(copied.where(_transferred()).select("target_uri", "size", "checksum"),
+                                            parts)
                             .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
                                         VERIFY_OUT_SPARK))
         return copied, verified, acc_prefixes
@@ -377,7 +377,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         """--mode verify: each target `_metadata`'s newest verified copy, checked again object by object."""
         from pyspark.sql import functions as F
 
-        from statekeeper.replicate.tasks import VERIFY_OUT_SPARK, VerifyTask
+        from statekeeper.replicate.tasks import VERIFY_OUT_SPARK, VerifyTask, in_target_order
         from statekeeper.tables import delta_log
 
         opts = self.options
@@ -389,8 +389,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         checksum = opts.verify is VerifyMode.CHECKSUM
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
         ctx.beat.phase("re-verifying copies at the target")
-        checked = ctx.keep(items.select("target_uri", "size", "checksum", "version").distinct()
-                           .repartition(parts, "target_uri")
+        checked = ctx.keep(in_target_order(items.select("target_uri", "size", "checksum", "version").distinct(), parts)
                            .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
                                        VERIFY_OUT_SPARK))
         unverified = ~F.coalesce("verified", F.lit(False))
