@@ -70,11 +70,11 @@ demo: setup
 # The wall time of the whole target (setup included) is printed last, against the budget in tests/README.md;
 # pytest's own last lines (tests/plugins/budget.py) give the slowest tests and modules.
 MAKE_T0 := $(shell date +%s)
-# TEST_WORKERS=2: two pytest workers, each running whole modules (--dist loadfile: a module's fixtures stay in one
-# process). Measured on this machine: tests/gc, replicate and storage 20:44 against 23:01 in one process; the whole
-# suite 51:26 with two, which no same-commit run in one process was there to compare with. Until such a pair shows
-# the gain, make test (and CI) runs one process: the default is what CI has passed.
-TEST_WORKERS ?= 0
+# TEST_WORKERS=2 (the default): two pytest workers, each running whole modules (--dist loadfile: a module's
+# fixtures stay in one process). The whole suite on this 2-core machine: 61:23 of pytest in one process (ca5474c),
+# 51:26 with two (b5a1b7f); the tests' CPU is what remains, the idle time of one process's waits is what two take.
+# TEST_WORKERS=0 runs one process (to bisect an interaction between modules).
+TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 test: setup
 	@rc=0; $(PY) -m pytest $(XDIST) $(PYTEST_ARGS) || rc=$$?; t=$$(( $$(date +%s) - $(MAKE_T0) )); \
