@@ -397,6 +397,10 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         application_args for the provider's hook; inside the block the storage variables are in this
         process's environment. Everything written is removed when the block ends."""
         spark_conn = self._spark_connection()
+        # The task's own settings, put back when the block ends: an operator executed again in one process (a
+        # retry, dag.test) would otherwise start from the last submission's conf, with its JVM options and the
+        # temporary paths they name.
+        own = (self.conf, self.env_vars, self.properties_file, self.application_args, self.py_files)
         # The hook decides argv vs environment from the effective master (an override is the master
         # of the connection it is built with, see _get_hook); the storage variables also stay out of
         # env_vars when only the connection's master is a cluster one (the process environment
@@ -404,10 +408,10 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
         env = _driver_env()
-        jvm = None
+        conf, jvm = self.conf, None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
-            self.conf, jvm = local_master_conf(self.conf or {}, {**os.environ, **(self.env_vars or {})})
+            conf, jvm = local_master_conf(self.conf or {}, {**os.environ, **(self.env_vars or {})})
         # The source store's variables and the target store's (prefixed): both take every path below.
         storage_env = {**_connection_env(self.storage_conn_id),
                        **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
@@ -415,12 +419,12 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         if not on_argv:
             env.update(storage_env)  # local/standalone masters: the hook puts env_vars in Popen's env
         user_env = dict(self.env_vars or {})
-        self.env_vars = {**env, **user_env}
         tmp = Path(tempfile.mkdtemp(prefix="statekeeper-submit-"))  # mode 0700
         sub = Submission(tmp_dir=tmp, result_file=tmp / "result.json", master=master,
                          process_env=storage_env if on_argv else {}, jvm=jvm)
         user_properties = self.properties_file
         try:
+            self.conf, self.env_vars = conf, {**env, **user_env}
             kind = cluster_kind(master)
             if on_argv and storage_env and kind is not None:
                 base = Path(user_properties) if user_properties else spark_defaults_file({**os.environ, **user_env})
@@ -433,7 +437,7 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             with scoped_environ(sub.process_env):
                 yield sub
         finally:
-            self.properties_file = user_properties
+            self.conf, self.env_vars, self.properties_file, self.application_args, self.py_files = own
             shutil.rmtree(tmp, ignore_errors=True)
             if jvm is not None:
                 jvm.discard()

@@ -12,11 +12,13 @@
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -253,14 +255,19 @@ def recording_spark_submit(tmp_path, monkeypatch):
     return str(script), record
 
 
-def _submit_locally(binary: str, record: Path, source: str) -> tuple[str, dict[str, str]]:
-    """Execute a copy_to_dr task on the local Spark connection through the recording spark-submit: (argv as one
-    argument a line, the environment it ran with)."""
+def _local_operator(binary: str, source: str) -> Any:
+    """A copy_to_dr task on the local Spark connection, submitting through the recording spark-submit."""
     op = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
                            spark_binary=binary, storage_conn_id=source, target_storage_conn_id="sk_dr",
                            job_args=["--warehouse", "/nonexistent"])
     assert "target_storage_conn_id" in op.template_fields
-    op.execute({})
+    return op
+
+
+def _submit_locally(binary: str, record: Path, source: str) -> tuple[str, dict[str, str]]:
+    """Execute a local copy_to_dr task through the recording spark-submit: (argv as one argument a line, the
+    environment it ran with)."""
+    _local_operator(binary, source).execute({})
     env = dict(line.split("=", 1) for line in (record / "env").read_text().splitlines() if "=" in line)
     return (record / "argv").read_text(), env
 
@@ -315,3 +322,24 @@ def test_local_submit_writes_the_class_archive_only_without_a_configuration_dire
     monkeypatch.delenv("SPARK_CONF_DIR")
     java = _driver_java_options(_submit_locally(*recording_spark_submit, "")[0])
     assert f"-XX:ArchiveClassesAtExit={cache / 'jvm'}/" in java, java
+
+
+@pytest.mark.airflow
+def test_an_operator_executed_again_submits_as_the_first_time(cluster_connections, dr_connection,
+                                                               recording_spark_submit, tmp_path, monkeypatch):
+    """A retry or dag.test executes the same operator object again in one process. The second submission must not
+    start from what the first wrote into the task: its conf carried the first driver's JVM options, whose archive
+    path was a temporary name of the first submission."""
+    monkeypatch.setenv("STATEKEEPER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SPARK_CONF_DIR")   # so that a local driver is given an archive to write
+    binary, record = recording_spark_submit
+    op = _local_operator(binary, "sk_s3")
+    own = (copy.deepcopy(op.conf), copy.deepcopy(op.env_vars), op.properties_file, copy.deepcopy(op.application_args),
+           op.py_files)
+    seen = []
+    for _ in range(2):
+        op.execute({})
+        seen.append(_driver_java_options((record / "argv").read_text()))
+        assert (op.conf, op.env_vars, op.properties_file, op.application_args, op.py_files) == own
+    for java in seen:
+        assert java.count("-XX:ArchiveClassesAtExit=") == 1 and java.count("-XX:TieredStopAtLevel=1") == 1, java
