@@ -354,6 +354,20 @@ def test_target_symlinked_into_a_source_root_is_refused(dirs, tmp_path):
     assert sorted(os.listdir(src[7:])) == ["f"]
 
 
+@pytest.mark.parametrize("planned", [False, True], ids=["stat", "planned"])
+def test_target_that_is_a_symlink_into_a_source_root_is_refused_and_never_written_through(dirs, planned):
+    src, dst = dirs
+    _put(RoutingFileIO(), f"{src}/f", b"data")
+    _put(RoutingFileIO(), f"{src}/g", b"keep")
+    os.symlink(f"{src[7:]}/g", f"{dst[7:]}/f")
+    info = RoutingFileIO().stat(f"{src}/f")
+    item = TransferItem(f"{src}/f", f"{dst}/f", info.size, source_version=info.etag if planned else None)
+    [result] = list(_local_transfer(dirs).run([item]))
+    assert result.outcome is TransferOutcome.FAILED
+    assert "symlink" in result.message, result.message
+    assert open(f"{src[7:]}/g", "rb").read() == b"keep" and os.path.islink(f"{dst[7:]}/f")
+
+
 def test_target_outside_the_target_roots_is_refused(dirs, tmp_path):
     src, dst = dirs
     _put(RoutingFileIO(), f"{src}/f", b"data")
