@@ -310,8 +310,9 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
                      opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
         ctx.beat.phase(f"verifying at the target (round {round_no})")
-        verified = ctx.keep(in_target_order(copied.where(_transferred()).select("target_uri", "size", "checksum"),
-                                            parts)
+        # The copy's outcomes are still in its tasks' key ranges: re-sorted in place, no second shuffle.
+        verified = ctx.keep(copied.where(_transferred()).select("target_uri", "size", "checksum")
+                            .sortWithinPartitions("target_uri")
                             .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
                                         VERIFY_OUT_SPARK))
         return copied, verified, acc_prefixes
