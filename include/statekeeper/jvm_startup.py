@@ -9,7 +9,8 @@ a private name, published by an atomic rename only after a normal exit); later r
 archive's name is a digest of what the JVM checks it against (the JDK binary, the path, size and
 time of each of Spark's jars, the task's extra class path), so a new JDK, other jars or another
 installation of the same jars get a new archive; a JVM that still cannot use
-one says so in one warning line and starts as it would without it.
+one says so in one warning line and starts as it would without it. Each use of an archive sets its
+mtime; archives unused for UNUSED_DAYS are removed when another is published (`prune`).
 
 Cluster executors live long enough for C2 and are started by the cluster manager: none of this
 applies to them. A job started as `python spark_jobs/<job>.py --master local[N]` maps the archive
@@ -20,12 +21,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+UNUSED_DAYS = 14   # an archive no local driver mapped for this long is removed when another is published
 # Spark settings that change the driver's class path, hence the archive.
 _CLASS_PATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
 # Directories spark-submit's launcher puts on the driver's class path when set. The JDK refuses to dump an
@@ -53,13 +56,51 @@ class JvmStartup:
             if self.pending.stat().st_size == 0:
                 return False
             os.replace(self.pending, self.archive)
-            return True
         except FileNotFoundError:
             return False
+        prune(self.archive.parent, keep=self.archive)
+        return True
 
     def discard(self) -> None:
         if self.pending is not None:
             self.pending.unlink(missing_ok=True)
+
+
+def prune(directory: Path, *, keep: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove archives no driver has used for UNUSED_DAYS (a mapped archive's mtime is set at each use) and
+    private files of JVMs that never published (killed while writing) older than a day. Each archive is
+    about 150 MB, and every new class path (another checkout's venv, a reinstall, other jars) writes one.
+    A JVM that mapped a removed archive keeps its mapping; one that starts with it gone says so in one
+    warning line and runs without it. Returns what was removed."""
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        if path == keep:
+            continue
+        if path.name.startswith("spark-driver-") and path.name.endswith(".jsa"):
+            limit = UNUSED_DAYS * 86400
+        elif path.name.startswith(".spark-driver-") and path.name.endswith(".tmp"):
+            limit = 86400
+        else:
+            continue
+        try:
+            if now - path.lstat().st_mtime > limit:
+                path.unlink()
+                removed.append(path)
+        except OSError:   # gone meanwhile, or not ours to remove: left alone
+            continue
+    return removed
+
+
+def _mark_used(archive: Path) -> None:
+    try:
+        os.utime(archive)
+    except OSError:   # a read-only cache: the archive is still used, only never pruned by its age
+        pass
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path:
@@ -115,6 +156,7 @@ def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = N
         return JvmStartup(" ".join(options))
     archive = archive_for(conf, environ)
     if archive.is_file():
+        _mark_used(archive)
         return JvmStartup(" ".join([*options, f"-XX:SharedArchiveFile={archive}"]), archive=archive)
     if _non_empty_conf_dir(environ):
         return JvmStartup(" ".join(options))
@@ -137,7 +179,10 @@ def mapped_archive_option(conf: Mapping[str, str], environ: Mapping[str, str] | 
     if _chooses_sharing(conf.get("spark.driver.extraJavaOptions", "")) or _non_empty_conf_dir(environ):
         return ""
     archive = archive_for(conf, environ)
-    return f"-XX:SharedArchiveFile={archive}" if archive.is_file() else ""
+    if not archive.is_file():
+        return ""
+    _mark_used(archive)
+    return f"-XX:SharedArchiveFile={archive}"
 
 
 def with_java_options(conf: Mapping[str, str], options: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -145,3 +146,30 @@ def test_a_job_that_starts_its_own_jvm_maps_an_archive_but_never_writes_one(tmp_
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dx=1\n")
     assert js.mapped_archive_option({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}) == ""
+
+
+def test_archives_unused_for_two_weeks_are_removed_when_another_is_published(tmp_path):
+    """Every new class path (another checkout's venv, a reinstall) writes an archive of about 150 MB; without
+    pruning the cache grew by one per fresh clone. A mapped archive counts as used (its mtime is set)."""
+    js = _startup()
+    env = _env(tmp_path)
+    jvm = tmp_path / "cache" / "jvm"
+    jvm.mkdir(parents=True)
+    old = time.time() - (js.UNUSED_DAYS + 1) * 86400
+    stale, in_use, recent = (jvm / f"spark-driver-{n}.jsa" for n in ("0" * 16, "1" * 16, "2" * 16))
+    dead_write, other = jvm / ".spark-driver-3.jsa.abc.tmp", jvm / "notes.txt"
+    for path in (stale, in_use, recent, dead_write, other):
+        path.write_bytes(b"x")
+    for path in (stale, in_use, dead_write, other):
+        os.utime(path, (old, old))
+    # a driver maps `in_use` (as local_startup and mapped_archive_option do when its class path matches)
+    js._mark_used(in_use)
+    first = js.local_startup({}, env)
+    first.pending.write_bytes(b"archive")
+    assert first.publish() is True
+    assert sorted(p.name for p in jvm.iterdir()) == sorted([first.archive.name, in_use.name, recent.name, other.name])
+    # mapping the published archive marks it used too
+    os.utime(first.archive, (old, old))
+    assert f"-XX:SharedArchiveFile={first.archive}" in js.local_startup({}, env).options
+    assert time.time() - first.archive.stat().st_mtime < 3600
+    assert js.prune(jvm) == []
