@@ -72,7 +72,7 @@ demo: setup
 MAKE_T0 := $(shell date +%s)
 # TEST_WORKERS=2 (the default): two pytest workers, each running whole modules (--dist loadfile: a module's
 # fixtures stay in one process). The whole suite on this 2-core machine: 61:23 of pytest in one process (ca5474c),
-# 51:26 with two (b5a1b7f); the tests' CPU is what remains, the idle time of one process's waits is what two take.
+# 51:53 with two (e42e3d8, which added one test module); two take the idle time of one process's waits, the CPU stays.
 # TEST_WORKERS=0 runs one process (to bisect an interaction between modules).
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 UNUSED_DAYS = 14   # an archive no local driver mapped for this long is removed when another is published
+_ARCHIVE_PREFIX = "spark-driver-"   # archives are <prefix><digest>.jsa; a JVM's private file is .<archive>.<id>.tmp
 # Spark settings that change the driver's class path, hence the archive.
 _CLASS_PATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
 # Directories spark-submit's launcher puts on the driver's class path when set. The JDK refuses to dump an
@@ -66,13 +67,13 @@ class JvmStartup:
             self.pending.unlink(missing_ok=True)
 
 
-def prune(directory: Path, *, keep: Path | None = None, now: float | None = None) -> list[Path]:
+def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
     """Remove archives no driver has used for UNUSED_DAYS (a mapped archive's mtime is set at each use) and
     private files of JVMs that never published (killed while writing) older than a day. Each archive is
     about 150 MB, and every new class path (another checkout's venv, a reinstall, other jars) writes one.
     A JVM that mapped a removed archive keeps its mapping; one that starts with it gone says so in one
     warning line and runs without it. Returns what was removed."""
-    now = time.time() if now is None else now
+    now = time.time()
     removed = []
     try:
         entries = list(directory.iterdir())
@@ -81,9 +82,9 @@ def prune(directory: Path, *, keep: Path | None = None, now: float | None = None
     for path in entries:
         if path == keep:
             continue
-        if path.name.startswith("spark-driver-") and path.name.endswith(".jsa"):
+        if path.name.startswith(_ARCHIVE_PREFIX) and path.name.endswith(".jsa"):
             limit = UNUSED_DAYS * 86400
-        elif path.name.startswith(".spark-driver-") and path.name.endswith(".tmp"):
+        elif path.name.startswith(f".{_ARCHIVE_PREFIX}") and path.name.endswith(".tmp"):
             limit = 86400
         else:
             continue
@@ -143,7 +144,7 @@ def archive_for(conf: Mapping[str, str], environ: Mapping[str, str]) -> Path:
     """Where the archive for a driver with this `conf` is (or would be written)."""
     key = hashlib.sha1("\n".join([_jdk_identity(environ), _spark_jars(),
                                   *(f"{k}={conf.get(k, '')}" for k in _CLASS_PATH_KEYS)]).encode()).hexdigest()[:16]
-    return cache_dir(environ) / f"spark-driver-{key}.jsa"
+    return cache_dir(environ) / f"{_ARCHIVE_PREFIX}{key}.jsa"
 
 
 def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> JvmStartup:
