@@ -56,6 +56,7 @@ STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc"
 class Figures:
     walls: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    sites: list[list[tuple[str, str]]] = field(default_factory=list)   # per run: (phase, call site) per Spark job
     spark: list[tuple[int, int, int]] = field(default_factory=list)  # jobs, stages, tasks
     codes: list[int] = field(default_factory=list)
 
@@ -92,6 +93,7 @@ class Submitter:
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)
         figures.spark.append(_spark_counts(events))
+        figures.sites.append(_job_sites(events))
         if m.returncode not in (0, 1):
             raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}")
         shutil.rmtree(events, ignore_errors=True)
@@ -110,6 +112,47 @@ def _spark_counts(events: Path) -> tuple[int, int, int]:
             elif '"Event":"SparkListenerTaskEnd"' in line:
                 tasks += 1
     return jobs, stages, tasks
+
+
+def _job_sites(events: Path) -> list[tuple[str, str, float]]:
+    """(phase, call site, seconds) of every Spark job the run started: the phase is the job description
+    the statekeeper jobs set per phase, the call site the Python line PySpark names (e.g. `count at
+    .../replicate/job.py:297`), so a job that runs more Spark jobs than it needs shows where."""
+    started: dict[int, tuple[str, str, int]] = {}
+    ended: dict[int, int] = {}
+    for log in events.rglob("*"):
+        if not log.is_file() or log.name.startswith("."):
+            continue
+        for line in log.open(encoding="utf-8", errors="replace"):
+            if '"Event":"SparkListenerJobStart"' in line:
+                event = json.loads(line)
+                props = event.get("Properties") or {}
+                started[event["Job ID"]] = (props.get("spark.job.description") or "",
+                                            _short_site(props.get("callSite.short") or "?"),
+                                            event.get("Submission Time", 0))
+            elif '"Event":"SparkListenerJobEnd"' in line:
+                event = json.loads(line)
+                ended[event["Job ID"]] = event.get("Completion Time", 0)
+    return [(phase, site, max(0, ended.get(job, at) - at) / 1000) for job, (phase, site, at) in sorted(started.items())]
+
+
+def _short_site(site: str) -> str:
+    """The call site below the library or job directory: the checkout's own path (or the zip's) is noise."""
+    head, _, where = site.partition(" at ")
+    for marker in ("statekeeper.zip/", "include/", "spark_jobs/"):
+        if marker in where:
+            return f"{head} at {where[where.index(marker) + len(marker):]}"
+    return site
+
+
+def _print_sites(label: str, sites: list[tuple[str, str, float]]) -> None:
+    groups: dict[tuple[str, str], list[float]] = {}
+    for phase, site, seconds in sites:
+        groups.setdefault((site, phase), []).append(seconds)
+    total = sum(s for _, _, s in sites)
+    print(f"\n{label}: {len(sites)} Spark job(s), {total:.1f}s in jobs (last run), by call site and phase")
+    for (site, phase), secs in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  {len(secs):4d} {sum(secs):6.1f}s  {site:64.64}  {phase[:50]}")
 
 
 def _sample_roots(checkout: Path) -> list[str]:
@@ -162,6 +205,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dag", action="store_true", help="also time the whole maintenance DAG (dag.test, twice: "
                                                       "the first warms Airflow's database)")
     p.add_argument("--checkout", type=Path, default=REPO, help="run the jobs of this checkout")
+    p.add_argument("--jobs", action="store_true", help="also list each job's Spark jobs by phase and Python call "
+                                                       "site (from the last run's event log)")
     args = p.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s]
     unknown = set(steps) - set(STEPS)
@@ -232,6 +277,9 @@ def main(argv: list[str]) -> int:
                 suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()
                 print(f"{store}: the quality suite costs {suite:.1f}s of validate "
                       f"({suite / base:.2f}x the empty job)")
+        if args.jobs:
+            for (store, step), f in figures.items():
+                _print_sites(f"{store} {step}", f.sites[-1])
         if args.dag and "sample" in stores:
             _run_dag(checkout, stores["sample"], work / "dag-warm")
             wall = _run_dag(checkout, stores["sample"], work)

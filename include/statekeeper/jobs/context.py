@@ -16,20 +16,29 @@ from statekeeper.tables.warehouse import Warehouse
 
 
 class Materialized:
-    """Caches DataFrames a job reuses and computes them once, now; unpersists them on exit.
+    """Computes DataFrames a job reuses once, now, and cuts their lineage; frees them on exit.
 
-    Used instead of localCheckpoint: Spark 4.2 fails to plan some unions of locally checkpointed
-    plans ("key not found" in UnionBase.rewriteConstraints), and caching keeps stat calls and
-    Python UDF passes from running twice.
+    A local checkpoint, not a cache: a cached frame keeps its whole plan, and every frame built on
+    it (and on frames built on those) plans, optimizes and describes that plan again. Spark writes a
+    plan description for every SQL execution and every adaptive re-plan, and a cached relation's
+    description includes the plan it caches: a DR copy round, whose frames nest six deep, spent
+    more than half its time building plan strings (32 s of a run against 12 s checkpointed, on the
+    sample store). A checkpointed frame is a leaf: its rows, its schema, nothing above.
+
+    What a checkpoint gives up: Spark cannot recompute lost blocks (a lost executor fails the run
+    instead of re-running its tasks), which is what the frames kept here want anyway: the copy,
+    verify and `_metadata` tasks must not run twice. (Caching replaced checkpoints once because
+    Spark 4.2 previews failed to plan a union of two checkpointed frames, "key not found" in
+    UnionBase.rewriteConstraints; the chains job's union of its direct and transitive edges plans
+    on 4.2.0, tests/chains.)
     """
 
     def __init__(self) -> None:
         self._frames: list[Any] = []
 
     def __call__(self, df: Any) -> Any:
-        df = df.persist()
+        df = df.localCheckpoint(eager=True)
         self._frames.append(df)
-        df.count()
         return df
 
     def __enter__(self) -> Materialized:
@@ -37,11 +46,19 @@ class Materialized:
 
     def __exit__(self, *exc: object) -> None:
         for df in reversed(self._frames):
-            try:
-                df.unpersist()
-            except Exception:  # noqa: BLE001 - best effort: the session may be gone
-                pass
+            _release(df)
         self._frames.clear()
+
+
+def _release(df: Any) -> None:
+    """Drop a checkpointed frame's blocks now rather than when the JVM collects its RDD (a test
+    session or a notebook runs many jobs in one driver)."""
+    try:
+        plan = df._jdf.queryExecution().logical()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+    except Exception:  # noqa: BLE001 - best effort: the session may be gone
+        pass
 
 
 @dataclass
