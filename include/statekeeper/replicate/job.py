@@ -143,10 +143,12 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
         known = self._known_targets(ctx)
         for round_no in range(opts.max_fallbacks + 1):
-            if chosen.isEmpty():
+            # Every group has a rank-0 candidate: the first round is empty only when there are no groups.
+            attempted = groups if round_no == 0 else int(chosen.count())
+            if attempted == 0:
                 break
             if round_no:
-                fallbacks += int(chosen.count())
+                fallbacks += attempted
             outcome = self._copy_round(ctx, chosen, refs, files, round_no, known)
             versions.update(outcome["versions"])
             for k in totals:
@@ -242,7 +244,6 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
 
         started = datetime.now(timezone.utc)
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
-        chosen = ctx.keep(chosen)
         cl, refused = self._closure(ctx, chosen, refs, files)
         objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
                    .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
@@ -510,15 +511,13 @@ def _transfer_counts(copied: Any) -> dict[str, int]:
 
 
 def _round_groups(rows: Any) -> dict[str, Any]:
-    """Per copy group, a few rows on the driver (one per job directory, savepoint or --snapshot): those
-    verified, those to retry one checkpoint older, and the problems of the failed ones."""
-    from pyspark.sql import functions as F
-
-    verified_now = [r["group_key"] for r in
-                    rows.where(F.col("status") == DrCopyStatus.VERIFIED.value).select("group_key").collect()]
-    failed = rows.where(F.col("status") == DrCopyStatus.FAILED.value)
-    retry = [r["group_key"] for r in failed.where(F.col("retry")).select("group_key").distinct().collect()]
-    problems = [(r["group_key"], f"{r['source_metadata_uri']}: {r['problem']}") for r in
-                failed.select("group_key", "source_metadata_uri", "problem").orderBy("source_metadata_uri")
-                .limit(_PROBLEMS_SHOWN).collect()]
+    """Per copy group, a few rows on the driver (one per job directory, savepoint or --snapshot, each
+    attempted once a round), in one pass: those verified, those to retry one checkpoint older, and
+    the problems of the failed ones."""
+    attempts = rows.select("group_key", "status", "retry", "source_metadata_uri", "problem").collect()
+    verified_now = [r["group_key"] for r in attempts if r["status"] == DrCopyStatus.VERIFIED.value]
+    failed = [r for r in attempts if r["status"] == DrCopyStatus.FAILED.value]
+    retry = sorted({r["group_key"] for r in failed if r["retry"]})
+    problems = [(r["group_key"], f"{r['source_metadata_uri']}: {r['problem']}")
+                for r in sorted(failed, key=lambda r: r["source_metadata_uri"])[:_PROBLEMS_SHOWN]]
     return {"verified_groups": verified_now, "retry_groups": retry, "problems": problems}
