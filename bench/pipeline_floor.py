@@ -56,7 +56,7 @@ STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc"
 class Figures:
     walls: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
-    sites: list[list[tuple[str, str]]] = field(default_factory=list)   # per run: (phase, call site) per Spark job
+    sites: list[list[tuple[str, str, float]]] = field(default_factory=list)  # per run: (phase, call site, s) per Spark job
     spark: list[tuple[int, int, int]] = field(default_factory=list)  # jobs, stages, tasks
     codes: list[int] = field(default_factory=list)
 
@@ -92,32 +92,20 @@ class Submitter:
         figures.walls.append(m.wall_s)
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)
-        figures.spark.append(_spark_counts(events))
-        figures.sites.append(_job_sites(events))
+        counts, sites = _read_events(events)
+        figures.spark.append(counts)
+        figures.sites.append(sites)
         if m.returncode not in (0, 1):
             raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}")
         shutil.rmtree(events, ignore_errors=True)
 
 
-def _spark_counts(events: Path) -> tuple[int, int, int]:
-    jobs = stages = tasks = 0
-    for log in events.rglob("*"):
-        if not log.is_file() or log.name.startswith("."):
-            continue
-        for line in log.open(encoding="utf-8", errors="replace"):
-            if '"Event":"SparkListenerJobStart"' in line:
-                jobs += 1
-            elif '"Event":"SparkListenerStageCompleted"' in line:
-                stages += 1
-            elif '"Event":"SparkListenerTaskEnd"' in line:
-                tasks += 1
-    return jobs, stages, tasks
-
-
-def _job_sites(events: Path) -> list[tuple[str, str, float]]:
-    """(phase, call site, seconds) of every Spark job the run started: the phase is the job description
-    the statekeeper jobs set per phase, the call site the Python line PySpark names (e.g. `count at
-    .../replicate/job.py:297`), so a job that runs more Spark jobs than it needs shows where."""
+def _read_events(events: Path) -> tuple[tuple[int, int, int], list[tuple[str, str, float]]]:
+    """One pass over a run's event log: (Spark jobs, stages, tasks), and the (phase, call site, seconds)
+    of every Spark job. The phase is the job description the statekeeper jobs set per phase, the call
+    site the Python line PySpark names (e.g. `count at .../replicate/job.py:297`), so a job that runs
+    more Spark jobs than it needs shows where."""
+    stages = tasks = 0
     started: dict[int, tuple[str, str, int]] = {}
     ended: dict[int, int] = {}
     for log in events.rglob("*"):
@@ -133,7 +121,12 @@ def _job_sites(events: Path) -> list[tuple[str, str, float]]:
             elif '"Event":"SparkListenerJobEnd"' in line:
                 event = json.loads(line)
                 ended[event["Job ID"]] = event.get("Completion Time", 0)
-    return [(phase, site, max(0, ended.get(job, at) - at) / 1000) for job, (phase, site, at) in sorted(started.items())]
+            elif '"Event":"SparkListenerStageCompleted"' in line:
+                stages += 1
+            elif '"Event":"SparkListenerTaskEnd"' in line:
+                tasks += 1
+    sites = [(phase, site, max(0, ended.get(job, at) - at) / 1000) for job, (phase, site, at) in sorted(started.items())]
+    return (len(started), stages, tasks), sites
 
 
 def _short_site(site: str) -> str:
