@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.harness._fs import cache_root
 from tests.harness.flink import java_command
 
 
@@ -18,9 +20,27 @@ class JavaRun:
     output: str   # stdout + stderr, interleaved
 
 
+def jvm_tmpdir_opt(directory: Path) -> str:
+    """The JVM option giving a harness JVM its own temporary directory.
+
+    Flink's MiniCluster unpacks its RPC system (`flink-rpc-akka*.jar`, 24 MB) and keeps `minicluster_*`
+    under `java.io.tmpdir` and never removes them: with /tmp as the default, a full test run left
+    ~1,000 of them (22 GB) behind and filled the disk mid-run.
+    """
+    return f"-Djava.io.tmpdir={directory}"
+
+
 def run_java(version: str, main_class: str, args: list[str], timeout: float, log: Path | None = None,
              jvm_opts: tuple[str, ...] = ()) -> JavaRun:
-    cmd = java_command(version, f"statekeeper.harness.{main_class}", *args, jvm_opts=jvm_opts)
+    parent = cache_root() / "tmp"
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="jvm-", dir=parent, ignore_cleanup_errors=True) as jvm_tmp:
+        cmd = java_command(version, f"statekeeper.harness.{main_class}", *args,
+                           jvm_opts=(jvm_tmpdir_opt(Path(jvm_tmp)), *jvm_opts))
+        return _run(cmd, timeout, log)
+
+
+def _run(cmd: list[str], timeout: float, log: Path | None) -> JavaRun:
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=timeout)

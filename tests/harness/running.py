@@ -25,7 +25,7 @@ from pathlib import Path
 from tests.harness import scenarios
 from tests.harness._fs import cache_root
 from tests.harness.flink import java_command
-from tests.harness.runner import HarnessRunError, tail
+from tests.harness.runner import HarnessRunError, jvm_tmpdir_opt, tail
 
 # What the live job changes in the scenario's job spec (JobSpec keys). The payload size, key count
 # and parallelism stay those of `incremental`, so verify_restore(version, chk) checks its state.
@@ -162,8 +162,10 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
     lines = scenarios.job_properties(job_plan)
     lines += [f"flink.{key}={value}" for key, value in LIVE_FLINK_OPTIONS.items()]
     plan_file.write_text("\n".join(lines) + "\n")
+    (work / "jvm-tmp").mkdir()
     cmd = java_command(version, "statekeeper.harness.RunJob", str(plan_file), job_plan.name,
-                       str(checkpoint_root), str(work), str(seconds_max), jvm_opts=jvm_opts)
+                       str(checkpoint_root), str(work), str(seconds_max),
+                       jvm_opts=(jvm_tmpdir_opt(work / "jvm-tmp"), *jvm_opts))
     log = work / "runjob.log"
     t0 = time.monotonic()
     with open(log, "wb") as out:
