@@ -119,6 +119,18 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         return {"roots": tuple(self._stat_roots)}
 
     def _run(self, ctx: RunContext) -> ValidationResult:
+        from statekeeper.validate.quality import QualitySuite
+
+        # GX is imported and set up in the background while Spark does the checks.
+        suite = QualitySuite.start(ctx.warehouse, ctx.run_id) if self.options.quality_suite else None
+        try:
+            return self._validated(ctx, suite)
+        except BaseException:
+            if suite is not None:
+                suite.abandon()
+            raise
+
+    def _validated(self, ctx: RunContext, suite: Any) -> ValidationResult:
         beat, log = ctx.beat, ctx.log
         clock = time.monotonic()
         tables = self._read_cut(ctx)
@@ -132,13 +144,16 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
         counts = _counts(results, found, jobs)
         unrestorable = self._unrestorable(jobs, results)
+        if suite is not None:
+            self._quality_metrics(ctx, suite, tables, found, stat)
+            log.info("%s: quality metrics computed (%.1fs)", ctx.label, time.monotonic() - clock)
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(self.inputs.versions,
                                                                                   sort_keys=True)})
         beat.phase("writing validation_results and validation_jobs")
         committed = ctx.write_all([(VALIDATION_RESULTS, results), (VALIDATION_JOBS, jobs)], metadata=metadata)
         log.info("%s: tables written (%.1fs)", ctx.label, time.monotonic() - clock)
-        quality = self._quality_suite(ctx, tables, found, stat) if self.options.quality_suite else None
+        quality = suite.result() if suite is not None else None
         if quality is not None:
             log.info("%s: quality suite done (%.1fs)", ctx.label, time.monotonic() - clock)
 
@@ -192,15 +207,15 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
                         .select(*VALIDATION_JOBS.schema.names))
         return found, results, jobs
 
-    def _quality_suite(self, ctx: RunContext, tables: dict[str, Any], found: Any, stat: Any) -> Any:
-        """The Great Expectations suite over the index tables (and the chains tables, when present)."""
-        from statekeeper.validate.quality import build_assets, run_suite
+    def _quality_metrics(self, ctx: RunContext, suite: Any, tables: dict[str, Any], found: Any, stat: Any) -> None:
+        """The suite's metrics over the index tables (and the chains tables, when present), in Spark."""
+        from statekeeper.validate.quality import build_assets
 
         ctx.beat.phase("quality suite")
         extra = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
         specs = {n: table_spec(n) for n in ("files", "snapshots", "references", "inline_state",
                                             "dependencies", "pins")}
-        return run_suite(build_assets({**tables, **extra}, specs, found, stat), ctx.warehouse, ctx.run_id)
+        suite.submit(build_assets({**tables, **extra}, specs, found, stat))
 
     @staticmethod
     def _unrestorable(jobs: Any, results: Any) -> tuple[UnrestorableJob, ...]:
