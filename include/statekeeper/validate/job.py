@@ -122,7 +122,7 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         from statekeeper.validate.quality import QualitySuite
 
         # GX is imported and set up in the background while Spark does the checks.
-        suite = QualitySuite.start(ctx.warehouse, ctx.run_id) if self.options.quality_suite else None
+        suite = QualitySuite(ctx.warehouse, ctx.run_id) if self.options.quality_suite else None
         try:
             return self._validated(ctx, suite)
         except BaseException:

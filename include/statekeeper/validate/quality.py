@@ -149,7 +149,7 @@ class QualitySuite:
 
     `import great_expectations` alone takes 5-12 s on the 2-core machine (it imports scipy, altair,
     SQLAlchemy, pandas), and rendering the Data Docs 3-4 s (Jinja compiles its templates in every
-    process). Neither needs Spark, so a validation run starts the suite first (`start`), hands it the
+    process). Neither needs Spark, so a validation run starts the suite first (the constructor), hands it the
     metrics Spark computed (`submit`) and collects the report (`result`) after its own tables are
     written. GX decides each expectation with its own `_validate` over those metrics, and builds its
     results and Data Docs as its engine would.
@@ -163,10 +163,6 @@ class QualitySuite:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekeeper-gx")
         self._prepared = self._pool.submit(_prepare_gx)
         self._report: Any = None
-
-    @classmethod
-    def start(cls, warehouse: Warehouse, run_id: str) -> "QualitySuite":
-        return cls(warehouse, run_id)
 
     def submit(self, assets: list[Asset]) -> None:
         """Compute the assets' metrics in Spark (this thread), then evaluate them in the background."""

@@ -1,10 +1,10 @@
 """The metrics the quality suite's expectations are decided on, computed by Spark in one job.
 
 Great Expectations' Spark engine resolves metrics one expectation at a time: 46-89 Spark jobs and
-~10,000 py4j calls for the suite over the sample store, 17-35 s. Here every asset's counts are
-aggregates of one pass over it (uniqueness by a window over the key), the assets' one-row results
-are a union, and one `collect` returns them all. Only an expectation that finds unexpected rows
-costs another job: the first `PARTIAL_UNEXPECTED` of them, for the report.
+~10,000 py4j calls for the suite over the sample store, 17-35 s. Here every asset's rows become 0/1
+flags, every uniqueness key's duplicated values are counted by one grouping, and one query sums both
+per asset (`compute`). Only an expectation that finds unexpected rows costs another job: the first
+`PARTIAL_UNEXPECTED` of them, for the report.
 
 The values follow GX's Spark metric providers, so that GX's own `_validate` of each expectation
 decides and formats exactly what its engine would (tests/validate/test_quality_metrics.py compares
@@ -93,23 +93,23 @@ class AssetMetrics:
         return self.values[key]
 
 
-def _condition(kind: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """(unexpected condition, filtered-row condition or None) of one non-key map expectation."""
+def _condition(kind: str, kwargs: dict[str, Any]) -> Any:
+    """The unexpected-row condition of one map expectation that is not about a key's uniqueness."""
     from pyspark.sql import functions as F
 
     metric, domain = MAP_METRIC[kind], domain_of(kwargs)
     col = F.col(domain[0])
     if metric is MapMetric.NONNULL:
-        return col.isNull(), None
+        return col.isNull()
     if metric is MapMetric.IN_SET:
-        return col.isNotNull() & ~col.isin(list(kwargs["value_set"])), None
+        return col.isNotNull() & ~col.isin(list(kwargs["value_set"]))
     low, high = kwargs.get("min_value"), kwargs.get("max_value")
     inside = F.lit(True)
     if low is not None:
         inside = inside & ((col > F.lit(low)) if kwargs.get("strict_min") else (col >= F.lit(low)))
     if high is not None:
         inside = inside & ((col < F.lit(high)) if kwargs.get("strict_max") else (col <= F.lit(high)))
-    return col.isNotNull() & ~inside, None
+    return col.isNotNull() & ~inside
 
 
 def _present(domain: tuple[str, ...]) -> Any:
@@ -128,7 +128,7 @@ class _Plan:
     columns: tuple[str, ...]
     counts: dict[str, Any]                       # metric key -> condition whose true rows it counts
     keys: dict[str, tuple[str, ...]]             # unique unexpected_count key -> key columns
-    samples: dict[str, tuple[str, tuple[str, ...], Any]]   # unexpected_values key -> (count key, domain, kind)
+    samples: dict[str, tuple[str, tuple[str, ...], Any]]   # unexpected_values key -> (count key, domain, (kind, kwargs))
 
 
 def _plan(asset: str, df: Any, expectations: list[tuple[str, dict[str, Any]]]) -> _Plan:
@@ -152,7 +152,7 @@ def _plan(asset: str, df: Any, expectations: list[tuple[str, dict[str, Any]]]) -
             if metric is MapMetric.COMPOUND_UNIQUE:
                 counts[metric_key(f"{metric.value}.filtered_row_count", domain)] = _present(domain)
         else:
-            counts[count_key] = _condition(kind, kwargs)[0]
+            counts[count_key] = _condition(kind, kwargs)
         samples[metric_key(f"{metric.value}.unexpected_values", domain, kwargs)] = (count_key, domain, (kind, kwargs))
     return _Plan(asset, df, tuple(df.columns), counts, keys, samples)
 
@@ -216,7 +216,7 @@ def _sample(p: _Plan, count_key: str, domain: tuple[str, ...], kind: str, kwargs
         rows = (p.df.where(_present(domain)).select(*domain, seen.alias("__sk_seen")).where(F.col("__sk_seen") > 1)
                 .select(*domain).limit(PARTIAL_UNEXPECTED).collect())
     else:
-        rows = p.df.where(_condition(kind, kwargs)[0]).select(*domain).limit(PARTIAL_UNEXPECTED).collect()
+        rows = p.df.where(_condition(kind, kwargs)).select(*domain).limit(PARTIAL_UNEXPECTED).collect()
     if len(domain) == 1:
         return [r[0] for r in rows]
     return [r.asDict() for r in rows]
