@@ -79,3 +79,21 @@ def test_no_cases_and_unknown_jobs_need_no_jvm(tmp_path):
 def test_verify_many_source_is_not_part_of_the_fixture_hash():
     from tests.harness.flink import _NOT_GENERATOR
     assert "VerifyMany.java" in _NOT_GENERATOR   # editing it must not regenerate any fixture
+
+
+@pytest.mark.flink
+def test_a_harness_jvm_leaves_nothing_in_the_system_temp_dir(flink_harness, flink_fixture):
+    """Flink's MiniCluster unpacks its RPC jar (24 MB) and minicluster_* dirs into java.io.tmpdir and
+    never removes them; every harness JVM has a private one, removed when it exits. With /tmp as the
+    default a full test run left ~1,000 jars (22 GB) there and ran out of disk."""
+    import tempfile
+
+    system_tmp = Path(tempfile.gettempdir())
+
+    def flink_leftovers() -> set[str]:
+        return {p.name for p in system_tmp.iterdir() if p.name.startswith(("flink-rpc", "minicluster_"))}
+
+    before = flink_leftovers()
+    newest = flink_fixture(VERSION, "incremental").retained_checkpoints("A")[-1]
+    assert flink_harness.verify_restore(VERSION, newest).ok
+    assert flink_leftovers() - before == set()
