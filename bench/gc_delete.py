@@ -9,6 +9,8 @@ S3 (a moto server on loopback started by the bench, enforcing S3's conditional d
                     default 5,000 keys) and reported as keys/s;
 * raw batches     - a bare multi-threaded `DeleteObjects` script: 1,000-key batches, --threads threads, no
                     precondition and no re-check (the fastest anyone can delete, and the least safe);
+* raw, pinned     - the same script sending each key's listed ETag (S3's conditional delete, what ours sends):
+                    separates what the endpoint spends on checking preconditions from what our client spends;
 * ours            - the GC job's deletion stage: `statekeeper.gc.execute.delete_plan` (the plan's rows hash
                     partitioned by root, bucket and directory, `DeleteTask` -> `Deleter` in `mapInArrow`) on a
                     local Spark session (local[--cores]), outcome counts collected. Every key is deleted only
@@ -181,32 +183,34 @@ def run_s3(args, spark, work: Path) -> dict:
         _write_plan(S3FileIO(config).list(f"s3://{warm}/cp"), f"s3://{warm}/cp", work / "warm.parquet")
         _ours(spark, work / "warm.parquet", config, [f"s3://{warm}/cp"])
 
-        ways = ["seq", "raw", "ours"] + (["listing"] if args.with_listing else [])
+        ways = ["seq", "raw", "raw_pinned", "ours"] + (["listing"] if args.with_listing else [])
         for rep in range(args.repeat):
             for way in ways:
-                bucket, keys = fresh(way, n_seq if way == "seq" else n)
+                bucket, keys = fresh(way.replace("_", "-"), n_seq if way == "seq" else n)
                 root = f"s3://{bucket}/cp"
                 if way in ("ours", "listing"):
                     _write_plan(S3FileIO(config).list(root), root, work / "plan-s3.parquet")
+                etags = ({info.uri.split("/", 3)[3]: info.etag for info in S3FileIO(config).list(root)}
+                         if way == "raw_pinned" else {})
                 offset = log.stat().st_size
                 if way == "seq":
                     t = time.perf_counter()
                     for k in keys:
                         client.delete_object(Bucket=bucket, Key=k)
                     seconds = time.perf_counter() - t
-                elif way == "raw":
+                elif way in ("raw", "raw_pinned"):
                     batches = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
 
-                    def delete_batch(batch: list[str], bucket: str = bucket) -> int:
-                        response = client.delete_objects(
-                            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                    def delete_batch(batch: list[str], bucket: str = bucket, etags: dict = etags) -> int:
+                        objects = [{"Key": k, "ETag": f'"{etags[k]}"'} if etags else {"Key": k} for k in batch]
+                        response = client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
                         return len(response.get("Errors", ()))
 
                     t = time.perf_counter()
                     with ThreadPoolExecutor(max_workers=args.threads) as pool:
                         errors = sum(pool.map(delete_batch, batches))
                     seconds = time.perf_counter() - t
-                    assert errors == 0, f"raw DeleteObjects reported {errors} per-key errors"
+                    assert errors == 0, f"{way} DeleteObjects reported {errors} per-key errors"
                 else:
                     seconds, counts, examples = _ours(spark, work / "plan-s3.parquet",
                                                       config if way == "ours" else listing, [root])
@@ -222,17 +226,20 @@ def run_s3(args, spark, work: Path) -> dict:
           f"{args.repeat}:", flush=True)
     tally.line("(a) sequential delete_object", "seq", f"(measured on {n_seq} keys)")
     tally.line(f"(b) raw DeleteObjects x{args.threads} threads", "raw", "(1000-key batches, no precondition)")
+    tally.line("    the same, each key's ETag sent", "raw_pinned", "(the endpoint checks what ours asks it to)")
     tally.line(f"(c) ours: Spark local[{args.cores}] + GC deleter", "ours",
                "(delete_plan; DeleteObjects with each key's planned ETag)")
     if args.with_listing:
         tally.line("    ours, delete_recheck=listing", "listing", "(listing re-check first; informative)")
     r_seq, r_raw = tally.rate("ours") / tally.rate("seq"), tally.rate("ours") / tally.rate("raw")
-    print(f"  ratios (keys/s): ours/sequential {r_seq:.1f}   ours/raw {r_raw:.2f}   requests per key: ours "
-          f"{tally.per_key('ours'):.4f}, raw {tally.per_key('raw'):.4f}", flush=True)
+    r_pinned = tally.rate("ours") / tally.rate("raw_pinned")
+    print(f"  ratios (keys/s): ours/sequential {r_seq:.1f}   ours/raw {r_raw:.2f}   ours/raw pinned {r_pinned:.2f}   "
+          f"requests per key: ours {tally.per_key('ours'):.4f}, raw {tally.per_key('raw'):.4f}", flush=True)
     out = {"s3_objects": n, "s3_repeat": args.repeat, "s3_sequential_keys": n_seq,
            "s3_sequential_keys_per_s": round(tally.rate("seq"), 1), "s3_raw_keys_per_s": round(tally.rate("raw"), 1),
+           "s3_raw_pinned_keys_per_s": round(tally.rate("raw_pinned"), 1),
            "s3_ours_keys_per_s": round(tally.rate("ours"), 1), "ratio_ours_sequential": round(r_seq, 2),
-           "ratio_ours_raw": round(r_raw, 3), "s3_ours_requests_per_key": round(tally.per_key("ours") or 0, 5),
+           "ratio_ours_raw": round(r_raw, 3), "ratio_ours_raw_pinned": round(r_pinned, 3), "s3_ours_requests_per_key": round(tally.per_key("ours") or 0, 5),
            "s3_raw_requests_per_key": round(tally.per_key("raw") or 0, 5)}
     if args.with_listing:
         out["s3_listing_keys_per_s"] = round(tally.rate("listing"), 1)

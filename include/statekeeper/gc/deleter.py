@@ -132,8 +132,9 @@ def _differences(item: PlannedDelete, size: int, etag: str | None, mtime: dateti
     return diffs
 
 
-def _result(item: PlannedDelete, outcome: GcOutcome, message: str | None, retries: int = 0) -> DeleteResult:
-    return DeleteResult(item.uri, outcome, message, retries, _now())
+def _result(item: PlannedDelete, outcome: GcOutcome, message: str | None, retries: int = 0,
+            at: datetime | None = None) -> DeleteResult:
+    return DeleteResult(item.uri, outcome, message, retries, at or _now())
 
 
 def _changed(item: PlannedDelete, diffs: list[str], retries: int = 0) -> DeleteResult:
@@ -207,12 +208,14 @@ class _StoreDeletes:
             answers = self.backend.delete_batch([k.uri for k in keys])
         if len(answers) != len(keys):
             raise StorageError(f"{len(answers)} answers for {len(keys)} deletes in {group}")
-        return [self._judge_answer(work, answer) for work, answer in zip(batch, answers, strict=True)]
+        answered = _now()   # the request's answer is when its keys were deleted (a clock read per key cost more)
+        return [self._judge_answer(work, answer, answered) for work, answer in zip(batch, answers, strict=True)]
 
-    def _judge_answer(self, work: Work[_Key], answer: ConditionalDelete) -> Answer[list[DeleteResult]]:
+    def _judge_answer(self, work: Work[_Key], answer: ConditionalDelete,
+                      answered: datetime) -> Answer[list[DeleteResult]]:
         key = work.item
         if answer.outcome is ConditionalOutcome.DELETED:
-            return Answer.settled([_result(i, GcOutcome.DELETED, None, work.retries) for i in key.items])
+            return Answer.settled([_result(i, GcOutcome.DELETED, None, work.retries, answered) for i in key.items])
         if answer.outcome is ConditionalOutcome.MISSING:
             return Answer.settled([_gone(i, work.retries) for i in key.items])
         if answer.outcome is ConditionalOutcome.CHANGED:
@@ -532,6 +535,8 @@ class Deleter:
         routed = _Routed()
         # Canonical roots and their prefixes, so that each URI is normalized once (a plan holds millions).
         prefixes = [(root, root.uri.rstrip("/") + "/") for root in self._roots]
+        needs_version = {scheme: scheme in ("gs", "abfss") or self._recheck(scheme) is DeleteRecheck.PRECONDITION
+                         for scheme in _BATCH_MAX}
         for item in items:
             try:
                 norm = normalize_uri(item.uri)
@@ -569,8 +574,7 @@ class Deleter:
                                                     "oss://, gs:// and abfss:// are supported); not deleted"))
             else:
                 # S3 (s3a/s3n/s3p) aliases with the listed key are deleted under the canonical spelling, as before.
-                needs_version = scheme in ("gs", "abfss") or self._recheck(scheme) is DeleteRecheck.PRECONDITION
-                problem = _version_problem(scheme, item.etag) if needs_version else None
+                problem = _version_problem(scheme, item.etag) if needs_version[scheme] else None
                 if problem is not None:
                     routed.refused.append(_failed(item, f"{item.uri}: {problem}, so the delete cannot be made "
                                                         "conditional on the planned version; not deleted (re-index "

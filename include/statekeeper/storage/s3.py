@@ -554,9 +554,30 @@ def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
         kwargs["aws_secret_access_key"] = config.secret_access_key
         if config.session_token:
             kwargs["aws_session_token"] = config.session_token
-    # A private session: boto3.client() shares a global default session across threads.
-    client = boto3.session.Session().client("s3", **kwargs)
+    # A private session (boto3.client() shares a global default session across threads, and a session caches the
+    # credentials it resolved), over the process's one model loader.
+    client = boto3.session.Session(botocore_session=_botocore_session()).client("s3", **kwargs)
     if (config.max_attempts if max_attempts is None else max_attempts) > 1:
         client.meta.events.register("needs-retry.s3", _observe_throttling)
     return client
 
+
+
+_LOADER_LOCK = threading.Lock()
+_LOADER: Any = None
+
+
+def _botocore_session() -> Any:
+    """A new botocore session that reads service models through the process's one loader. A fresh session loads
+    and parses S3's model and endpoint rules again (0.15-0.2 s), and every Spark task that touches S3 makes a
+    client of its own; the loader caches what it parsed, and the models are read-only."""
+    import botocore.session
+    from botocore.loaders import create_loader
+
+    global _LOADER
+    with _LOADER_LOCK:
+        if _LOADER is None:
+            _LOADER = create_loader()
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _LOADER)
+    return core
