@@ -239,7 +239,8 @@ def run_s3(args, spark, work: Path) -> dict:
            "s3_sequential_keys_per_s": round(tally.rate("seq"), 1), "s3_raw_keys_per_s": round(tally.rate("raw"), 1),
            "s3_raw_pinned_keys_per_s": round(tally.rate("raw_pinned"), 1),
            "s3_ours_keys_per_s": round(tally.rate("ours"), 1), "ratio_ours_sequential": round(r_seq, 2),
-           "ratio_ours_raw": round(r_raw, 3), "ratio_ours_raw_pinned": round(r_pinned, 3), "s3_ours_requests_per_key": round(tally.per_key("ours") or 0, 5),
+           "ratio_ours_raw": round(r_raw, 3), "ratio_ours_raw_pinned": round(r_pinned, 3),
+           "s3_ours_requests_per_key": round(tally.per_key("ours") or 0, 5),
            "s3_raw_requests_per_key": round(tally.per_key("raw") or 0, 5)}
     if args.with_listing:
         out["s3_listing_keys_per_s"] = round(tally.rate("listing"), 1)

@@ -562,9 +562,8 @@ def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
     return client
 
 
-
 _LOADER_LOCK = threading.Lock()
-_LOADER: Any = None
+_LOADER: Any = None   # the process's botocore loader (_botocore_session)
 
 
 def _botocore_session() -> Any:

@@ -146,7 +146,8 @@ class _Plan:
     columns: tuple[str, ...]
     counts: dict[str, str]                       # metric key -> condition (SQL) whose true rows it counts
     keys: dict[str, tuple[str, ...]]             # unique unexpected_count key -> key columns
-    samples: dict[str, tuple[str, tuple[str, ...], Any]]   # unexpected_values key -> (count key, domain, (kind, kwargs))
+    # unexpected_values key -> (count key, domain, (kind, kwargs))
+    samples: dict[str, tuple[str, tuple[str, ...], Any]]
 
 
 def _plan(asset: str, df: Any, expectations: list[tuple[str, dict[str, Any]]]) -> _Plan:
