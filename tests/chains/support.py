@@ -360,17 +360,27 @@ def claim_native_savepoint_store(version: str, root: Path) -> dict:
 
     Built from the harness's generator and job plans (the harness has no such scenario). Returns
     {"savepoint": dir, "B": B's result row, "b_plan": B's JobPlan}. RocksDB compaction is off so
-    B keeps referencing the savepoint's SSTs instead of compacting them away.
+    B keeps referencing the savepoint's SSTs instead of compacting them away, and A inlines nothing:
+    at Flink's default threshold (20 KiB) whether A's SSTs were files or bytes inside the savepoint's
+    `_metadata` depended on how many records A had processed when the savepoint was taken, and a
+    savepoint with only inlined SSTs gives B no relative handles at all (the case did not happen).
     """
+    from statekeeper.format import extract_references, open_metadata
+    from statekeeper.uri import normalize_uri
     from tests.harness import scenarios
 
     (root / "checkpoints").mkdir(parents=True)
     (root / "savepoints").mkdir(parents=True)
-    a = scenarios.JobPlan("A", {"checkpoints": 2, "savepoints": "NATIVE", "compaction_style": "NONE"})
+    a = scenarios.JobPlan("A", {"checkpoints": 2, "savepoints": "NATIVE", "compaction_style": "NONE",
+                                "inline_threshold": 0})
     ra = _generate_one(version, ["jobs=A", *scenarios.job_properties(a)], root)
     (sp,) = [s["path"] for s in ra["savepoints"] if s["format"] == "NATIVE"]
     sp_dir = Path(sp[len("file:"):].lstrip("/")) if sp.startswith("file:") else Path(sp)
     sp_dir = Path("/" + str(sp_dir).lstrip("/"))
+    metadata = sp_dir / "_metadata"
+    ssts = [r for r in extract_references(open_metadata(metadata), normalize_uri(str(metadata))).files
+            if (r.local_name or "").endswith(".sst")]
+    assert ssts, f"A's native savepoint {sp_dir} names no SST file for B to reference"
     b = scenarios.JobPlan("B", {"checkpoints": 2, "compaction_style": "NONE"})
     rb = _generate_one(version, ["jobs=B", *scenarios.job_properties(b), f"B.restore={sp_dir}",
                                  "B.claim_mode=CLAIM"], root)
