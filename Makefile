@@ -73,6 +73,8 @@ MAKE_T0 := $(shell date +%s)
 # TEST_WORKERS=2 (the default): two pytest workers, each running whole modules (--dist loadfile: a module's
 # fixtures stay in one process). The whole suite on this 2-core machine: 61:23 of pytest in one process (ca5474c),
 # 51:53 with two (e42e3d8, which added one test module); two take the idle time of one process's waits, the CPU stays.
+# Three (e5d201a): make test 41:49 against 43:23 with two, the CPU 98% busy throughout (vmstat): the suite is CPU-bound,
+# a third worker only shifts the tail; what shortens it is less CPU per test.
 # TEST_WORKERS=0 runs one process (to bisect an interaction between modules).
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
