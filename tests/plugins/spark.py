@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.jvm_startup import C1_ONLY
-
 _LOG4J = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -32,10 +30,7 @@ def quiet_log4j(directory: Path) -> Path:
     return path
 
 
-def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", cores: int = 2,
-                        c1_only: bool = False):
-    """A local session as the suite uses it. `c1_only` (the suite's session): the JVM compiles with C1
-    only; the benchmarks, which measure warm sessions, keep the full JIT."""
+def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", cores: int = 2):
     from pyspark.sql import SparkSession
 
     from statekeeper.tables.spark import configure_builder
@@ -60,8 +55,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.ui.retainedJobs", "50")
                .config("spark.ui.retainedStages", "50")
                .config("spark.ui.retainedTasks", "1000")
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j2.configurationFile=file:{log4j}{' ' + C1_ONLY if c1_only else ''}")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
                .config("spark.python.worker.reuse", "true"))
@@ -72,11 +66,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    # C1 only, as the operator's local jobs (statekeeper.jvm_startup): the suite's session runs thousands
-    # of small, mostly distinct queries, and C2 spent on compiling their generated code the CPU the other
-    # test worker needs (the suite is CPU-bound on 2 cores). tests/chains + tests/validate in one process:
-    # 228 -> 190 CPU seconds, 149 -> 142 s wall (means of 2), same results.
-    session = build_local_session(tmp_path_factory.mktemp("spark"), c1_only=True)
+    session = build_local_session(tmp_path_factory.mktemp("spark"))
     try:
         yield session
     finally:
