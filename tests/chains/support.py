@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from statekeeper.format import extract_references, open_metadata
 from statekeeper.layout.classify import classify
 from statekeeper.layout.locate import parent_dir, relation_of, snapshot_dir, target_of
 from statekeeper.storage import FileIO
@@ -365,8 +366,6 @@ def claim_native_savepoint_store(version: str, root: Path) -> dict:
     `_metadata` depended on how many records A had processed when the savepoint was taken, and a
     savepoint with only inlined SSTs gives B no relative handles at all (the case did not happen).
     """
-    from statekeeper.format import extract_references, open_metadata
-    from statekeeper.uri import normalize_uri
     from tests.harness import scenarios
 
     (root / "checkpoints").mkdir(parents=True)
