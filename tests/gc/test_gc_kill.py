@@ -19,6 +19,7 @@ import pytest
 import tests.harness as harness
 from tests.chains.support import oracle_references
 from tests.gc.support import SHORT, actions, listing, local, pipeline, relocated, runs, uri
+from tests.plugins.spark import job_process_env
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -42,8 +43,7 @@ def test_sigkill_mid_deletion_then_resume(spark, flink_fixture, tmp_path):
     referenced = {f for files in truth.values() for f in files} | {u for u in before if u.endswith("/_metadata")}
     p.refresh()
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    env = job_process_env()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", p.warehouse.uri,
          "--mode", "delete", *SHORT, "--max-deletes-per-second", "60", "--master", "local[2]",

@@ -32,21 +32,14 @@ from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store, store_roots
 from tests.gc.support import actions, runs
 from tests.index.support import run_index
-from tests.plugins.s3 import make_bucket
+from tests.plugins.s3 import make_bucket, s3_env
+from tests.plugins.spark import job_process_env
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
 REPO = Path(__file__).resolve().parents[2]
 PLANTED = 600
-
-
-def _env(config) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
-                                                       os.environ.get("PYTHONPATH", "")]),
-                STATEKEEPER_S3_ENDPOINT=config.endpoint, AWS_ACCESS_KEY_ID=config.access_key_id,
-                AWS_SECRET_ACCESS_KEY=config.secret_access_key, AWS_REGION=config.region,
-                STATEKEEPER_S3_PATH_STYLE="true")
 
 
 def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config, tmp_path):
@@ -78,7 +71,7 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
             [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
              "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
              "--master", "local[2]", "--progress-interval", "2"],
-            env=_env(s3_config), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            env=job_process_env(**s3_env(s3_config)), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:

@@ -32,6 +32,7 @@ from statekeeper.tables.cut import latest_cut
 from statekeeper.uri import normalize_uri
 from tests.chains.support import relocate_store
 from tests.index.support import TABLES, run_index
+from tests.plugins.spark import job_process_env
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -102,9 +103,7 @@ def case(golden) -> Case:
 def crash_run(store: Path, wh: Warehouse, fault: str, tmp_path: Path) -> tuple[int, str, str]:
     """The index job in its own session (process group), with `fault` armed."""
     marker = tmp_path / "fault-fired"
-    env = dict(os.environ)
-    env.update(STATEKEEPER_FAULT=fault, STATEKEEPER_FAULT_MARKER=str(marker),
-               PYTHONPATH=os.pathsep.join([str(FAULTS), str(REPO / "include"), env.get("PYTHONPATH", "")]))
+    env = job_process_env(FAULTS, STATEKEEPER_FAULT=fault, STATEKEEPER_FAULT_MARKER=str(marker))
     proc = subprocess.run(
         [sys.executable, str(REPO / "spark_jobs" / "index_checkpoints.py"), "--roots", str(store),
          "--warehouse", wh.uri, "--master", "local[1]", "--progress-interval", "0"],

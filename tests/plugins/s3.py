@@ -81,6 +81,14 @@ def s3_config(moto_server: MotoServer) -> StorageConfig:
     return moto_server.config()
 
 
+def s3_env(config: StorageConfig) -> dict[str, str]:
+    """The variables a job process started by a test reads its S3 settings from (the entry points'
+    documented names): the moto server's endpoint and credentials, path-style addressing."""
+    return {"STATEKEEPER_S3_ENDPOINT": config.endpoint, "AWS_ACCESS_KEY_ID": config.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": config.secret_access_key, "AWS_REGION": config.region,
+            "STATEKEEPER_S3_PATH_STYLE": "true"}
+
+
 def make_bucket(config: StorageConfig, prefix: str = "sk") -> str:
     from statekeeper.storage.s3 import make_s3_client
 

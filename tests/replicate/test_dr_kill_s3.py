@@ -26,7 +26,8 @@ from statekeeper.validate.job import ValidateCheckpoints
 from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
-from tests.plugins.s3 import make_bucket
+from tests.plugins.s3 import make_bucket, s3_env
+from tests.plugins.spark import job_process_env
 from tests.replicate.support import copies, table
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
@@ -58,11 +59,7 @@ def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_
     (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
      .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
     target = f"s3://{bucket}/dr"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
-                                                       os.environ.get("PYTHONPATH", "")]),
-               STATEKEEPER_S3_ENDPOINT=s3_config.endpoint, AWS_ACCESS_KEY_ID=s3_config.access_key_id,
-               AWS_SECRET_ACCESS_KEY=s3_config.secret_access_key, AWS_REGION=s3_config.region,
-               STATEKEEPER_S3_PATH_STYLE="true")
+    env = job_process_env(**s3_env(s3_config))
     log = tmp_path / "copy_to_dr.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -22,6 +22,7 @@ import pytest
 import tests.harness as harness
 from statekeeper.format import extract_references, open_metadata
 from tests.plugins.prepared import replace_bytes
+from tests.plugins.spark import job_process_env
 from tests.replicate.support import copies, dr_pipeline, listing, local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -112,8 +113,7 @@ def test_incremental_rerun_copies_only_new_files(spark, prepared_store, request,
 
 def test_metadata_only_ever_visible_complete_and_sigkill_then_rerun(prepared_store, request, tmp_path):
     fx, src, p, target, args = _store(prepared_store, request, tmp_path, "chain_claim")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "include"), str(REPO),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    env = job_process_env()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", p.warehouse.uri, *args,
          "--max-copies-per-second", "15", "--master", "local[2]", "--progress-interval", "2"],
