@@ -1,0 +1,221 @@
+"""Follow mode's discovery: for one job directory, the newest checkpoint Flink completed since its last
+verified DR copy, and every object a copy of it needs, read from the store and the codec alone.
+
+The nightly DR copy takes its snapshots from the index, chains and validation; a copy that trails a
+running job by minutes cannot wait for them. What it relies on instead:
+
+* Flink writes a checkpoint's `_metadata` last, once every state handle it names is durable (format
+  spec §2): `chk-N/_metadata` existing means checkpoint N completed. A `chk-N` without one is in
+  progress (or was abandoned) and is passed over for the next older directory.
+* The codec's references of that `_metadata` are its closure: own exclusive files, its own and other
+  jobs' `shared/` (a CLAIM restore, FLINK-24149), segment files (the whole physical file), channel
+  state and changelog files; tag-17 managed directories are directories, not objects.
+* One non-recursive LIST per directory the closure names gives each object's size and version (the
+  copy pins the source to it, statekeeper.storage.transfer), not a HEAD per object.
+
+Fail closed: a `_metadata` the codec cannot parse, an object the closure names that the listing does
+not hold (or holds shorter than a handle states), and a reference outside every root are each a
+`FollowProblem` naming the object and what to do; such a checkpoint is never handed to the copy. No
+fallback to an older checkpoint happens here: one older than the last verified copy is not worth a
+copy, and a newer one that does not parse is something to look at, not to step around.
+
+Pure functions decide (`checkpoint_dirs`, `closure_objects`); `follow_job` is the storage edge, and
+it is what one Spark task runs per job directory (nothing of a closure reaches the driver).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from statekeeper.layout.classify import METADATA_NAME, LocationKind, classify, classify_child
+from statekeeper.storage import FileInfo, ObjectNotFoundError, StorageError
+from statekeeper.storage.base import FileIO
+from statekeeper.uri import is_under
+
+
+class FollowStatus(StrEnum):
+    """What a round found for one job directory."""
+
+    DUE = "due"                        # a completed checkpoint newer than the last verified copy, closure complete
+    UP_TO_DATE = "up_to_date"          # its newest completed checkpoint already has a verified copy
+    NO_CHECKPOINT = "no_checkpoint"    # no chk-N/_metadata yet (a job that just started, or only savepoints)
+    REFUSED = "refused"                # the newest completed checkpoint cannot be copied: `problem` says why
+
+
+class FollowProblemKind(StrEnum):
+    UNPARSEABLE = "unparseable"              # the codec refused the _metadata
+    UNREADABLE = "unreadable"                # the store refused a read or a listing
+    MISSING_OBJECT = "missing_object"        # the closure names an object the listing does not hold
+    SHORT_OBJECT = "short_object"            # listed, but shorter than the handle states
+    OUTSIDE_ROOTS = "outside_roots"          # a reference below none of the followed roots
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A checkpoint Flink completed: its `_metadata` as listed (the version the copy pins)."""
+
+    root: str
+    job_dir: str
+    checkpoint_id: int
+    metadata: FileInfo
+
+    @property
+    def metadata_uri(self) -> str:
+        return self.metadata.uri
+
+
+@dataclass(frozen=True)
+class ClosureObject:
+    """One object a copy needs: where it is, its size and version as listed."""
+
+    uri: str
+    size: int
+    etag: str | None
+
+
+@dataclass(frozen=True)
+class FollowProblem:
+    kind: FollowProblemKind
+    uri: str            # the object at fault (the _metadata, or the object it names)
+    message: str        # what happened and what to do
+
+
+@dataclass(frozen=True)
+class JobFollow:
+    """One job directory's answer for this round."""
+
+    root: str
+    job_dir: str
+    status: FollowStatus
+    completed: Completed | None = None
+    objects: tuple[ClosureObject, ...] = ()
+    managed_dirs: tuple[str, ...] = ()
+    problems: tuple[FollowProblem, ...] = field(default_factory=tuple)
+
+
+def checkpoint_dirs(job_location: str, child_dirs: Iterable[str]) -> list[tuple[int, str]]:
+    """(checkpoint id, directory URI) of the `chk-N` directories among `child_dirs` of a job directory,
+    newest first. Anything else (shared/, taskowned/, a stray directory) is not a checkpoint."""
+    base = job_location.rstrip("/")
+    out = []
+    for uri in child_dirs:
+        name = uri.rstrip("/").rpartition("/")[2]
+        loc = classify(f"{'0' * 32}/{name}/{METADATA_NAME}")
+        if loc.checkpoint_id is not None and uri.rstrip("/") == f"{base}/{name}":
+            out.append((loc.checkpoint_id, uri.rstrip("/")))
+    return sorted(out, reverse=True)
+
+
+def job_dirs(root: str, child_dirs: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The job directories (32-hex job ids) among a root's child directories, and the flat-layout
+    checkpoint directories (chk-N, shared, taskowned written straight into the root), which follow mode
+    does not take: a root with those is named, not silently passed over."""
+    jobs, flat = [], []
+    for uri in child_dirs:
+        name = uri.rstrip("/").rpartition("/")[2]
+        kind = classify_child(name)
+        if kind is LocationKind.JOB:
+            jobs.append(name)
+        elif kind is LocationKind.FLAT_CHECKPOINT:
+            flat.append(name)
+    return sorted(jobs), sorted(flat)
+
+
+def closure_objects(named: Mapping[str, int], listed: Mapping[str, FileInfo], roots: Iterable[str],
+                    metadata_uri: str) -> tuple[list[ClosureObject], list[FollowProblem]]:
+    """The objects a copy of `metadata_uri` needs, from what its handles name (uri -> the size they state)
+    and the listings of their directories; a problem for each one outside the roots, missing or short."""
+    roots = [r.rstrip("/") for r in roots]
+    objects, problems = [], []
+    for uri in sorted(named):
+        stated = named[uri]
+        if not any(is_under(uri, r) for r in roots):
+            problems.append(FollowProblem(
+                FollowProblemKind.OUTSIDE_ROOTS, uri,
+                f"{metadata_uri} names {uri}, below none of the followed roots {roots}: add its root to the "
+                "DR copy's roots (and its target to the mapping), or copy this job with the nightly DR run"))
+            continue
+        info = listed.get(uri)
+        if info is None:
+            problems.append(FollowProblem(
+                FollowProblemKind.MISSING_OBJECT, uri,
+                f"{metadata_uri} names {uri}, which its directory's listing does not hold: the checkpoint was "
+                "subsumed (the next round takes the newer one) or the object was lost (run validation)"))
+        elif stated is not None and info.size < stated:
+            problems.append(FollowProblem(
+                FollowProblemKind.SHORT_OBJECT, uri,
+                f"{metadata_uri} states {stated} bytes of {uri}, which holds {info.size}: a truncated object; "
+                "run validation over this job before trusting any copy of it"))
+        else:
+            objects.append(ClosureObject(uri, info.size, info.etag))
+    return objects, problems
+
+
+def newest_completed(fileio: FileIO, root: str, job_dir: str) -> Completed | None:
+    """The job's newest `chk-N` whose `_metadata` exists, stat'ed (one LIST of the job directory, then a
+    stat per checkpoint directory from the newest down until one has its `_metadata`)."""
+    location = f"{root.rstrip('/')}/{job_dir}"
+    for checkpoint_id, directory in checkpoint_dirs(location, fileio.list_dirs(location)):
+        try:
+            info = fileio.stat(f"{directory}/{METADATA_NAME}")
+        except ObjectNotFoundError:
+            continue     # in progress, or abandoned: Flink writes _metadata last
+        return Completed(root.rstrip("/"), job_dir, checkpoint_id, info)
+    return None
+
+
+def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
+               last_copied: int | None) -> JobFollow:
+    """This round's answer for one job directory: nothing new, or the newest completed checkpoint with its
+    whole closure listed, or why that checkpoint cannot be copied. `last_copied`: the checkpoint id of the
+    job's newest verified DR copy (None: never copied)."""
+    from statekeeper.format import MetadataFormatError, extract_references, read_metadata
+
+    roots = list(roots)
+    try:
+        completed = newest_completed(fileio, root, job_dir)
+    except StorageError as exc:
+        location = f"{root.rstrip('/')}/{job_dir}"
+        return _refused(root, job_dir, None, FollowProblemKind.UNREADABLE, location,
+                        f"cannot list {location}: {type(exc).__name__}: {exc}; check the store's credentials")
+    if completed is None:
+        return JobFollow(root, job_dir, FollowStatus.NO_CHECKPOINT)
+    if last_copied is not None and completed.checkpoint_id <= last_copied:
+        return JobFollow(root, job_dir, FollowStatus.UP_TO_DATE, completed)
+    uri = completed.metadata_uri
+    try:
+        with fileio.open_input(uri, info=completed.metadata) as stream:
+            refs = extract_references(read_metadata(stream, uri), uri)
+    except MetadataFormatError as exc:
+        return _refused(root, job_dir, completed, FollowProblemKind.UNPARSEABLE, uri,
+                        f"{uri} does not parse ({type(exc).__name__}: {exc}); nothing of checkpoint "
+                        f"{completed.checkpoint_id} is copied. Inspect it with `statekeeper inspect {uri}`")
+    except (StorageError, OSError) as exc:
+        return _refused(root, job_dir, completed, FollowProblemKind.UNREADABLE, uri,
+                        f"cannot read {uri}: {type(exc).__name__}: {exc} (subsumed while read? the next round "
+                        "takes the newer checkpoint)")
+    named = refs.physical_files()
+    try:
+        listed = _listings(fileio, {u.rpartition("/")[0] for u in named if any(is_under(u, r) for r in roots)})
+    except StorageError as exc:
+        return _refused(root, job_dir, completed, FollowProblemKind.UNREADABLE, uri,
+                        f"cannot list the directories {uri} names: {type(exc).__name__}: {exc}")
+    objects, problems = closure_objects(named, listed, roots, uri)
+    if problems:
+        return JobFollow(root, job_dir, FollowStatus.REFUSED, completed, problems=tuple(problems))
+    return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects), tuple(sorted(refs.managed_dirs())))
+
+
+def _listings(fileio: FileIO, directories: Iterable[str]) -> dict[str, FileInfo]:
+    """Every object directly inside each directory, by URI (one paginated LIST per directory)."""
+    out: dict[str, FileInfo] = {}
+    for directory in sorted(directories):
+        for info in fileio.list(directory, recursive=False):
+            out[info.uri] = info
+    return out
+
+
+def _refused(root: str, job_dir: str, completed: Completed | None, kind: FollowProblemKind, uri: str,
+             message: str) -> JobFollow:
+    return JobFollow(root, job_dir, FollowStatus.REFUSED, completed, problems=(FollowProblem(kind, uri, message),))
