@@ -50,5 +50,6 @@ def test_missing_short_and_outside_objects_are_each_named_with_what_to_do():
                             FollowProblemKind.OUTSIDE_ROOTS}
     assert by_kind[FollowProblemKind.MISSING_OBJECT].uri == f"{JOB}/shared/gone"
     assert "subsumed" in by_kind[FollowProblemKind.MISSING_OBJECT].message
-    assert "9" in by_kind[FollowProblemKind.SHORT_OBJECT].message and meta in by_kind[FollowProblemKind.SHORT_OBJECT].message
+    short = by_kind[FollowProblemKind.SHORT_OBJECT].message
+    assert "holds 9" in short and meta in short
     assert "add its root" in by_kind[FollowProblemKind.OUTSIDE_ROOTS].message

@@ -5,8 +5,9 @@ The nightly DR copy takes its snapshots from the index, chains and validation; a
 running job by minutes cannot wait for them. What it relies on instead:
 
 * Flink writes a checkpoint's `_metadata` last, once every state handle it names is durable (format
-  spec §2): `chk-N/_metadata` existing means checkpoint N completed. A `chk-N` without one is in
-  progress (or was abandoned) and is passed over for the next older directory.
+  spec §6.1: the JobManager writes it after the TaskManagers' files): `chk-N/_metadata` existing means
+  checkpoint N completed. A `chk-N` without one is in progress (or was abandoned) and is passed over
+  for the next older directory.
 * The codec's references of that `_metadata` are its closure: own exclusive files, its own and other
   jobs' `shared/` (a CLAIM restore, FLINK-24149), segment files (the whole physical file), channel
   state and changelog files; tag-17 managed directories are directories, not objects.
