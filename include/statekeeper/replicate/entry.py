@@ -22,8 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-targets", action="append", default=[], metavar="URI[,URI...]",
                    help="the allowlist: targets must lie below one of these prefixes (the DAG passes the Variable "
                         "statekeeper_dr_allowed_targets); required")
-    p.add_argument("--mode", choices=["copy", "verify"], default="copy",
-                   help="copy (default), or verify: re-check the newest verified copies at the target, copy nothing")
+    p.add_argument("--mode", choices=["copy", "verify", "follow"], default="copy",
+                   help="copy (default); verify: re-check the newest verified copies at the target, copy nothing; "
+                        "follow: copy each job's newest completed checkpoint since its last verified copy, found "
+                        "by listing the indexed roots and parsing its _metadata (no index, chains or validation run "
+                        "needed; savepoints are left to the nightly copy)")
     p.add_argument("--savepoints", choices=["none", "newest", "all"], default="newest",
                    help="savepoints to copy besides each job's latest restorable checkpoint (default newest: the "
                         "newest restorable savepoint per job)")

@@ -41,7 +41,8 @@ class FollowStatus(StrEnum):
     DUE = "due"                        # a completed checkpoint newer than the last verified copy, closure complete
     UP_TO_DATE = "up_to_date"          # its newest completed checkpoint already has a verified copy
     NO_CHECKPOINT = "no_checkpoint"    # no chk-N/_metadata yet (a job that just started, or only savepoints)
-    REFUSED = "refused"                # the newest completed checkpoint cannot be copied: `problem` says why
+    SUBSUMED = "subsumed"              # Flink deleted it while it was read (a newer one completed): next round
+    REFUSED = "refused"                # the newest completed checkpoint cannot be copied: `problems` say why
 
 
 class FollowProblemKind(StrEnum):
@@ -192,10 +193,13 @@ def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
         return _refused(root, job_dir, completed, FollowProblemKind.UNPARSEABLE, uri,
                         f"{uri} does not parse ({type(exc).__name__}: {exc}); nothing of checkpoint "
                         f"{completed.checkpoint_id} is copied. Inspect it with `statekeeper inspect {uri}`")
+    except ObjectNotFoundError:
+        return JobFollow(root, job_dir, FollowStatus.SUBSUMED, completed, problems=(FollowProblem(
+            FollowProblemKind.MISSING_OBJECT, uri, f"{uri} vanished while read: a newer checkpoint subsumed it"),))
     except (StorageError, OSError) as exc:
         return _refused(root, job_dir, completed, FollowProblemKind.UNREADABLE, uri,
-                        f"cannot read {uri}: {type(exc).__name__}: {exc} (subsumed while read? the next round "
-                        "takes the newer checkpoint)")
+                        f"cannot read {uri}: {type(exc).__name__}: {exc}; the next round reads it again (check the "
+                        "store's credentials if this repeats)")
     named = refs.physical_files()
     try:
         listed = _listings(fileio, {u.rpartition("/")[0] for u in named if any(is_under(u, r) for r in roots)})
@@ -204,7 +208,11 @@ def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
                         f"cannot list the directories {uri} names: {type(exc).__name__}: {exc}")
     objects, problems = closure_objects(named, listed, roots, uri)
     if problems:
-        return JobFollow(root, job_dir, FollowStatus.REFUSED, completed, problems=tuple(problems))
+        # Flink deletes a subsumed checkpoint's files and its _metadata: objects gone with their _metadata
+        # are the ordinary race with a running job, not a loss.
+        gone = any(p.kind is FollowProblemKind.MISSING_OBJECT for p in problems) and not fileio.exists(uri)
+        return JobFollow(root, job_dir, FollowStatus.SUBSUMED if gone else FollowStatus.REFUSED, completed,
+                         problems=tuple(problems))
     return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects), tuple(sorted(refs.managed_dirs())))
 
 

@@ -97,8 +97,9 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
     # -- run ----------------------------------------------------------------------------------
 
     def _prepare(self, ctx: RunContext) -> None:
-        self.inputs.require_validation(ctx.warehouse, because="a DR copy takes only snapshots validation found "
-                                       "restorable", then="the DR copy")
+        if self.options.mode is not DrMode.FOLLOW:   # follow mode trusts the codec, not a validation run
+            self.inputs.require_validation(ctx.warehouse, because="a DR copy takes only snapshots validation found "
+                                           "restorable", then="the DR copy")
         self._mapping = self.options.mapping(self.inputs.roots)
         if self.options.snapshots:
             self._check_explicit(ctx)
@@ -114,6 +115,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
     def _run(self, ctx: RunContext) -> DrResult:
         if self.options.mode is DrMode.VERIFY:
             return self._reverify(ctx)      # reads dr_copies and dr_files only, not the index
+        if self.options.mode is DrMode.FOLLOW:
+            return self._follow(ctx)        # lists the indexed roots; reads no index table
         tables = self._read_cut(ctx, keep=("snapshots",))
         validation = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
         return self._copy(ctx, tables["snapshots"], tables["references"], tables["files"],
@@ -171,6 +174,111 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                             fallbacks=fallbacks, problems=tuple(problems[:_PROBLEMS_SHOWN]),
                             notes=tuple(notes[:_PROBLEMS_SHOWN]), table_versions=versions,
                             prefixes=describe_prefixes(prefixes), **totals)
+
+    # -- follow --------------------------------------------------------------------------------
+
+    def _follow(self, ctx: RunContext) -> DrResult:
+        """--mode follow: per job directory of the indexed roots, its newest completed checkpoint since the
+        last verified copy, found by listing and parsed by the codec in Spark tasks (replicate.follow), then
+        one copy round as the nightly run's (copy, verify, `_metadata` last; dr_copies and dr_files). No
+        fallback: a checkpoint Flink subsumed mid-copy fails its row, and the next round takes the newer one."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.replicate.follow import FollowStatus
+        from statekeeper.replicate.tasks import FOLLOW_OUT_SPARK, FollowTask
+        from statekeeper.tables.vocabulary import FileKind, SnapshotType
+
+        self._create_local_targets()
+        roots = list(self.inputs.roots)
+        jobs, problems = self._followed_jobs(ctx, roots)
+        last = self._last_copied(ctx)
+        parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
+        ctx.beat.phase(f"finding new checkpoints in {len(jobs)} job director(ies)")
+        wanted = ctx.spark.createDataFrame([(r, j, last.get((r, j))) for r, j in jobs],
+                                           "root string, job_dir string, last_copied long")
+        found = ctx.keep(wanted.repartition(max(1, min(parts, len(jobs))))
+                         .mapInArrow(FollowTask(ctx.storage, roots), FOLLOW_OUT_SPARK))
+        per_job = found.where(F.col("kind") == "job").select("root", "job_dir", "status", "metadata_uri",
+                                                            "problem").collect()   # one row per job directory
+        status = {(r["root"], r["job_dir"]): FollowStatus(r["status"]) for r in per_job}
+        problems += [r["problem"] for r in sorted(per_job, key=lambda r: r["metadata_uri"] or r["job_dir"])
+                     if r["status"] == FollowStatus.REFUSED.value]
+        notes = [r["problem"] for r in per_job if r["status"] == FollowStatus.SUBSUMED.value]
+        due = sum(1 for s in status.values() if s is FollowStatus.DUE)
+        up_to_date = sum(1 for s in status.values() if s is FollowStatus.UP_TO_DATE)
+        totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
+        versions: dict[str, int] = {}
+        prefixes: dict[str, list[Any]] = {}
+        verified: list[str] = []
+        mid_copy = 0        # due checkpoints whose source vanished during the copy
+        if due:
+            due_rows = found.where(F.col("status") == FollowStatus.DUE.value)
+            chosen = (due_rows.where(F.col("kind") == "job").select(
+                F.concat_ws("|", F.lit("job"), "root", "job_dir").alias("group_key"), F.lit(0).alias("rank"),
+                F.lit(DrSelectedBy.FOLLOW.value).alias("selected_by"), F.col("metadata_uri").alias("snapshot_uri"),
+                "root", "job_dir", F.col("job_dir").alias("job_id"), "checkpoint_id",
+                F.lit(SnapshotType.CHECKPOINT.value).alias("snapshot_type"), "metadata_etag"))
+            objects = due_rows.where(F.col("kind") == "object")
+            refs = objects.select(F.col("metadata_uri").alias("snapshot_uri"), "root", F.col("uri").alias("file_uri"),
+                                  F.lit(FileKind.UNKNOWN.value).alias("file_kind"))
+            files = objects.select("uri", "size", "etag").dropDuplicates(["uri"])
+            outcome = self._copy_round(ctx, chosen, refs, files, 0, self._known_targets(ctx))
+            versions.update(outcome["versions"])
+            for k in totals:
+                totals[k] += outcome[k]
+            merge_prefixes(prefixes, outcome["prefixes"])
+            verified = list(outcome["verified_groups"])
+            vanished = set(outcome["retry_groups"])
+            mid_copy = len(vanished)
+            for group, text in outcome["problems"]:
+                # a source that vanished mid-copy is the race with a running job: the next round copies the newer one
+                (notes if group in vanished else problems).append(text)
+        failed = due - len(verified)
+        run_status = (DrRunStatus.SUCCEEDED if failed == mid_copy and not problems else DrRunStatus.ATTENTION)
+        ctx.log.info("%s: %d job director(ies): %d due, %d up to date, %d subsumed while read, %d during the copy",
+                     ctx.label, len(jobs), due, up_to_date, len(notes) - mid_copy, mid_copy)
+        return self._result(ctx, run_status, snapshots=due, verified=len(verified), failed=failed,
+                            problems=tuple(problems[:_PROBLEMS_SHOWN]), notes=tuple(notes[:_PROBLEMS_SHOWN]),
+                            table_versions=versions, prefixes=describe_prefixes(prefixes), **totals)
+
+    def _followed_jobs(self, ctx: RunContext, roots: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+        """(root, job directory) pairs to follow: each root's child directories named by a job id, through the
+        job filter; and a problem for each root with a flat layout (chk-N straight in the root), which follow
+        mode does not take. One delimited LIST per root, on the driver: a row per job."""
+        from statekeeper.replicate.follow import job_dirs
+        from statekeeper.storage import RoutingFileIO
+
+        fileio = RoutingFileIO(ctx.storage)
+        jobs: list[tuple[str, str]] = []
+        problems: list[str] = []
+        for root in roots:
+            names, flat = job_dirs(root, fileio.list_dirs(root))
+            if flat:
+                problems.append(f"{root}: checkpoints written straight into the root ({', '.join(flat[:3])}) are not "
+                                "followed; copy them with the nightly DR run, or give the job a directory of its own")
+            glob = self.options.job_filter
+            jobs += [(root, n) for n in names if not glob or selection.job_dir_matched(glob, n)]
+        return jobs, problems
+
+    def _last_copied(self, ctx: RunContext) -> dict[tuple[str, str], int]:
+        """(source root, job directory) -> the checkpoint id of its newest verified copy at this run's targets, by
+        any run (nightly or follow). A row per job directory reaches the driver."""
+        from pyspark.sql import functions as F
+
+        from statekeeper.tables import delta_log
+        from statekeeper.tables.vocabulary import SnapshotType
+
+        if delta_log.latest_version(ctx.warehouse, DR_COPIES.name) is None:
+            return {}
+        copies = ctx.engine.read(ctx.spark, ctx.warehouse, DR_COPIES.name)
+        here = F.lit(False)
+        for src, dst in sorted(self._mapping.items()):
+            here = here | ((F.col("source_root") == src) & (F.col("target_root") == dst))
+        rows = (copies.where((F.col("status") == DrCopyStatus.VERIFIED.value) & here
+                             & (F.col("snapshot_type") == SnapshotType.CHECKPOINT.value)
+                             & (F.col("selected_by") != DrSelectedBy.REVERIFY.value))
+                .groupBy("source_root", "job_dir").agg(F.max("checkpoint_id").alias("id")).collect())
+        return {(r["source_root"], r["job_dir"]): int(r["id"]) for r in rows if r["id"] is not None}
 
     def _create_local_targets(self) -> None:
         """Every local target root exists after a copy run, also one nothing was copied to yet (e.g. a

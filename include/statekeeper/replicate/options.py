@@ -37,6 +37,7 @@ class VerifyMode(StrEnum):
 class DrMode(StrEnum):
     COPY = "copy"        # select, copy, verify, write the rewritten `_metadata` last
     VERIFY = "verify"    # re-verify the newest verified copy of every snapshot at the target; copy nothing
+    FOLLOW = "follow"    # each job's newest completed checkpoint since its last verified copy, found in the store
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -147,6 +148,9 @@ class DrOptions:
             raise DrOptionsError(f"--copies-in-flight must be >= 1, got {self.copies_in_flight}")
         if self.max_copies_per_second is not None and self.max_copies_per_second <= 0:
             raise DrOptionsError(f"--max-copies-per-second must be > 0, got {self.max_copies_per_second}")
+        if self.mode is DrMode.FOLLOW and self.snapshots:
+            raise DrOptionsError("--mode follow copies each job's newest completed checkpoint; it takes no --snapshot "
+                                 "(copy a chosen snapshot with --mode copy --snapshot URI)")
         if self.max_fallbacks < 0:
             raise DrOptionsError(f"--max-fallbacks must be >= 0, got {self.max_fallbacks}")
         for target in [d for _, d in self.targets.pairs] + ([self.targets.base] if self.targets.base else []):

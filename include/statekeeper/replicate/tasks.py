@@ -215,3 +215,50 @@ class MetadataTask:
         for d in dirs:
             if d.startswith("file://"):
                 os.makedirs(local_path(d), exist_ok=True)
+
+
+FOLLOW_OUT = pa.schema([
+    pa.field("kind", pa.string()),               # "job": one per job directory; "object": one per closure object
+    pa.field("root", pa.string()), pa.field("job_dir", pa.string()), pa.field("status", pa.string()),
+    pa.field("checkpoint_id", pa.int64()), pa.field("metadata_uri", pa.string()),
+    pa.field("metadata_etag", pa.string()), pa.field("metadata_mtime", pa.timestamp("us", tz="UTC")),
+    pa.field("problem", pa.string()),
+    pa.field("uri", pa.string()), pa.field("size", pa.int64()), pa.field("etag", pa.string()),
+])
+FOLLOW_OUT_SPARK = ("kind string, root string, job_dir string, status string, checkpoint_id long, metadata_uri string, "
+                    "metadata_etag string, metadata_mtime timestamp, problem string, uri string, size long, etag string")
+_PROBLEMS_PER_JOB = 5
+
+
+@dataclass
+class FollowTask:
+    """rows (root, job_dir, last_copied) -> FOLLOW_OUT: per job directory, what follow mode's discovery
+    found (statekeeper.replicate.follow), and when a checkpoint is due, each object of its closure."""
+
+    source: StorageConfig
+    roots: list[str]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.replicate.follow import follow_job
+        from statekeeper.storage import RoutingFileIO
+
+        fileio = RoutingFileIO(self.source)
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for batch in batches:
+                for row in batch.to_pylist():
+                    found = follow_job(fileio, self.roots, row["root"], row["job_dir"], row["last_copied"])
+                    c = found.completed
+                    problems = [p.message for p in found.problems]
+                    if len(problems) > _PROBLEMS_PER_JOB:
+                        problems = [*problems[:_PROBLEMS_PER_JOB], f"... and {len(problems) - _PROBLEMS_PER_JOB} more"]
+                    job = {"kind": "job", "root": found.root, "job_dir": found.job_dir, "status": found.status.value,
+                           "checkpoint_id": c.checkpoint_id if c else None, "metadata_uri": c.metadata_uri if c else None,
+                           "metadata_etag": c.metadata.etag if c else None,
+                           "metadata_mtime": c.metadata.mtime if c else None,
+                           "problem": "; ".join(problems) or None}
+                    yield job
+                    for o in found.objects:
+                        yield {**job, "kind": "object", "problem": None, "uri": o.uri, "size": o.size, "etag": o.etag}
+
+        yield from _batches(rows(), FOLLOW_OUT)

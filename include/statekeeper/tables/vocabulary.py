@@ -309,6 +309,7 @@ class DrSelectedBy(StrEnum):
     SAVEPOINT = "savepoint"                   # by --savepoints
     EXPLICIT = "explicit"                     # --snapshot
     REVERIFY = "reverify"                     # --mode verify: an earlier copy checked again
+    FOLLOW = "follow"                         # --mode follow: the job's newest completed checkpoint, not validated
 
 
 class CompactionRunStatus(StrEnum):
