@@ -71,7 +71,8 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
             [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
              "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
              "--master", "local[2]", "--progress-interval", "2"],
-            env=job_process_env(**s3_env(s3_config)), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            env=job_process_env(**s3_env(s3_config)), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
     deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:

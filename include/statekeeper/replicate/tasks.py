@@ -225,8 +225,9 @@ FOLLOW_OUT = pa.schema([
     pa.field("problem", pa.string()),
     pa.field("uri", pa.string()), pa.field("size", pa.int64()), pa.field("etag", pa.string()),
 ])
-FOLLOW_OUT_SPARK = ("kind string, root string, job_dir string, status string, checkpoint_id long, metadata_uri string, "
-                    "metadata_etag string, metadata_mtime timestamp, problem string, uri string, size long, etag string")
+FOLLOW_OUT_SPARK = ("kind string, root string, job_dir string, status string, checkpoint_id long, "
+                    "metadata_uri string, metadata_etag string, metadata_mtime timestamp, problem string, uri string, "
+                    "size long, etag string")
 _PROBLEMS_PER_JOB = 5
 
 
@@ -253,7 +254,8 @@ class FollowTask:
                     if len(problems) > _PROBLEMS_PER_JOB:
                         problems = [*problems[:_PROBLEMS_PER_JOB], f"... and {len(problems) - _PROBLEMS_PER_JOB} more"]
                     job = {"kind": "job", "root": found.root, "job_dir": found.job_dir, "status": found.status.value,
-                           "checkpoint_id": c.checkpoint_id if c else None, "metadata_uri": c.metadata_uri if c else None,
+                           "checkpoint_id": c.checkpoint_id if c else None,
+                           "metadata_uri": c.metadata_uri if c else None,
                            "metadata_etag": c.metadata.etag if c else None,
                            "metadata_mtime": c.metadata.mtime if c else None,
                            "problem": "; ".join(problems) or None}
