@@ -13,7 +13,8 @@ Jobs (the maintenance DAG's, in its order): index (the first run, then over unch
 chains, validate (with the quality suite, and without it so its cost shows separately), gc (plan
 mode) and compact (dry run); then the DR job end to end (`copy_to_dr`: select, closure, copy, verify,
 rewritten `_metadata`, audit rows) into a fresh local target, reported also against the first index run
-over the same roots (goal <= 2x). With --dag also the whole `checkpoint_maintenance` DAG via
+over the same roots (goal <= 2x); then DR follow mode (`--mode follow`): a first round into a target of
+its own, and a round after it with nothing new (goal <= 1.5x the empty job). With --dag also the whole `checkpoint_maintenance` DAG via
 `dag.test()` on the sample store (goal: <= 2 minutes warm on 2 cores).
 
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
@@ -49,7 +50,8 @@ from pyspark.sql import SparkSession
 SparkSession.builder.appName("empty").getOrCreate().stop()
 """
 # The GC step plans with the DAG's default rules; the newest index run is the one just made.
-STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report", "dr_copy")
+STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report", "dr_copy",
+         "dr_follow", "dr_follow_idle")
 
 
 @dataclass
@@ -160,6 +162,8 @@ def _sample_roots(checkout: Path) -> list[str]:
 def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[str]]:
     common = ["--warehouse", str(warehouse), "--run-id", f"bench-{step}"]
     root_args = ["--roots", ",".join(roots)]
+    follow = [*common, "--mode", "follow", "--target", str(warehouse.parent / f"dr-follow-{warehouse.name}"),
+              "--allowed-targets", str(warehouse.parent)]
     return {
         "index_first": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
         "index": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
@@ -172,6 +176,10 @@ def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[
         # A fresh target per warehouse (one per round): the copy, not a skip pass, is what is measured.
         "dr_copy": ("copy_to_dr", [*common, "--target", str(warehouse.parent / f"dr-{warehouse.name}"),
                                    "--allowed-targets", str(warehouse.parent)]),
+        # Follow mode: a first round copies each job's newest checkpoint to a target of its own; the
+        # idle round after it finds nothing new (what most rounds of a five-minute cadence are).
+        "dr_follow": ("copy_to_dr", follow),
+        "dr_follow_idle": ("copy_to_dr", follow),
     }[step]
 
 
@@ -238,6 +246,9 @@ def main(argv: list[str]) -> int:
                     entry, job_args = _step_args("index_first", roots, warehouse)
                     sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "unmeasured-index")
                 for step in steps:
+                    if step == "dr_follow_idle" and "dr_follow" not in steps:   # idle: after a first round
+                        entry, job_args = _step_args("dr_follow", roots, warehouse)
+                        sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "unmeasured-follow")
                     if step == "dr_copy":   # the DR job reads chains and validation too: made unmeasured if missing
                         for needed in ("chains", "validate"):
                             if needed not in steps:
@@ -266,6 +277,14 @@ def main(argv: list[str]) -> int:
                 dr, index = figures[(store, "dr_copy")].median(), figures[(store, "index_first")].median()
                 print(f"{store}: the DR job end to end takes {dr:.1f}s, {dr / index:.2f}x the first index run over "
                       f"the same roots ({index:.1f}s; goal <= 2x)")
+            if (store, "dr_follow_idle") in figures:
+                idle = figures[(store, "dr_follow_idle")].median()
+                print(f"{store}: a follow round with nothing new takes {idle:.1f}s, {idle / base:.2f}x the empty job "
+                      "(goal <= 1.5x)")
+            if (store, "dr_follow") in figures and (store, "dr_copy") in figures:
+                fol, dr = figures[(store, "dr_follow")].median(), figures[(store, "dr_copy")].median()
+                print(f"{store}: a follow round that copies takes {fol:.1f}s, {fol / dr:.2f}x the nightly DR job "
+                      f"({dr:.1f}s), which also needs the index, chains and validation before it")
             if (store, "validate") in figures and (store, "validate_no_suite") in figures:
                 suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()
                 print(f"{store}: the quality suite costs {suite:.1f}s of validate "

@@ -87,18 +87,12 @@ size; it is skipped only on proof that it is the source's bytes (docs/dr-copy.md
 # The target and warehouses: a form value, else the Variable (what scheduled runs use).
 WAREHOUSE = p.form_or_variable("warehouse", "statekeeper_warehouse")
 DR_WAREHOUSE = p.form_or_variable("dr_warehouse", "statekeeper_dr_warehouse")
-TARGETS = ("--target={{ (params.targets | join(',')) if params.targets "
-           "else var.value.get('statekeeper_dr_targets', '') }}")
-# The allowlist is the deployment's guard: the Variable only, whatever a run's conf says.
-ALLOWED_TARGETS = "--allowed-targets={{ var.value.get('statekeeper_dr_allowed_targets', '') }}"
-# The DR store's connection; empty: the job reaches the targets with the source's settings.
-DR_CONN = "(params.dr_storage_conn_id or var.value.get('statekeeper_dr_storage_conn_id', ''))"
 
 DR_ARGS = [
     "--warehouse", WAREHOUSE,
     *p.RUN_ID,
-    TARGETS,
-    ALLOWED_TARGETS,
+    p.DR_TARGETS,
+    p.DR_ALLOWED_TARGETS,
     "--mode={{ params.mode }}",
     "--savepoints={{ params.savepoints }}",
     # One token whatever the list holds: an empty value means "no --snapshot given".
@@ -136,7 +130,7 @@ TARGET_GC_ARGS = [
 ]
 
 # The retention steps read and write the DR store only: its connection, else the source's (as dr_copy).
-TARGET_SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ " + DR_CONN + " or params.storage_conn_id }}"}
+TARGET_SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ " + p.DR_CONN + " or params.storage_conn_id }}"}
 
 with DAG(
     dag_id="checkpoint_dr_copy",
@@ -206,8 +200,7 @@ with DAG(
         task_id=DR.name,
         job=DR.entry_point,
         job_args=DR_ARGS,
-        storage_conn_id="{{ params.storage_conn_id }}",
-        target_storage_conn_id="{{ " + DR_CONN + " }}",
+        **p.DR_CONNECTIONS,
         # Exit 1 (some snapshot not copied) and 2 are final (DR.retried); 3 is retried and resumes.
         doc_md="Copies each job's latest restorable checkpoint (and savepoints by policy, or the given snapshots) "
                "with every file it references to the allowlisted targets, rewrites and writes each `_metadata` "

@@ -30,6 +30,15 @@ INDEX_NOT_BEFORE = "--index-not-before={{ (dag_run.start_date or dag_run.run_aft
 CONNECTION_TYPES = ("'aws' for s3:// (e.g. statekeeper_s3_local), 'google_cloud_platform' for gs://, 'wasb' or "
                     "'adls' for abfss:// (docs/storage-schemes.md)")
 
+# The DR DAGs' targets: a form value, else the Variable; the allowlist is the deployment's guard, the
+# Variable only, whatever a run's conf says; the DR store's connection (empty: the source's settings).
+DR_TARGETS = ("--target={{ (params.targets | join(',')) if params.targets "
+              "else var.value.get('statekeeper_dr_targets', '') }}")
+DR_ALLOWED_TARGETS = "--allowed-targets={{ var.value.get('statekeeper_dr_allowed_targets', '') }}"
+DR_CONN = "(params.dr_storage_conn_id or var.value.get('statekeeper_dr_storage_conn_id', ''))"
+# A copy_to_dr task's connections: the source's from the form, the DR store's as above.
+DR_CONNECTIONS = {"storage_conn_id": "{{ params.storage_conn_id }}", "target_storage_conn_id": "{{ " + DR_CONN + " }}"}
+
 
 def form_or_variable(param: str, variable: str) -> str:
     """The form's value, else the Variable (what scheduled runs use)."""

@@ -20,7 +20,7 @@ def dagbag():
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert set(dagbag.dags) == {"checkpoint_maintenance", "checkpoint_dr_copy"}
+    assert set(dagbag.dags) == {"checkpoint_maintenance", "checkpoint_dr_copy", "checkpoint_dr_follow"}
 
 
 def test_maintenance_dag_shape(dagbag):
@@ -99,9 +99,8 @@ def test_params_form(dagbag):
 
 # The DR copy DAG runs the index, chains and gc jobs again, on the DR store, under task ids of its own.
 TARGET_TASKS = {"target_index": "index", "target_chains": "chains", "target_gc": "gc"}
-# A job run a second time in one DAG with other arguments, under a task id of its own (none since
-# warehouse maintenance became a job of its own).
-OTHER_TASKS: dict[str, str] = {}
+# A job run with other arguments under a task id of its own: the DR copy in follow mode (its own DAG).
+OTHER_TASKS: dict[str, str] = {"dr_follow": "dr_copy"}
 
 
 def test_tasks_follow_the_job_registry(dagbag):

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.replicate.follow import FollowProblemKind, FollowStatus, follow_job, job_dirs
+from statekeeper.replicate.follow import (
+    FollowProblemKind,
+    FollowStatus,
+    follow_job,
+    job_dirs,
+    may_have_news,
+)
 from statekeeper.storage import RoutingFileIO, StorageConfig
 from statekeeper.uri import normalize_uri
 from tests.gc.support import relocated
@@ -63,6 +69,9 @@ def test_each_jobs_newest_completed_checkpoint_and_its_closure_as_flink_reads_it
         # the job's newest checkpoint already copied: nothing to do this round
         again = follow_job(io, [root], root, job_dir, last_copied=found.completed.checkpoint_id)
         assert again.status is FollowStatus.UP_TO_DATE and again.objects == ()
+        newest = found.completed.checkpoint_id
+        assert may_have_news(io, root, job_dir, None) and may_have_news(io, root, job_dir, newest - 1)
+        assert not may_have_news(io, root, job_dir, newest)
     assert spans >= 2, "B's and C's closures should reach into other jobs' directories (CLAIM)"
 
 

@@ -167,6 +167,17 @@ def newest_completed(fileio: FileIO, root: str, job_dir: str) -> Completed | Non
     return None
 
 
+def may_have_news(fileio: FileIO, root: str, job_dir: str, last_copied: int | None) -> bool:
+    """Whether the job may have a completed checkpoint newer than `last_copied`: the cheap first look of a
+    round (one delimited LIST and a stat), so that a round with nothing new parses and lists nothing more.
+    A store error says "maybe": `follow_job` then reports it by name."""
+    try:
+        completed = newest_completed(fileio, root, job_dir)
+    except StorageError:
+        return True
+    return completed is not None and (last_copied is None or completed.checkpoint_id > last_copied)
+
+
 def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
                last_copied: int | None) -> JobFollow:
     """This round's answer for one job directory: nothing new, or the newest completed checkpoint with its

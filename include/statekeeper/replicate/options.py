@@ -151,6 +151,10 @@ class DrOptions:
         if self.mode is DrMode.FOLLOW and self.snapshots:
             raise DrOptionsError("--mode follow copies each job's newest completed checkpoint; it takes no --snapshot "
                                  "(copy a chosen snapshot with --mode copy --snapshot URI)")
+        if self.mode is DrMode.FOLLOW and self.include_external:
+            raise DrOptionsError("--mode follow copies only files below the indexed roots; a checkpoint that "
+                                 "references others is refused by name (copy it with --mode copy "
+                                 "--include-external)")
         if self.max_fallbacks < 0:
             raise DrOptionsError(f"--max-fallbacks must be >= 0, got {self.max_fallbacks}")
         for target in [d for _, d in self.targets.pairs] + ([self.targets.base] if self.targets.base else []):
