@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from statekeeper.replicate.follow import FollowProblemKind, checkpoint_dirs, closure_objects, job_dirs
+from statekeeper.layout.classify import checkpoint_dirs
+from statekeeper.replicate.follow import FollowProblemKind, closure_objects, job_dirs
 from statekeeper.storage import FileInfo
 
 JOB = "file:///store/checkpoints/" + "ab" * 16

@@ -1,7 +1,6 @@
 """The Spark task of a compaction run: one snapshot at a time, each with its own storage client."""
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,9 +20,6 @@ OUT = pa.schema([
 OUT_SPARK = ("uri string, status string, result_metadata_uri string, backup_uri string, metadata_bytes_before long, "
              "metadata_bytes_after long, files_written long, bytes_written long, kept_inline long, "
              "result_sha256 string, problem string, seconds double, finished_at timestamp")
-
-_CHK = re.compile(r"^chk-(\d+)$")
-
 
 @dataclass
 class CompactTask:
@@ -69,17 +65,18 @@ class CompactTask:
     def _running(fileio: Any, row: dict[str, Any]) -> str | None:
         """In place, checked again just before the work: a checkpoint newer than the indexed one appeared in
         the job directory, so the job runs (its JobManager owns every chk-N it retains)."""
+        from statekeeper.layout.classify import checkpoint_id_of
         from statekeeper.uri import parent_uri
 
         if row["checkpoint_id"] is None or not row["uri"].endswith("/_metadata"):
             return None
         chk_dir = parent_uri(row["uri"])
-        if not _CHK.match(chk_dir.rsplit("/", 1)[-1]):
+        if checkpoint_id_of(chk_dir.rsplit("/", 1)[-1]) is None:
             return None
         newer = []
         for d in fileio.list_dirs(parent_uri(chk_dir)):
-            m = _CHK.match(d.rstrip("/").rsplit("/", 1)[-1])
-            if m and int(m.group(1)) > row["job_newest_checkpoint"]:
+            n = checkpoint_id_of(d.rstrip("/").rsplit("/", 1)[-1])
+            if n is not None and n > row["job_newest_checkpoint"]:
                 newer.append(d)
         if newer:
             return (f"--in-place refused: {newer[0]} appeared after the index ran; the job is running and its "

@@ -6,6 +6,7 @@ about ownership, never proof of liveness: only the `_metadata` files decide what
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -58,6 +59,27 @@ def is_flat_checkpoint_dir(name: str) -> bool:
     """`chk-N`, `shared` or `taskowned`: a checkpoint directory written directly in the root, without
     a job-id level (create-subdir=false). The one definition of Flink's flat layout."""
     return bool(_CHK.match(name)) or name in _FLAT_NAMES
+
+
+def checkpoint_id_of(name: str) -> int | None:
+    """N of a `chk-N` directory name; None for any other name."""
+    m = _CHK.match(name)
+    return int(m.group(1)) if m else None
+
+
+def checkpoint_dirs(job_location: str, child_dirs: Iterable[str]) -> list[tuple[int, str]]:
+    """(checkpoint id, directory URI without a trailing slash) of the `chk-N` directories among `child_dirs`
+    (a delimited listing of the job directory `job_location`), newest first. Anything else (shared/,
+    taskowned/, a stray directory, an entry not directly inside the job directory) is not a checkpoint."""
+    base = job_location.rstrip("/")
+    out = []
+    for uri in child_dirs:
+        uri = uri.rstrip("/")
+        head, _, name = uri.rpartition("/")
+        checkpoint_id = checkpoint_id_of(name)
+        if checkpoint_id is not None and head == base:
+            out.append((checkpoint_id, uri))
+    return sorted(out, reverse=True)
 
 
 def classify_child(name: str | None) -> LocationKind:

@@ -20,8 +20,9 @@ not hold (or holds shorter than a handle states), and a reference outside every 
 fallback to an older checkpoint happens here: one older than the last verified copy is not worth a
 copy, and a newer one that does not parse is something to look at, not to step around.
 
-Pure functions decide (`checkpoint_dirs`, `closure_objects`); `follow_job` is the storage edge, and
-it is what one Spark task runs per job directory (nothing of a closure reaches the driver).
+Pure functions decide (`job_dirs`, `closure_objects`, and `layout.classify.checkpoint_dirs`); `follow_job`
+is the storage edge, and it is what one Spark task runs per job directory (nothing of a closure reaches
+the driver).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from statekeeper.layout.classify import METADATA_NAME, LocationKind, classify, classify_child
+from statekeeper.layout.classify import METADATA_NAME, LocationKind, checkpoint_dirs, classify_child
 from statekeeper.storage import FileInfo, ObjectNotFoundError, StorageError
 from statekeeper.storage.base import FileIO
 from statekeeper.uri import is_under
@@ -92,21 +93,7 @@ class JobFollow:
     status: FollowStatus
     completed: Completed | None = None
     objects: tuple[ClosureObject, ...] = ()
-    managed_dirs: tuple[str, ...] = ()
     problems: tuple[FollowProblem, ...] = field(default_factory=tuple)
-
-
-def checkpoint_dirs(job_location: str, child_dirs: Iterable[str]) -> list[tuple[int, str]]:
-    """(checkpoint id, directory URI) of the `chk-N` directories among `child_dirs` of a job directory,
-    newest first. Anything else (shared/, taskowned/, a stray directory) is not a checkpoint."""
-    base = job_location.rstrip("/")
-    out = []
-    for uri in child_dirs:
-        name = uri.rstrip("/").rpartition("/")[2]
-        loc = classify(f"{'0' * 32}/{name}/{METADATA_NAME}")
-        if loc.checkpoint_id is not None and uri.rstrip("/") == f"{base}/{name}":
-            out.append((loc.checkpoint_id, uri.rstrip("/")))
-    return sorted(out, reverse=True)
 
 
 def job_dirs(root: str, child_dirs: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -224,7 +211,8 @@ def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
         gone = any(p.kind is FollowProblemKind.MISSING_OBJECT for p in problems) and not fileio.exists(uri)
         return JobFollow(root, job_dir, FollowStatus.SUBSUMED if gone else FollowStatus.REFUSED, completed,
                          problems=tuple(problems))
-    return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects), tuple(sorted(refs.managed_dirs())))
+    # Tag-17 managed directories are not objects: the `_metadata` rewrite creates them at the target.
+    return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects))
 
 
 def _listings(fileio: FileIO, directories: Iterable[str]) -> dict[str, FileInfo]:

@@ -208,7 +208,9 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                      if r["status"] == FollowStatus.REFUSED.value]
         notes = [r["problem"] for r in per_job if r["status"] == FollowStatus.SUBSUMED.value]
         due = sum(1 for s in status.values() if s is FollowStatus.DUE)
-        up_to_date = len(jobs) - len(news) + sum(1 for s in status.values() if s is FollowStatus.UP_TO_DATE)
+        # nothing new: no completed checkpoint yet, or the newest already has a verified copy
+        nothing_new = len(jobs) - len(news) + sum(
+            1 for s in status.values() if s in (FollowStatus.UP_TO_DATE, FollowStatus.NO_CHECKPOINT))
         totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
         versions: dict[str, int] = {}
         prefixes: dict[str, list[Any]] = {}
@@ -238,8 +240,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                 (notes if group in vanished else problems).append(text)
         failed = due - len(verified)
         run_status = (DrRunStatus.SUCCEEDED if failed == mid_copy and not problems else DrRunStatus.ATTENTION)
-        ctx.log.info("%s: %d job director(ies): %d due, %d up to date, %d subsumed while read, %d during the copy",
-                     ctx.label, len(jobs), due, up_to_date, len(notes) - mid_copy, mid_copy)
+        ctx.log.info("%s: %d job director(ies): %d due, %d with nothing new, %d subsumed while read, %d during the "
+                     "copy", ctx.label, len(jobs), due, nothing_new, len(notes) - mid_copy, mid_copy)
         return self._result(ctx, run_status, snapshots=due, verified=len(verified), failed=failed,
                             problems=tuple(problems[:_PROBLEMS_SHOWN]), notes=tuple(notes[:_PROBLEMS_SHOWN]),
                             table_versions=versions, prefixes=describe_prefixes(prefixes), **totals)
