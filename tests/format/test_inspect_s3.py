@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY
+from tests.plugins.s3 import s3_env
 
 pytestmark = [pytest.mark.s3, pytest.mark.flink]
 REPO = Path(__file__).resolve().parents[2]
@@ -27,11 +27,7 @@ def test_inspect_s3_matches_local(flink_harness, flink_fixture, moto_server, s3_
     chk = flink_fixture(version, "inline_heavy").retained_checkpoints("A")[-1]
     prefix = f"s3://{s3_bucket}/ckpt/{chk.parent.name}/{chk.name}"
     assert s3_upload_tree(chk, prefix) >= 1
-    env = {
-        "STATEKEEPER_S3_ENDPOINT": moto_server.endpoint, "STATEKEEPER_S3_PATH_STYLE": "true",
-        "AWS_ACCESS_KEY_ID": MOTO_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": MOTO_SECRET_KEY,
-        "AWS_REGION": "us-east-1",
-    }
+    env = s3_env(moto_server.config())
     remote = run_cli(env, "inspect", prefix, "--json")
     assert remote.returncode == 0, remote.stderr
     local = run_cli({}, "inspect", str(chk), "--json")

@@ -15,6 +15,7 @@ import tests.harness as harness
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import Warehouse
 from tests.index.support import run_index, table_rows
+from tests.plugins.s3 import s3_env
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
@@ -114,11 +115,8 @@ def test_cli_refuses_an_empty_s3_root_unless_allowed(spark, s3_config, s3_bucket
         import index_checkpoints
     finally:
         sys.path.remove(str(SCRIPT.parent))
-    monkeypatch.setenv("STATEKEEPER_S3_ENDPOINT", s3_config.endpoint)
-    monkeypatch.setenv("STATEKEEPER_S3_PATH_STYLE", "true")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_config.access_key_id)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_config.secret_access_key)
-    monkeypatch.setenv("AWS_REGION", s3_config.region)
+    for name, value in s3_env(s3_config).items():
+        monkeypatch.setenv(name, value)
     RoutingFileIO(s3_config).write(f"s3://{s3_bucket}/checkpoints/other", b"x")
     root = f"s3://{s3_bucket}/checkpoint"  # a typo: no object under it
     args = ["--roots", root, "--warehouse", str(tmp_path / "wh"), "--progress-interval", "0"]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from statekeeper.jvm_startup import C1_ONLY
+
 _REPO = Path(__file__).resolve().parents[2]
 
 _LOG4J = """\
@@ -76,7 +78,7 @@ def job_process_env(*first_on_path: Path, **variables: str) -> dict[str, str]:
     (13 s against 16 s wall alone). The entry point itself keeps C2 for users' ad-hoc runs, which can
     be long; JAVA_TOOL_OPTIONS reaches its JVM without touching what the test runs."""
     path = [*map(str, first_on_path), str(_REPO / "include"), str(_REPO), os.environ.get("PYTHONPATH", "")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1",
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), JAVA_TOOL_OPTIONS=C1_ONLY,
                 **variables)
 
 
