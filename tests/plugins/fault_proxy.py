@@ -60,6 +60,7 @@ class FaultProxy:
         self._random = random.Random(0)
         self._share = 0.0
         self._every: int | None = None
+        self._first: int | None = None
         self._kinds: frozenset[str] = frozenset({"delete"})
         self._matched = 0
         self.ignore_delete_preconditions = False
@@ -88,10 +89,11 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
         self._thread.start()
 
-    def set_faults(self, *, share: float = 0.0, every: int | None = None, seed: int = 0,
+    def set_faults(self, *, share: float = 0.0, every: int | None = None, first: int | None = None, seed: int = 0,
                    kinds: set[str] | frozenset[str] = frozenset({"delete"})) -> None:
-        """Inject a 503 SlowDown into `share` (0..1, seeded random) of the requests of `kinds`, or
-        into every `every`-th of them. `share=0, every=None` turns injection off. Counters stay."""
+        """Inject a 503 SlowDown into `share` (0..1, seeded random) of the requests of `kinds`, into
+        every `every`-th of them, or into the next `first` of them and no more (a burst that outlasts a
+        client's own retries). `share=0, every=None, first=None` turns injection off. Counters stay."""
         unknown = set(kinds) - KINDS
         if unknown:
             raise ValueError(f"unknown request kinds {sorted(unknown)}; known: {sorted(KINDS)}")
@@ -99,8 +101,10 @@ class FaultProxy:
             raise ValueError(f"share must be in [0, 1], got {share}")
         if every is not None and every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
+        if first is not None and first < 0:
+            raise ValueError(f"first must be >= 0, got {first}")
         with self._lock:
-            self._share, self._every, self._kinds = share, every, frozenset(kinds)
+            self._share, self._every, self._first, self._kinds = share, every, first, frozenset(kinds)
             self._random = random.Random(seed)
             self._matched = 0
 
@@ -109,7 +113,9 @@ class FaultProxy:
             if kind not in self._kinds:
                 return False
             self._matched += 1
-            if self._every is not None:
+            if self._first is not None:
+                fail = self._matched <= self._first
+            elif self._every is not None:
                 fail = self._matched % self._every == 0
             else:
                 fail = self._share > 0 and self._random.random() < self._share

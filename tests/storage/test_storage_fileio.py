@@ -19,6 +19,7 @@ from statekeeper.storage import (
     RootNotFoundError,
     Roots,
     RoutingFileIO,
+    StorageError,
     UnsupportedSchemeError,
     root_id_of,
 )
@@ -237,6 +238,28 @@ def test_s3_missing_bucket_is_a_missing_root(s3_config):
     fio = S3FileIO(s3_config)
     with pytest.raises(RootNotFoundError, match="does not exist"):
         fio.check_directory(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/root")
+
+
+
+
+@pytest.mark.s3
+def test_s3_stat_and_list_pages_outlast_the_clients_own_retries(s3_config, s3_bucket, slow_s3):
+    # botocore gives a request up after its attempts, or sooner once a long SlowDown storm drained the client's retry
+    # quota; stat and every list page of a scan then wait and try again (the GC's re-list failed closed on one 503).
+    base = f"s3://{s3_bucket}/storm"
+    _put_tree(S3FileIO(s3_config), base, [f"o{i:03d}" for i in range(12)])
+    fio = S3FileIO(slow_s3.config.with_overrides(max_attempts=2, list_page_size=5))
+    slow_s3.set_faults(first=3, kinds={"head"})      # both of the client's attempts and the first of the next round
+    assert fio.stat(f"{base}/o000").size == 4
+    slow_s3.set_faults(first=3, kinds={"list"})
+    assert len(list(fio.list(base))) == 12
+    assert slow_s3.injected == 6
+    slow_s3.set_faults(first=3, kinds={"head"})
+    with pytest.raises(ObjectNotFoundError):         # an answer that means something is not retried
+        fio.stat(f"{base}/absent")
+    slow_s3.set_faults(first=1, kinds={"head"})      # the bulk engine's client (one attempt): it retries and counts
+    with pytest.raises(StorageError, match="503"):
+        S3FileIO(slow_s3.config.with_overrides(max_attempts=1)).stat(f"{base}/o001")
 
 
 @pytest.mark.s3

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -29,6 +30,7 @@ from statekeeper.storage.model import (
     ListPage,
     delete_in_batches,
 )
+from statekeeper.storage.retry import RetryPolicy, judge
 from statekeeper.storage.s3_stream import S3RangedInput
 from statekeeper.uri import normalize_uri
 
@@ -37,6 +39,11 @@ _PART_SIZE = 64 * 1024 * 1024
 _COPY_OBJECT_MAX = 5 * 1024 ** 3        # CopyObject's limit; larger objects need multipart copy
 _DELETE_OBJECTS_MAX = 1000              # keys per DeleteObjects request
 _MAX_PARTS = 10_000                     # parts per multipart upload
+
+
+T = TypeVar("T")
+# The back-off between rounds of a stat or list request the client gave up on (S3FileIO._request).
+_REQUEST_RETRY = RetryPolicy(backoff_base=0.5, backoff_max=10.0)
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -100,25 +107,46 @@ class S3FileIO(FileIO):
 
     # -- listing ------------------------------------------------------------------------------
 
+    def _request(self, send: Callable[[], T]) -> T:
+        """One request, tried again with jittered back-off while its failure is retriable (throttling, 5xx, no
+        answer) after the client gave up on it: botocore's standard mode stops retrying when its attempts are spent
+        or, under a long SlowDown storm, when the client's retry quota is drained, and a scan (the GC's re-list, an
+        index listing) should slow down rather than fail. A client told never to retry (max_attempts=1, the bulk
+        engine's, which retries and counts itself) is not retried here either."""
+        attempts = self.config.max_attempts
+        attempt = 1
+        while True:
+            try:
+                return send()
+            except (ClientError, BotoCoreError) as exc:
+                if attempt >= attempts or not judge(exc).retriable:
+                    raise
+            time.sleep(_REQUEST_RETRY.delay(attempt))
+            attempt += 1
+
     def _paginate(self, bucket: str, prefix: str, delimiter: str | None,
                   page_size: int | None = None) -> Iterator[dict[str, Any]]:
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size or self.config.list_page_size}
         if delimiter:
             kwargs["Delimiter"] = delimiter
-        paginator = self.client.get_paginator("list_objects_v2")
         uri = f"{self.uri_scheme}://{bucket}/{prefix}"
-        try:
-            yield from paginator.paginate(**kwargs,
-                                          PaginationConfig={"PageSize": page_size or self.config.list_page_size})
-        except ClientError as exc:
-            code, status = _error_code(exc)
-            if code == "NoSuchBucket":
-                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {uri})") from exc
-            if code == "AccessDenied" or status == 403:
-                raise UnreadableObjectError(f"access denied listing {uri}") from exc
-            raise StorageError(f"cannot list {uri}: {code or exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"cannot list {uri}: {exc}") from exc
+        while True:
+            try:
+                page = self._request(lambda: self.client.list_objects_v2(**kwargs))
+            except ClientError as exc:
+                code, status = _error_code(exc)
+                if code == "NoSuchBucket":
+                    raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {uri})") from exc
+                if code == "AccessDenied" or status == 403:
+                    raise UnreadableObjectError(f"access denied listing {uri}") from exc
+                raise StorageError(f"cannot list {uri}: {code or exc}") from exc
+            except BotoCoreError as exc:
+                raise StorageError(f"cannot list {uri}: {exc}") from exc
+            yield page
+            token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+            if not token:
+                return
+            kwargs["ContinuationToken"] = token
 
     @staticmethod
     def _dir_prefix(key: str) -> str:
@@ -209,7 +237,7 @@ class S3FileIO(FileIO):
     def stat(self, uri: str) -> FileInfo:
         bucket, key = self._split(uri)
         try:
-            head = self.client.head_object(Bucket=bucket, Key=key)
+            head = self._request(lambda: self.client.head_object(Bucket=bucket, Key=key))
         except ClientError as exc:
             code, status = _error_code(exc)
             if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
