@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
+from statekeeper.tables import delta_log
+from statekeeper.tables.catalog.dr import DR_COPIES
 from tests.plugins.prepared import replace_bytes
 from tests.replicate.support import copies, local, uri
 
@@ -44,6 +46,7 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     shutil.move(str(a_newest / "_metadata"), held)
     code, first = p.dr(*args)
     assert code == 0, first
+    recorded_first = delta_log.latest_version(p.warehouse, DR_COPIES.name)
     assert first["verified"] == first["snapshots"] == len(jobs) and first["failed"] == 0, first
     rows = {r["job_dir"]: r for r in copies(p.warehouse, first["run_id"])}
     assert {r["selected_by"] for r in rows.values()} == {"follow"}
@@ -70,8 +73,17 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     b_next = _chk_dirs(src, jobs["B"])[-1].with_name(f"chk-{int(_chk_dirs(src, jobs['B'])[-1].name[4:]) + 1}")
     b_next.mkdir()
     replace_bytes(b_next / "_metadata", b"not a checkpoint")
+    # and A's copy lost its record (a round killed between publishing it and committing its dr_copies row, played by
+    # putting the table back to before the second round): the copy is at the target, so an idle round would pass it
+    # by; this round reads dr_copies for B and records A's copy again, copying nothing
+    delta_log.restore(p.warehouse, DR_COPIES, recorded_first,
+                      expected_version=delta_log.latest_version(p.warehouse, DR_COPIES.name))
     code, fourth = p.dr(*args)
     assert code == 1 and fourth["status"] == "attention", fourth
+    assert fourth["snapshots"] == fourth["verified"] == 1 and fourth["files_copied"] == 0, fourth
+    healed, = copies(p.warehouse, fourth["run_id"])
+    assert (healed["job_dir"], healed["checkpoint_id"], healed["status"]) == (jobs["A"], int(a_newest.name[4:]),
+                                                                              "verified")
     assert any(uri(b_next / "_metadata") in problem and "does not parse" in problem
                for problem in fourth["problems"]), fourth["problems"]
     assert not list(local(target).rglob(f"{b_next.name}/_metadata"))

@@ -16,10 +16,11 @@ import tests.harness as harness
 from statekeeper.replicate.follow import (
     FollowProblemKind,
     FollowStatus,
+    first_look,
     follow_job,
     job_dirs,
-    may_have_news,
 )
+from statekeeper.replicate.relocate import target_of
 from statekeeper.storage import RoutingFileIO, StorageConfig
 from statekeeper.uri import normalize_uri
 from tests.gc.support import relocated
@@ -53,9 +54,10 @@ def _local(uri: str) -> Path:
     return Path(uri[len("file://"):])
 
 
-def test_each_jobs_newest_completed_checkpoint_and_its_closure_as_flink_reads_it(store):
+def test_each_jobs_newest_completed_checkpoint_and_its_closure_as_flink_reads_it(store, tmp_path):
     fx, root, names, oracle = store
     io = RoutingFileIO(StorageConfig())
+    mapping = {root: normalize_uri(str(tmp_path / "dr"))}
     jobs, flat = job_dirs(root, io.list_dirs(root))
     assert flat == [] and set(jobs) >= set(names.values()), (jobs, names)
     spans = 0
@@ -70,8 +72,15 @@ def test_each_jobs_newest_completed_checkpoint_and_its_closure_as_flink_reads_it
         again = follow_job(io, [root], root, job_dir, last_copied=found.completed.checkpoint_id)
         assert again.status is FollowStatus.UP_TO_DATE and again.objects == ()
         newest = found.completed.checkpoint_id
-        assert may_have_news(io, root, job_dir, None) and may_have_news(io, root, job_dir, newest - 1)
-        assert not may_have_news(io, root, job_dir, newest)
+        look = first_look(io, io, root, job_dir, mapping)
+        assert (look.newest, look.published, look.unpublished) == (newest, False, True)
+        assert look.due_after(None) and look.due_after(newest - 1) and not look.due_after(newest)
+        published = _local(target_of(found.completed.metadata_uri, mapping))
+        published.parent.mkdir(parents=True)
+        published.write_bytes(b"the copy's rewritten _metadata, written last")
+        look = first_look(io, io, root, job_dir, mapping)
+        assert (look.newest, look.published, look.unpublished) == (newest, True, False)
+        assert look.due_after(None), "published but not recorded in dr_copies: due again, to be recorded"
     assert spans >= 2, "B's and C's closures should reach into other jobs' directories (CLAIM)"
 
 

@@ -154,15 +154,49 @@ def newest_completed(fileio: FileIO, root: str, job_dir: str) -> Completed | Non
     return None
 
 
-def may_have_news(fileio: FileIO, root: str, job_dir: str, last_copied: int | None) -> bool:
-    """Whether the job may have a completed checkpoint newer than `last_copied`: the cheap first look of a
-    round (one delimited LIST and a stat), so that a round with nothing new parses and lists nothing more.
-    A store error says "maybe": `follow_job` then reports it by name."""
+@dataclass(frozen=True)
+class FirstLook:
+    """The cheap first look of a round at one job directory (`first_look`)."""
+
+    root: str
+    job_dir: str
+    newest: int | None = None      # its newest completed checkpoint (None: none yet, or the look failed)
+    published: bool = False        # that checkpoint's rewritten `_metadata` is at the target
+    failed: bool = False           # a store error: the discovery looks again and names it
+
+    @property
+    def unpublished(self) -> bool:
+        """Worth a closer look before anything is read from dr_copies: a round where no job is ends there."""
+        return self.failed or (self.newest is not None and not self.published)
+
+    def due_after(self, last_copied: int | None) -> bool:
+        """Worth the discovery, given the checkpoint id of the job's newest recorded verified copy. A published
+        checkpoint with no record (a round killed between publishing it and committing its dr_copies row) is due
+        again: its copy then skips every object and records it."""
+        return self.failed or (self.newest is not None and (last_copied is None or self.newest > last_copied))
+
+
+def first_look(source: FileIO, target: FileIO, root: str, job_dir: str, mapping: Mapping[str, str]) -> FirstLook:
+    """One delimited LIST and two stats: the newest completed checkpoint, and whether the target already holds its
+    `_metadata`. The copy writes that last, after every object of the closure is verified, so a target `_metadata`
+    means a verified copy of that checkpoint exists (by any run: nightly and follow write the same path)."""
+    from statekeeper.replicate.relocate import target_of
+
     try:
-        completed = newest_completed(fileio, root, job_dir)
+        completed = newest_completed(source, root, job_dir)
     except StorageError:
-        return True
-    return completed is not None and (last_copied is None or completed.checkpoint_id > last_copied)
+        return FirstLook(root, job_dir, failed=True)
+    if completed is None:
+        return FirstLook(root, job_dir)
+    there = target_of(completed.metadata_uri, dict(mapping))
+    published = False
+    if there is not None:
+        try:
+            target.stat(there)
+            published = True
+        except StorageError:     # absent, or unreadable: the discovery decides with dr_copies
+            published = False
+    return FirstLook(root, job_dir, completed.checkpoint_id, published)
 
 
 def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,

@@ -191,9 +191,13 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         self._create_local_targets()
         roots = list(self.inputs.roots)
         jobs, problems = self._followed_jobs(ctx, roots)
-        last = self._last_copied(ctx)
         ctx.beat.phase(f"looking for new checkpoints in {len(jobs)} job director(ies)")
-        news = self._with_news(ctx, jobs, last)
+        looks = self._first_looks(ctx, jobs)
+        # dr_copies is read only when some job's newest checkpoint is not at the target: an idle round reads no table
+        read = any(look.unpublished for look in looks)
+        last = self._last_copied(ctx) if read else {}
+        news = [(look.root, look.job_dir) for look in looks
+                if look.unpublished or (read and look.due_after(last.get((look.root, look.job_dir))))]
         per_job: list[Any] = []
         if news:
             parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
@@ -246,21 +250,17 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                             problems=tuple(problems[:_PROBLEMS_SHOWN]), notes=tuple(notes[:_PROBLEMS_SHOWN]),
                             table_versions=versions, prefixes=describe_prefixes(prefixes), **totals)
 
-    @staticmethod
-    def _with_news(ctx: RunContext, jobs: list[tuple[str, str]],
-                   last: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
-        """The jobs that may have a checkpoint newer than their last copy: a delimited LIST and a stat each, on the
-        driver, 16 at a time (a row per job, no object listing). A round with nothing new ends here, without the
-        Spark task and Python worker the discovery would otherwise start."""
+    def _first_looks(self, ctx: RunContext, jobs: list[tuple[str, str]]) -> list[Any]:
+        """replicate.follow.first_look of every job, on the driver, 16 at a time (a row per job, no object
+        listing): a round with nothing new ends without the Spark task and Python worker of the discovery."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from statekeeper.replicate.follow import may_have_news
+        from statekeeper.replicate.follow import first_look
         from statekeeper.storage import RoutingFileIO
 
-        fileio = RoutingFileIO(ctx.storage)
+        source, target = RoutingFileIO(ctx.storage), RoutingFileIO(self._target_config(ctx))
         with ThreadPoolExecutor(max_workers=16) as pool:
-            flags = list(pool.map(lambda job: may_have_news(fileio, job[0], job[1], last.get(job)), jobs))
-        return [job for job, flag in zip(jobs, flags, strict=True) if flag]
+            return list(pool.map(lambda job: first_look(source, target, job[0], job[1], self._mapping), jobs))
 
     def _followed_jobs(self, ctx: RunContext, roots: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
         """(root, job directory) pairs to follow: each root's child directories named by a job id, through the
