@@ -8,23 +8,18 @@ deletion takes long enough to be killed half-way (the whole process tree: driver
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 import tests.harness as harness
 from tests.chains.support import oracle_references
 from tests.gc.support import SHORT, actions, listing, local, pipeline, relocated, runs, uri
-from tests.plugins.spark import job_process_env
+from tests.plugins.spark import job_process_env, kill_job_when
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-REPO = Path(__file__).resolve().parents[2]
 PLANTED = 1500
 
 
@@ -43,25 +38,12 @@ def test_sigkill_mid_deletion_then_resume(spark, flink_fixture, tmp_path):
     referenced = {f for files in truth.values() for f in files} | {u for u in before if u.endswith("/_metadata")}
     p.refresh()
 
-    env = job_process_env()
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", p.warehouse.uri,
-         "--mode", "delete", *SHORT, "--max-deletes-per-second", "60", "--master", "local[2]",
-         "--progress-interval", "2"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            gone = sum(1 for i in range(PLANTED) if not (job_dir / "shared" / f"planted-{i:05d}").exists())
-            if gone >= 100:
-                break
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            time.sleep(0.5)
-        else:
-            pytest.fail("GC never started deleting")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    def mid_deletion() -> bool:
+        return sum(1 for i in range(PLANTED) if not (job_dir / "shared" / f"planted-{i:05d}").exists()) >= 100
+
+    kill_job_when("collect_garbage", ["--warehouse", p.warehouse.uri, "--mode", "delete", *SHORT,
+                                      "--max-deletes-per-second", "60"], mid_deletion,
+                  cwd=tmp_path, env=job_process_env(), what="100 planted files deleted", poll=0.5)
     [killed] = [rid for rid, row in newest_rows(p.warehouse).items() if row["status"] == "running"]
     remaining = sum(1 for i in range(PLANTED) if (job_dir / "shared" / f"planted-{i:05d}").exists())
     assert 0 < remaining < PLANTED, "the kill should land mid-deletion"

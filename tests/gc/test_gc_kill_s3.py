@@ -9,14 +9,9 @@ job's progress lines; more of them the slower the machine).
 """
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -33,12 +28,11 @@ from tests.chains.support import oracle_references, relocate_store, store_roots
 from tests.gc.support import actions, runs
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket, s3_env
-from tests.plugins.spark import job_process_env
+from tests.plugins.spark import job_process_env, kill_job_when
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-REPO = Path(__file__).resolve().parents[2]
 PLANTED = 600
 
 
@@ -65,27 +59,14 @@ def test_sigkill_mid_deletion_on_s3_then_resume(spark, flink_fixture, s3_config,
     # The planted objects must be older than the 1 s grace period; the index and chains usually took longer.
     time.sleep(max(0.0, planted_at + 1.5 - time.monotonic()))
 
-    log = tmp_path / "collect_garbage.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse", warehouse.uri,
-             "--mode", "delete", "--older-than", "1s", "--allow-short-grace", "--max-deletes-per-second", "40",
-             "--master", "local[2]", "--progress-interval", "2"],
-            env=job_process_env(**s3_env(s3_config)), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    deadline = time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            present = {i.uri for i in fio.list(f"{job_dir}/shared")}
-            if sum(1 for u in planted if u not in present) >= 80:
-                break
-            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-            time.sleep(0.5)
-        else:
-            pytest.fail("GC never started deleting")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    def mid_deletion() -> bool:
+        present = {i.uri for i in fio.list(f"{job_dir}/shared")}
+        return sum(1 for u in planted if u not in present) >= 80
+
+    kill_job_when("collect_garbage", ["--warehouse", warehouse.uri, "--mode", "delete", "--older-than", "1s",
+                                      "--allow-short-grace", "--max-deletes-per-second", "40"], mid_deletion,
+                  cwd=tmp_path, env=job_process_env(**s3_env(s3_config)), what="80 planted objects deleted",
+                  poll=0.5)
     newest = _newest(warehouse)
     [killed] = [rid for rid, row in newest.items() if row["status"] == "running"]
     present = {i.uri for i in fio.list(f"{job_dir}/shared")}   # one listing, not a HEAD per planted key

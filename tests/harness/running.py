@@ -144,23 +144,32 @@ class RunningJob:
 
 
 def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, startup_timeout: float = 180,
-              scenario: str = "incremental", job: str = "A", jvm_opts: tuple[str, ...] = ()) -> RunningJob:
+              scenario: str = "incremental", job: str = "A", jvm_opts: tuple[str, ...] = (),
+              restore_from: Path | None = None, claim_mode: str = "CLAIM",
+              params: dict[str, object] | None = None) -> RunningJob:
     """Start `scenario`'s job (default `incremental` A) with Flink `version`, checkpointing into
     `checkpoint_root/<job-id>/` every 200 ms with one retained checkpoint; return once its first
     checkpoint is complete (`chk-N/_metadata` exists). The JVM stops by itself after `seconds_max`
     (stop() then reports stopped_by == "time_limit"). Raises HarnessRunError if the job does not
-    get there within `startup_timeout` (the JVM is killed)."""
+    get there within `startup_timeout` (the JVM is killed).
+
+    `restore_from`: a retained checkpoint directory (e.g. an earlier live job's newest, kept on stop) the job
+    starts from in `claim_mode`; in CLAIM mode its incremental checkpoints then use that job's `shared/`
+    files (FLINK-24149). `params`: JobSpec keys over LIVE_JOB_PARAMS (e.g. interval_ms, retained)."""
     checkpoint_root = Path(checkpoint_root).absolute()
     checkpoint_root.mkdir(parents=True, exist_ok=True)
     plan = scenarios.PLANS[scenario]
     job_plan = plan.job(job)
-    job_plan = scenarios.JobPlan(job_plan.name, {**job_plan.params, **LIVE_JOB_PARAMS})
+    job_plan = scenarios.JobPlan(job_plan.name, {**job_plan.params, **LIVE_JOB_PARAMS, **(params or {})})
     tmp_parent = cache_root() / "tmp"
     tmp_parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=tmp_parent))
     plan_file = work / "plan.properties"
     lines = scenarios.job_properties(job_plan)
     lines += [f"flink.{key}={value}" for key, value in LIVE_FLINK_OPTIONS.items()]
+    if restore_from is not None:
+        lines += [f"{job_plan.name}.restore={scenarios.escape(str(Path(restore_from).absolute()))}",
+                  f"{job_plan.name}.claim_mode={claim_mode}"]
     plan_file.write_text("\n".join(lines) + "\n")
     (work / "jvm-tmp").mkdir()
     cmd = java_command(version, "statekeeper.harness.RunJob", str(plan_file), job_plan.name,

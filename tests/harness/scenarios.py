@@ -210,8 +210,8 @@ def extra_flink_options(job: JobPlan) -> dict[str, str]:
 def properties(plan: ScenarioPlan, checkpoint_root: str, savepoint_root: str) -> str:
     """The generator's plan file (java.util.Properties syntax)."""
     lines = [f"jobs={','.join(j.name for j in plan.jobs)}",
-             f"checkpoint_root={_escape(checkpoint_root)}",
-             f"savepoint_root={_escape(savepoint_root)}"]
+             f"checkpoint_root={escape(checkpoint_root)}",
+             f"savepoint_root={escape(savepoint_root)}"]
     for job in plan.jobs:
         lines.extend(job_properties(job))
         if job.restore_from:
@@ -224,10 +224,10 @@ def job_properties(job: JobPlan) -> list[str]:
     out = []
     for key, value in job.spec().items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        out.append(f"{job.name}.{key}={_escape(text)}")
+        out.append(f"{job.name}.{key}={escape(text)}")
     return out
 
 
-def _escape(value: str) -> str:
+def escape(value: str) -> str:
     # java.util.Properties treats backslash as an escape and ':'/'=' as separators in keys only.
     return value.replace("\\", "\\\\")

@@ -7,7 +7,7 @@ set before the JVM starts, see `statekeeper.tables.spark.configure_builder`). St
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -89,3 +89,33 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+def kill_job_when(job: str, args: list[str], until: Callable[[], bool], *, cwd: Path, env: dict[str, str],
+                  what: str, timeout: float = 600, poll: float = 0.3) -> Path:
+    """Run `spark_jobs/<job>.py --master local[2] --progress-interval 2 *args` as its own process group (env:
+    `job_process_env`), call `until()` every `poll` seconds while it runs, and SIGKILL the group as soon as it
+    returns true; `until` may assert what must hold at every moment. Fails naming `what` (the moment waited for)
+    after `timeout`, and with the job's log tail if it ends first. Returns the log: a file, since a pipe nobody
+    reads blocks the job once 64 KiB of Spark's progress lines are unread."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log = cwd / f"{job}-killed.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(_REPO / "spark_jobs" / f"{job}.py"), *args, "--master",
+                                 "local[2]", "--progress-interval", "2"],
+                                env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while not until():
+            assert proc.poll() is None, f"{job} ended before {what}:\n{log.read_text(errors='replace')[-3000:]}"
+            if time.monotonic() > deadline:
+                pytest.fail(f"{job}: {what} never happened within {timeout:.0f} s")
+            time.sleep(poll)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    return log

@@ -10,6 +10,7 @@ A live job followed for minutes, on local disk and S3, is the next step of follo
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import tests.harness as harness
 from statekeeper.tables import delta_log
 from statekeeper.tables.catalog.dr import DR_COPIES
 from tests.plugins.prepared import replace_bytes
-from tests.replicate.support import copies, local, uri
+from tests.replicate.support import copies, local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -55,6 +56,13 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
         if name != "A":
             assert rows[job_dir]["checkpoint_id"] == int(_chk_dirs(src, job_dir)[-1].name[4:]), name
         assert rows[job_dir]["status"] == "verified" and local(rows[job_dir]["target_metadata_uri"]).is_file()
+        # the recovery point: when the source checkpoint completed and when its copy was published, each as stamped
+        # by its own store
+        completed = local(rows[job_dir]["source_metadata_uri"]).stat().st_mtime
+        published = local(rows[job_dir]["target_metadata_uri"]).stat().st_mtime
+        assert rows[job_dir]["source_completed_at"].timestamp() == pytest.approx(completed, abs=1e-3), name
+        assert rows[job_dir]["published_at"].timestamp() == pytest.approx(published, abs=1e-3), name
+        assert rows[job_dir]["published_at"] > rows[job_dir]["source_completed_at"], name
 
     # A completes it: the next round copies only A's new checkpoint, and only the objects the target lacks
     shutil.move(held, a_newest / "_metadata")
@@ -89,6 +97,10 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     assert not list(local(target).rglob(f"{b_next.name}/_metadata"))
     shutil.rmtree(b_next)
 
+    # the report page's RPO per job: the age of the newest source checkpoint a verified copy holds, and the lags of
+    # the job's copies, both from dr_copies
+    _check_report(p, jobs)
+
     # the newest copy of every job restores from the target alone (C's and B's reach into A's and B's shared/)
     cases = [(local(rows[jobs[n]]["target_metadata_uri"]).parent, "chain_claim", n) for n in jobs if n != "A"]
     cases.append((local(row["target_metadata_uri"]).parent, "chain_claim", "A"))
@@ -96,3 +108,59 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed
+
+
+def _check_report(p, jobs: dict[str, str]) -> None:
+    from datetime import datetime, timezone
+
+    from statekeeper.report.job import BuildReport
+
+    rows = [r for r in table(p.warehouse, "dr_copies") if r["status"] == "verified"]
+    before = datetime.now(timezone.utc)
+    report = BuildReport(p.spark).warehouse(p.warehouse.uri).progress_interval(0).execute()
+    after = datetime.now(timezone.utc)
+    assert report.status == "succeeded", report.summary()
+    data = json.loads(local(report.report_uri).with_name("report.json").read_text())
+    health = {h["job_dir"]: h for h in data["health"]}
+    for name, job_dir in jobs.items():
+        own = [r for r in rows if r["job_dir"] == job_dir]
+        copy = health[job_dir]["last_dr_copy"]
+        point = max(r["source_completed_at"] for r in own)
+        assert datetime.fromisoformat(copy["source_completed_at"]) == point, name
+        assert (before - point).total_seconds() - 1 <= copy["rpo_seconds"] <= (after - point).total_seconds() + 1
+        lags = sorted((r["published_at"] - r["source_completed_at"]).total_seconds() for r in own)
+        assert sorted(copy["lags"]) == pytest.approx(lags, abs=1e-3), name
+    assert len(health[jobs["A"]]["last_dr_copy"]["lags"]) == 2    # its first copy and the re-recorded one
+    page = (local(report.report_uri)).read_text()
+    assert page.count('class="rpo"') == len(jobs) and '<svg class="lag"' in page
+
+
+def test_a_follow_round_killed_mid_copy_publishes_nothing_incomplete_and_the_next_round_completes(
+        prepared_store, request, tmp_path):
+    """SIGKILL of a follow round (a spark-submit, paced so that it is mid-copy): no target `_metadata` names an
+    object the target lacks, at any moment; the next round copies every job's newest checkpoint (what the killed
+    round wrote on local disk has no record that proves its bytes, so it is copied again: docs/dr-copy.md,
+    "Identity"), and those copies name only objects that are there."""
+    from statekeeper.storage import RoutingFileIO, StorageConfig
+    from tests.plugins.spark import job_process_env, kill_job_when
+    from tests.replicate.test_dr_kill_s3 import _incomplete
+
+    co = prepared_store("chain_claim", VERSION).checkout(tmp_path, request.node.nodeid)
+    fx, p = co.fixture, co.pipeline
+    target = uri(tmp_path / "dr")
+    fio = RoutingFileIO(StorageConfig())
+
+    def mid_copy() -> bool:
+        assert not _incomplete(fio, target)
+        return len(list(fio.list(target))) >= 8
+
+    kill_job_when("copy_to_dr", ["--warehouse", p.warehouse.uri, "--mode", "follow", "--target", target,
+                                 "--allowed-targets", target, "--max-copies-per-second", "4"], mid_copy,
+                  cwd=tmp_path, env=job_process_env(), what="8 objects at the target")
+    assert not _incomplete(fio, target)
+
+    code, again = p.dr("--mode", "follow", "--target", target, "--allowed-targets", target)
+    assert code == 0 and again["verified"] == again["snapshots"] == len(fx.manifest["jobs"]), again
+    assert not _incomplete(fio, target)
+    for row in copies(p.warehouse, again["run_id"]):
+        assert row["status"] == "verified" and local(row["target_metadata_uri"]).is_file(), row

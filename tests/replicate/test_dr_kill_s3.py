@@ -2,16 +2,9 @@
 pinned to the indexed ETags, create-only), killed with SIGKILL mid-copy, then re-run: no target `_metadata` is
 ever visible before every object it names is there, the re-run finishes, and every object of every copy has its
 outcome in `dr_files`. The killed run's output goes to a file: a pipe nobody reads would block the job once 64 KiB
-are unread (Spark's progress bars and the job's progress lines; more of them the slower the machine).
+are unread (tests.plugins.spark.kill_job_when).
 """
 from __future__ import annotations
-
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -27,13 +20,12 @@ from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket, s3_env
-from tests.plugins.spark import job_process_env
+from tests.plugins.spark import job_process_env, kill_job_when
 from tests.replicate.support import copies, table
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _incomplete(fio: RoutingFileIO, target: str) -> list[str]:
@@ -59,28 +51,14 @@ def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_
     (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
      .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
     target = f"s3://{bucket}/dr"
-    env = job_process_env(**s3_env(s3_config))
-    log = tmp_path / "copy_to_dr.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", warehouse.uri,
-             "--target", target, "--allowed-targets", target, "--max-copies-per-second", "15", "--master",
-             "local[2]", "--progress-interval", "2"],
-            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            present = list(fio.list(target))
-            assert not _incomplete(fio, target)
-            if len(present) >= 30:
-                break
-            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-            time.sleep(0.3)
-        else:
-            pytest.fail("the copy never got going")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+
+    def mid_copy() -> bool:
+        assert not _incomplete(fio, target)
+        return len(list(fio.list(target))) >= 30
+
+    kill_job_when("copy_to_dr", ["--warehouse", warehouse.uri, "--target", target, "--allowed-targets", target,
+                                 "--max-copies-per-second", "15"], mid_copy,
+                  cwd=tmp_path, env=job_process_env(**s3_env(s3_config)), what="30 objects at the target")
     assert not [i for i in fio.list(target) if i.uri.endswith("/_metadata")], "a _metadata before its objects"
 
     result = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)

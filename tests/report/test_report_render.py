@@ -61,3 +61,18 @@ def test_ownerless_directories_of_the_newest_gc_run_are_listed():
     assert row and 'data-count="24"' in row.group(0) and f'data-bytes="{3 * 2**20}"' in row.group(0)
     assert "Ownerless job directories" in page and "held back" in row.group(0)
     assert "Ownerless job directories" not in render(data)
+
+
+def test_rpo_ages_and_lag_lines_read_as_people_read_them():
+    from statekeeper.report.charts import age, lag_spark
+
+    assert [age(s) for s in (None, 0, 42.4, 252, 3600, 11100, 2 * 86400 + 3700)] == \
+        ["", "0s", "42s", "4m 12s", "1h", "3h 5m", "2d 1h"]
+    assert lag_spark([]) == "" and lag_spark([30.0]) == ""        # one copy is no trend
+    line = lag_spark([60.0, 120.0, 90.0])
+    points = line.split('points="')[1].split('"')[0].split()
+    assert line.startswith('<svg class="lag"') and len(points) == 3
+    assert "newest 1m 30s, median 1m 30s, max 2m" in line
+    # the highest lag touches the top of the box, the lowest stays above the bottom: the line's scale is its max
+    ys = [float(p.split(",")[1]) for p in points]
+    assert ys.index(min(ys)) == 1 and min(ys) == 2.0 and max(ys) < 18

@@ -26,6 +26,7 @@ the driver).
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -94,6 +95,14 @@ class JobFollow:
     completed: Completed | None = None
     objects: tuple[ClosureObject, ...] = ()
     problems: tuple[FollowProblem, ...] = field(default_factory=tuple)
+    # The `_metadata` bytes that were parsed (up to HELD_METADATA_MAX): the copy rewrites these instead of reading
+    # the source again, so a checkpoint Flink subsumes during the round is still published when its objects
+    # outlive it (incremental RocksDB: its shared/ files are the newer checkpoint's too; chk-N/ held _metadata only).
+    metadata_body: bytes | None = field(default=None, repr=False)
+
+
+# Larger `_metadata` (inline state at scale) is streamed, not held: the copy then reads it again at the end.
+HELD_METADATA_MAX = 32 * 1024 * 1024
 
 
 def job_dirs(root: str, child_dirs: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -218,9 +227,14 @@ def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
     if last_copied is not None and completed.checkpoint_id <= last_copied:
         return JobFollow(root, job_dir, FollowStatus.UP_TO_DATE, completed)
     uri = completed.metadata_uri
+    body: bytes | None = None
     try:
         with fileio.open_input(uri, info=completed.metadata) as stream:
-            refs = extract_references(read_metadata(stream, uri), uri)
+            if completed.metadata.size <= HELD_METADATA_MAX:
+                body = stream.read()
+                refs = extract_references(read_metadata(io.BytesIO(body), uri), uri)
+            else:
+                refs = extract_references(read_metadata(stream, uri), uri)
     except MetadataFormatError as exc:
         return _refused(root, job_dir, completed, FollowProblemKind.UNPARSEABLE, uri,
                         f"{uri} does not parse ({type(exc).__name__}: {exc}); nothing of checkpoint "
@@ -246,7 +260,7 @@ def follow_job(fileio: FileIO, roots: Iterable[str], root: str, job_dir: str,
         return JobFollow(root, job_dir, FollowStatus.SUBSUMED if gone else FollowStatus.REFUSED, completed,
                          problems=tuple(problems))
     # Tag-17 managed directories are not objects: the `_metadata` rewrite creates them at the target.
-    return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects))
+    return JobFollow(root, job_dir, FollowStatus.DUE, completed, tuple(objects), metadata_body=body)
 
 
 def _listings(fileio: FileIO, directories: Iterable[str]) -> dict[str, FileInfo]:

@@ -226,7 +226,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                 F.concat_ws("|", F.lit("job"), "root", "job_dir").alias("group_key"), F.lit(0).alias("rank"),
                 F.lit(DrSelectedBy.FOLLOW.value).alias("selected_by"), F.col("metadata_uri").alias("snapshot_uri"),
                 "root", "job_dir", F.col("job_dir").alias("job_id"), "checkpoint_id",
-                F.lit(SnapshotType.CHECKPOINT.value).alias("snapshot_type"), "metadata_etag"))
+                F.lit(SnapshotType.CHECKPOINT.value).alias("snapshot_type"), "metadata_etag", "metadata_mtime",
+                "metadata_body"))
             objects = due_rows.where(F.col("kind") == "object")
             refs = objects.select(F.col("metadata_uri").alias("snapshot_uri"), "root", F.col("uri").alias("file_uri"),
                                   F.lit(FileKind.UNKNOWN.value).alias("file_kind"))
@@ -383,8 +384,11 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             .withColumn("ok", _transferred() & F.coalesce(F.col("verified"), F.lit(False))))
         external = (cl.where(F.col("external")).groupBy("snapshot_uri")
                     .agg(F.collect_list(F.struct("source_uri", "target_uri")).alias("external")))
-        base = (chosen.select("snapshot_uri", "metadata_etag", "group_key", "selected_by", "root", "job_dir", "job_id",
-                              "checkpoint_id", "snapshot_type")
+        # follow mode hands over the `_metadata` bytes its discovery parsed; the nightly copy reads the source again
+        held = (F.col("metadata_body") if "metadata_body" in chosen.columns
+                else F.lit(None).cast("binary").alias("metadata_body"))
+        base = (chosen.select("snapshot_uri", "metadata_etag", "metadata_mtime", held, "group_key", "selected_by",
+                              "root", "job_dir", "job_id", "checkpoint_id", "snapshot_type")
                 .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
                 .join(refused, "snapshot_uri", "left").join(_per_snapshot(per_file), "snapshot_uri", "left")
                 .join(external, "snapshot_uri", "left"))
@@ -455,7 +459,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         from statekeeper.replicate.tasks import META_OUT_SPARK, MetadataTask
 
         ready = base.where(F.col("refusal").isNull() & (F.coalesce(F.col("bad"), F.lit(0)) == 0))
-        return ready.select("snapshot_uri", "target_metadata_uri", "metadata_etag",
+        return ready.select("snapshot_uri", "target_metadata_uri", "metadata_etag", "metadata_body",
                             F.coalesce("verified_targets", F.array().cast("array<string>")).alias("verified_targets"),
                             "external").repartition(parts, "snapshot_uri").mapInArrow(
             MetadataTask(ctx.storage, self._target_config(ctx), sorted(self._mapping.values()), dict(self._mapping)),
@@ -480,6 +484,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             F.coalesce("refusal", "file_problem", "problem").alias("problem"),
             F.lit(None).cast("string").alias("error"),
             F.lit(started).alias("started_at"), F.lit(finished).alias("finished_at"),
+            F.col("metadata_mtime").alias("source_completed_at"),
+            F.when(ok, F.col("published_at")).alias("published_at"),
             "group_key", (F.coalesce("source_bad", F.lit(False)) | F.coalesce("source_problem", F.lit(False)))
             .alias("retry"))
 
@@ -590,7 +596,10 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                                                        "bytes_skipped")],
             F.lit(self.options.verify.value).alias("verification"), "metadata_sha256", "metadata_bytes", "problem",
             F.lit(None).cast("string").alias("error"), F.lit(started).alias("started_at"),
-            F.lit(finished).alias("finished_at"))
+            F.lit(finished).alias("finished_at"),
+            # the copy's recovery point, as recorded when it was made (null on rows older than these columns)
+            *[(F.col(c) if c in newest.columns else F.lit(None).cast("timestamp")).alias(c)
+              for c in ("source_completed_at", "published_at")])
 
 def _transferred() -> Any:
     """An object the copy wrote, or skipped on proof that the target holds the source's bytes."""

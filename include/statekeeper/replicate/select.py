@@ -14,7 +14,7 @@ from statekeeper.replicate.options import DrOptions, SavepointPolicy
 from statekeeper.tables.vocabulary import DrSelectedBy, SnapshotStatus, SnapshotType, UnitKind
 
 CANDIDATE_COLUMNS = ("group_key", "rank", "selected_by", "snapshot_uri", "root", "root_id", "job_dir", "bucket",
-                     "job_id", "checkpoint_id", "snapshot_type", "metadata_etag")
+                     "job_id", "checkpoint_id", "snapshot_type", "metadata_etag", "metadata_mtime")
 
 
 def restorable_snapshots(results: Any, snapshots: Any) -> Any:

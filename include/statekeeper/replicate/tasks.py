@@ -5,6 +5,7 @@ is ever in a task, and nothing of a closure reaches the driver.
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,10 @@ META_OUT = pa.schema([
     pa.field("snapshot_uri", pa.string()), pa.field("target_metadata_uri", pa.string()), pa.field("ok", pa.bool_()),
     pa.field("problem", pa.string()), pa.field("source_problem", pa.bool_()),
     pa.field("metadata_sha256", pa.string()), pa.field("metadata_bytes", pa.int64()),
+    pa.field("published_at", pa.timestamp("us", tz="UTC")),
 ])
 META_OUT_SPARK = ("snapshot_uri string, target_metadata_uri string, ok boolean, problem string, source_problem boolean, "
-                  "metadata_sha256 string, metadata_bytes long")
+                  "metadata_sha256 string, metadata_bytes long, published_at timestamp")
 
 _BATCH = 10_000
 
@@ -167,7 +169,17 @@ class MetadataTask:
 
         src, dst = row["snapshot_uri"], row["target_metadata_uri"]
         base = {"snapshot_uri": src, "target_metadata_uri": dst, "ok": False, "source_problem": False,
-                "metadata_sha256": None, "metadata_bytes": None}
+                "metadata_sha256": None, "metadata_bytes": None, "published_at": None}
+        mapping = dict(self.mapping)
+        mapping.update({p["source_uri"]: p["target_uri"] for p in row["external"] or []})
+        held = row.get("metadata_body")
+        if held is not None:
+            # follow mode: the bytes its discovery parsed and took the closure from (whatever Flink did since)
+            try:
+                relocated = relocate(io.BytesIO(held), src, dst, mapping)
+            except (MetadataFormatError, RelocateError) as exc:
+                return {**base, "problem": f"{type(exc).__name__}: {exc}"}
+            return self._publish(target_io, row, base, relocated)
         try:
             info = source_io.stat(src)
         except ObjectNotFoundError:
@@ -177,8 +189,6 @@ class MetadataTask:
             return {**base, "source_problem": True,
                     "problem": f"{src} changed since it was indexed (etag {row['metadata_etag']} -> {info.etag}): "
                                "re-index, then copy"}
-        mapping = dict(self.mapping)
-        mapping.update({p["source_uri"]: p["target_uri"] for p in row["external"] or []})
         try:
             with source_io.open_input(src, info=info) as stream:
                 relocated = relocate(stream, src, dst, mapping)
@@ -186,6 +196,13 @@ class MetadataTask:
             return {**base, "source_problem": True, "problem": f"{src} vanished while read: {exc}"}
         except (MetadataFormatError, RelocateError) as exc:
             return {**base, "problem": f"{type(exc).__name__}: {exc}"}
+        return self._publish(target_io, row, base, relocated)
+
+    def _publish(self, target_io: Any, row: dict[str, Any], base: dict[str, Any], relocated: Any) -> dict[str, Any]:
+        """Write the rewritten `_metadata` once everything it names is verified at the target."""
+        from statekeeper.storage import StorageError
+
+        dst = row["target_metadata_uri"]
         try:
             verified = set(row["verified_targets"] or [])
             unverified = sorted(set(relocated.files) - verified)
@@ -198,8 +215,11 @@ class MetadataTask:
                 target_io.write(dst, relocated.body)
                 if target_io.sha256(dst) != relocated.sha256:
                     return {**base, "problem": f"{dst} does not read back as written (another writer?)"}
+            # the target store's own time of the file (an earlier run's, when it already held these bytes): the
+            # recovery point's other end, on the clock that stamped it
+            published = target_io.stat(dst).mtime
             return {**base, "ok": True, "problem": None, "metadata_sha256": relocated.sha256,
-                    "metadata_bytes": relocated.size}
+                    "metadata_bytes": relocated.size, "published_at": published}
         except StorageError as exc:
             return {**base, "problem": f"cannot write {dst}: {type(exc).__name__}: {exc}"}
         finally:
@@ -224,10 +244,11 @@ FOLLOW_OUT = pa.schema([
     pa.field("metadata_etag", pa.string()), pa.field("metadata_mtime", pa.timestamp("us", tz="UTC")),
     pa.field("problem", pa.string()),
     pa.field("uri", pa.string()), pa.field("size", pa.int64()), pa.field("etag", pa.string()),
+    pa.field("metadata_body", pa.binary()),      # job rows of due checkpoints: the bytes parsed (JobFollow)
 ])
 FOLLOW_OUT_SPARK = ("kind string, root string, job_dir string, status string, checkpoint_id long, "
                     "metadata_uri string, metadata_etag string, metadata_mtime timestamp, problem string, uri string, "
-                    "size long, etag string")
+                    "size long, etag string, metadata_body binary")
 _PROBLEMS_PER_JOB = 5
 
 
@@ -259,7 +280,7 @@ class FollowTask:
                            "metadata_etag": c.metadata.etag if c else None,
                            "metadata_mtime": c.metadata.mtime if c else None,
                            "problem": "; ".join(problems) or None}
-                    yield job
+                    yield {**job, "metadata_body": found.metadata_body}
                     for o in found.objects:
                         yield {**job, "kind": "object", "problem": None, "uri": o.uri, "size": o.size, "etag": o.etag}
 

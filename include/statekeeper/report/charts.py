@@ -104,3 +104,34 @@ def metadata_lines(points: Sequence[MetadataPoint]) -> str:
         if jobs:
             fig.legend(loc="outside upper center", frameon=False, fontsize=8, ncols=min(len(jobs), 8))
         return _svg(fig, "_metadata size and inline state per checkpoint")
+
+
+def age(seconds: float | None) -> str:
+    """A duration as people read an RPO: the two largest units ("4m 12s", "3h 5m", "2d 1h")."""
+    if seconds is None:
+        return ""
+    left = max(0, int(round(seconds)))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return " ".join(parts[:2])
+
+
+def lag_spark(lags: Sequence[float], width: int = 96, height: int = 18) -> str:
+    """The lags of a job's last DR copies (seconds, oldest first) as a small inline SVG line, its range in the
+    title. Drawn by hand: a line of two dozen points needs no plotting library and no script."""
+    if len(lags) < 2:
+        return ""
+    from html import escape
+
+    top = max(lags) or 1.0
+    step = (width - 4) / (len(lags) - 1)
+    points = " ".join(f"{2 + i * step:.1f},{height - 2 - (v / top) * (height - 4):.1f}" for i, v in enumerate(lags))
+    ordered = sorted(lags)
+    title = (f"lag of the last {len(lags)} copies: newest {age(lags[-1])}, median {age(ordered[len(ordered) // 2])}, "
+             f"max {age(top)}")
+    return (f'<svg class="lag" width="{width}" height="{height}" role="img" aria-label="{escape(title)}">'
+            f"<title>{escape(title)}</title>"
+            f'<polyline fill="none" stroke="#3f51b5" stroke-width="1.5" points="{points}"/></svg>')

@@ -8,6 +8,7 @@ The small audit tables (`*_runs`) are read without Spark (statekeeper.tables.rea
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
@@ -32,6 +33,7 @@ from statekeeper.tables.reader import TableReader
 from statekeeper.tables.vocabulary import (
     Check,
     DrCopyStatus,
+    DrSelectedBy,
     FileKind,
     GcOutcome,
     GcRunStatus,
@@ -189,7 +191,7 @@ class Gatherer:
                       .groupBy("snapshot_uri").agg(F.sort_array(F.collect_set("check")).alias("checks"))
                       .collect()):
                 checks[r["snapshot_uri"]] = tuple(r["checks"])
-        copies = self._dr_copies(sorted({(r["root"], r["job_dir"]) for r in ranked}))
+        copies = self._dr_copies(sorted({(r["root"], r["job_dir"]) for r in ranked}), datetime.now(timezone.utc))
         rows = []
         for r in ranked:
             rows.append(JobHealth(
@@ -199,7 +201,10 @@ class Gatherer:
                 copies.get((r["root"], r["job_dir"]))))
         return tuple(rows), int(c["n"] or 0), int(c["u"] or 0), uncovered, c["run"]
 
-    def _dr_copies(self, shown: list[tuple[str, str]]) -> dict[tuple[str, str], DrCopyRef]:
+    def _dr_copies(self, shown: list[tuple[str, str]], now: datetime) -> dict[tuple[str, str], DrCopyRef]:
+        """Per shown job: its last verified copy, the age of the newest recovery point a copy holds (RPO) and
+        the lags of its last `limits.dr_lags` copies (re-verifications copy nothing and have no lag of their own).
+        At most that many rows per shown job reach the driver."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -208,11 +213,30 @@ class Gatherer:
             return {}
         spark = self.frames["files"].sparkSession
         keys = F.broadcast(spark.createDataFrame(shown, "source_root string, job_dir string"))
+        for name in ("source_completed_at", "published_at"):     # a dr_copies table older than these columns
+            if name not in copies.columns:
+                copies = copies.withColumn(name, F.lit(None).cast("timestamp"))
         newest = Window.partitionBy("source_root", "job_dir").orderBy(F.desc("finished_at"), F.desc("checkpoint_id"))
         found = (copies.where(F.col("status") == DrCopyStatus.VERIFIED.value).join(keys, ["source_root", "job_dir"])
-                 .withColumn("n", F.row_number().over(newest)).where(F.col("n") == 1).collect())
-        return {(r["source_root"], r["job_dir"]): DrCopyRef(r["target_metadata_uri"], r["checkpoint_id"],
-                                                            r["finished_at"]) for r in found}
+                 .withColumn("n", F.row_number().over(newest)).where(F.col("n") <= max(1, self.limits.dr_lags))
+                 .select("source_root", "job_dir", "n", "target_metadata_uri", "checkpoint_id", "finished_at",
+                         "selected_by", "source_completed_at", "published_at").collect())
+        by_job: dict[tuple[str, str], list[Any]] = {}
+        for r in found:
+            by_job.setdefault((r["source_root"], r["job_dir"]), []).append(r)
+        out = {}
+        for key, rows in by_job.items():
+            rows.sort(key=lambda r: r["n"])
+            first = rows[0]
+            points = [_utc(r["source_completed_at"]) for r in rows if r["source_completed_at"] is not None]
+            point = max(points) if points else None
+            lags = tuple((_utc(r["published_at"]) - _utc(r["source_completed_at"])).total_seconds()
+                         for r in reversed(rows)
+                         if r["selected_by"] != DrSelectedBy.REVERIFY.value and r["published_at"] is not None
+                         and r["source_completed_at"] is not None)
+            out[key] = DrCopyRef(first["target_metadata_uri"], first["checkpoint_id"], first["finished_at"], point,
+                                 (now - point).total_seconds() if point is not None else None, lags)
+        return out
 
     def dr_verified_jobs(self) -> int:
         from pyspark.sql import functions as F
@@ -325,6 +349,11 @@ class Gatherer:
                   if r["status"] == "succeeded" and r["run_id"] != current.run_id]
         points.sort(key=lambda p: p.at)
         return (*points[-(self.limits.trend_runs - 1):], current)
+
+
+def _utc(value: datetime) -> datetime:
+    """PySpark hands a collected timestamp back naive, in the driver process's local time zone."""
+    return value.astimezone(timezone.utc)
 
 
 def _job_storage(r: Any) -> JobStorage:

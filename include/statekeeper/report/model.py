@@ -96,6 +96,10 @@ class DrCopyRef:
     target_metadata_uri: str | None
     checkpoint_id: int | None
     finished_at: datetime
+    # The recovery point (dr_copies.source_completed_at / published_at; None on rows older than those columns):
+    source_completed_at: datetime | None = None   # when the newest copied checkpoint completed at the source
+    rpo_seconds: float | None = None              # its age when the report ran: what a failover now would lose
+    lags: tuple[float, ...] = ()                  # published - completed, seconds, of the last copies, oldest first
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ class Limits:
     operators: int = 15
     trend_runs: int = 30
     idle_jobs: int = 40
+    dr_lags: int = 24          # per job: the last N copies' lags in its RPO trend
 
 
 @dataclass(frozen=True)

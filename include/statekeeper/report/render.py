@@ -21,6 +21,7 @@ def _environment():
     env.filters["size"] = lambda n: human_size(n) if n is not None else ""
     env.filters["num"] = lambda n: f"{n:,}" if n is not None else ""
     env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M UTC") if isinstance(t, datetime) else ""
+    env.filters["age"] = charts.age
     return env
 
 
@@ -62,4 +63,4 @@ def render(data: ReportData) -> str:
     }
     return _template().render(d=data, charts=rendered, lineage_svg=svg, lineage_error=error, others=others(data),
                               src=lambda table, where: data.source(table, where).text(),
-                              restorable=lineage.restorable_text)
+                              restorable=lineage.restorable_text, lag_spark=charts.lag_spark)

@@ -26,6 +26,7 @@ PAGE = r"""<!DOCTYPE html>
  tr.unrestorable td { background: #fdecec; } tr.unrestorable td.flag { color: #b71c1c; font-weight: bold; }
  tr.total td { font-weight: bold; border-top: 2px solid #ccd; }
  .flag.ok { color: #2e7d32; } .flag.unknown { color: #777; }
+ .rpo { white-space: nowrap; } .rpo svg { vertical-align: middle; margin-left: .4em; }
  .notes { background: #fff8e1; border: 1px solid #f0d48a; padding: 6px 12px; border-radius: 6px; }
  code { font-size: 12px; word-break: break-all; } svg { max-width: 100%; height: auto; }
  #lineage svg g.node[data-restorable="false"] text { font-weight: bold; }
@@ -88,18 +89,19 @@ PAGE = r"""<!DOCTYPE html>
  <td class="n" data-bytes="{{ e.bytes }}" title="sizes of those files in files">{{ e.bytes | size }}</td></tr>{% endfor %}</table>{% endif %}
 
 <h2 id="health-section">Does every job's newest checkpoint restore?</h2>
-<div class="src">From <code>validation_jobs</code> (newest checkpoint, latest restorable), failing checks from <code>validation_results</code> (severity = error on the newest snapshot), last verified copy from <code>dr_copies</code> (status = verified).
+<div class="src">From <code>validation_jobs</code> (newest checkpoint, latest restorable), failing checks from <code>validation_results</code> (severity = error on the newest snapshot), last verified copy from <code>dr_copies</code> (status = verified); RPO: the age of the newest source checkpoint a verified copy holds, what a failover now would lose; the line: each of the last copies' lag, from completion at the source to its <code>_metadata</code> at the target.
  {% if d.jobs_not_validated %}<b>{{ d.jobs_not_validated | num }} directories with snapshots have no validation row</b> (validate after the newest index run).{% endif %}
  {% if d.health | length < d.jobs %}Not restorable first, then the largest; {{ d.health | length }} of {{ d.jobs | num }}.{% endif %}</div>
 {% if d.health %}<table id="health">
-<tr><th>directory</th><th>kind</th><th>job id</th><th>newest checkpoint</th><th>restorable</th><th>failing checks</th><th>latest restorable</th><th>last verified DR copy</th></tr>
+<tr><th>directory</th><th>kind</th><th>job id</th><th>newest checkpoint</th><th>restorable</th><th>failing checks</th><th>latest restorable</th><th>last verified DR copy, RPO and lag trend</th></tr>
 {% for h in d.health %}<tr data-job-dir="{{ h.job_dir }}" data-restorable="{{ restorable(h.newest_restorable) }}"{% if h.newest_restorable == false %} class="unrestorable"{% endif %}>
  <td><code>{{ h.job_dir }}</code></td><td>{{ h.kind }}</td><td><code>{{ h.job_id or '' }}</code></td>
  <td title="{{ h.newest_uri or '' }}">{{ h.newest_checkpoint_id if h.newest_checkpoint_id is not none else '' }}</td>
  <td class="flag {{ 'ok' if h.newest_restorable else ('unknown' if h.newest_restorable is none else 'bad') }}" title="{{ src('validation_jobs', 'newest_restorable where root = \'' ~ h.root ~ '\' and job_dir = \'' ~ h.job_dir ~ '\'') }}">{{ 'yes' if h.newest_restorable else ('unknown' if h.newest_restorable is none else 'NO') }}</td>
  <td>{{ h.failing_checks | join(', ') }}</td>
  <td title="{{ h.latest_restorable_uri or '' }}">{{ h.latest_restorable_checkpoint_id if h.latest_restorable_checkpoint_id is not none else ('none' if h.newest_uri else '') }}</td>
- <td>{% if h.last_dr_copy %}{{ h.last_dr_copy.finished_at | when }} (chk {{ h.last_dr_copy.checkpoint_id }}){% endif %}</td></tr>
+ <td>{% if h.last_dr_copy %}{{ h.last_dr_copy.finished_at | when }} (chk {{ h.last_dr_copy.checkpoint_id }}){% if h.last_dr_copy.rpo_seconds is not none %}
+ <br><span class="rpo" data-rpo-seconds="{{ h.last_dr_copy.rpo_seconds | round(1) }}" title="{{ src('dr_copies', 'now - max(source_completed_at) where status = \'verified\' and source_root = \'' ~ h.root ~ '\' and job_dir = \'' ~ h.job_dir ~ '\'') }}">RPO {{ h.last_dr_copy.rpo_seconds | age }}</span>{{ lag_spark(h.last_dr_copy.lags) | safe }}{% endif %}{% endif %}</td></tr>
 {% endfor %}</table>{% else %}<p>No validation run yet: run the <code>validate</code> task.</p>{% endif %}
 
 <h2 id="metadata-section"><code>_metadata</code> size and inline state</h2>

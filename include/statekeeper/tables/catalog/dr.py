@@ -41,6 +41,9 @@ DR_COPIES = TableSpec(
         _f("error", pa.string()),
         _f("started_at", TS, False),
         _f("finished_at", TS, False),
+        # Added after the first release (nullable, last; older rows read null): the copy's recovery point.
+        _f("source_completed_at", TS),   # when the source snapshot completed: its `_metadata`'s mtime at the source
+        _f("published_at", TS),          # when the target `_metadata` was written: its mtime at the target
     ]),
     (),
     "One row per snapshot a DR run copied (or re-verified): verified with its target `_metadata`, or failed "

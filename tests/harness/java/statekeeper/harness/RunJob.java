@@ -71,7 +71,9 @@ public final class RunJob {
         long deadline = System.currentTimeMillis() + (long) (Double.parseDouble(args[4]) * 1000);
         File stopFile = new File(work, "STOP");
 
-        Map<String, String> map = spec.configuration(checkpointRoot, new File(work, "savepoints"), null);
+        // <job>.restore: a retained checkpoint's directory to start from (in <job>.claim_mode), as the generator's
+        String restore = spec.restore == null || spec.restore.isBlank() ? null : spec.restore;
+        Map<String, String> map = spec.configuration(checkpointRoot, new File(work, "savepoints"), restore);
         // Keep running through failed checkpoints (counted from the statistics instead of failing
         // the job), keep enough history for every failure's reason between two polls, and never
         // take a fixed REST port (other sessions run MiniClusters too).
