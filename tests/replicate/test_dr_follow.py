@@ -5,8 +5,10 @@ newest completed checkpoint since its last verified copy, found by listing the r
 The store is a checkout of the prepared `chain_claim` store of the newest harness version (tests/plugins/
 prepared.py): B was restored from A's checkpoint in CLAIM mode and C from B's, so B's and C's closures
 span other jobs' directories. The index of that store is only where the rounds learn their roots; the
-checkpoint a round copies is found in the store (one of them is hidden from the index here).
-A live job followed for minutes, on local disk and S3, is the next step of follow mode (not here).
+checkpoint a round copies is found in the store (one of them is hidden from the index here). After the
+rounds, the report shows each job's RPO, the GC's retention on the DR root keeps each job's newest copy, and
+those restore. A second test SIGKILLs a round mid-copy. A live job followed for minutes:
+test_dr_follow_live.py.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import tests.harness as harness
 from statekeeper.tables import delta_log
 from statekeeper.tables.catalog.dr import DR_COPIES
 from tests.plugins.prepared import replace_bytes
-from tests.replicate.support import copies, local, table, uri
+from tests.replicate.support import copies, dr_pipeline, local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -101,9 +103,19 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     # the job's copies, both from dr_copies
     _check_report(p, jobs)
 
+    # retention at the target keeps the newest follow copy of each job: the GC's own rules on the DR root, in a
+    # warehouse of its own, as the nightly DAG runs them (docs/dr-copy.md, "Retention at the target")
+    older_a = local(rows[jobs["A"]]["target_metadata_uri"])
+    newest = {n: local((row if n == "A" else rows[jobs[n]])["target_metadata_uri"]) for n in jobs}
+    t = dr_pipeline(p.spark, tmp_path / "dr-side", [target + "/checkpoints"])
+    (tmp_path / "dr-side").mkdir()
+    t.refresh()
+    code, gc = t.gc("--mode", "delete", "--retain-last", "1", "--older-than", "1s", "--allow-short-grace")
+    assert code == 0 and gc["deleted"] > 0, gc
+    assert not older_a.exists() and all(m.is_file() for m in newest.values())
+
     # the newest copy of every job restores from the target alone (C's and B's reach into A's and B's shared/)
-    cases = [(local(rows[jobs[n]]["target_metadata_uri"]).parent, "chain_claim", n) for n in jobs if n != "A"]
-    cases.append((local(row["target_metadata_uri"]).parent, "chain_claim", "A"))
+    cases = [(m.parent, "chain_claim", n) for n, m in newest.items()]
     local(src).rename(tmp_path / "src-moved-away")
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
