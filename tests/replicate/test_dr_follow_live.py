@@ -9,10 +9,18 @@ subsumed mid-copy); the lag from completion at the source to the verified target
 (p50, p95, max). The newest copy at three moments of the run and the final copy after the job stopped
 restore in real Flink, in one JVM, with the source moved away: earlier copies stay intact at the target,
 since nothing there is deleted.
+
+On S3 the same, from a bucket of the session's moto server to a bucket of a second one. The harness's
+Flink cannot write to S3 here (no `flink-s3-fs-*` plugin in `apache-flink-libraries`, no Maven Central),
+so a mirror thread uploads what Flink writes locally in Flink's own order (a file once its size held still
+for one pass, a `_metadata` only after the files written before it, its paths rewritten into the bucket as
+the test stores on S3 are: tests.chains.support.relocate_store) and deletes what Flink deleted. The four
+copies then come back to local disk through the DR copy itself (explicit snapshots), and restore there.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +29,10 @@ import pytest
 import tests.harness as harness
 from statekeeper.replicate.job import CopyToDr
 from statekeeper.replicate.options import DrMode, DrOptions, TargetSpec
+from statekeeper.storage import RoutingFileIO, StorageConfig
+from statekeeper.tables import Warehouse
 from tests.index.support import run_index
+from tests.plugins.s3 import MotoServer, make_bucket
 from tests.replicate.support import local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -39,24 +50,119 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+class _Mirror:
+    """Uploads a local checkpoint root to an S3 prefix as Flink would write it there: a file once its size and
+    mtime held for one pass (0.2 s), every `_metadata` after the other files of its pass, then deletes of what
+    is gone locally. `settle()` waits for one full pass."""
+
+    def __init__(self, root: Path, prefix: str, fio: RoutingFileIO) -> None:
+        self.root, self.prefix, self.fio = root, prefix.rstrip("/"), fio
+        self._seen: dict[Path, tuple[int, int]] = {}
+        self._sent: dict[Path, tuple[int, int]] = {}
+        self._passes = 0
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="s3-mirror")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._pass()
+                self._passes += 1
+                self._stop.wait(0.2)
+        except BaseException as exc:    # noqa: BLE001 - reported by settle()/stop()
+            self.error = exc
+
+    def _pass(self) -> None:
+        now: dict[Path, tuple[int, int]] = {}
+        for top, _, names in os.walk(self.root):       # a directory Flink removes mid-walk is passed over
+            for name in names:
+                path = Path(top) / name
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                now[path] = (st.st_size, st.st_mtime_ns)
+        stable = [p for p, sig in now.items() if self._seen.get(p) == sig and self._sent.get(p) != sig]
+        for path in sorted(stable, key=lambda p: p.name == "_metadata"):     # data first, _metadata last
+            try:
+                data = self._metadata(path) if path.name == "_metadata" else path.read_bytes()
+            except FileNotFoundError:
+                continue
+            self.fio.write(f"{self.prefix}/{path.relative_to(self.root).as_posix()}", data)
+            self._sent[path] = now[path]
+        gone = [p for p in self._sent if p not in now]
+        if gone:
+            self.fio.delete_many([f"{self.prefix}/{p.relative_to(self.root).as_posix()}" for p in gone])
+            for p in gone:
+                del self._sent[p]
+        self._seen = now
+
+    def _metadata(self, path: Path) -> bytes:
+        """Flink's `_metadata` with its absolute paths where a job writing to the bucket would have put them."""
+        from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
+
+        result = rewrite_prefixes(read_metadata(path, uri(path)), {uri(self.root): self.prefix})
+        assert not result.unmapped, f"{path}: paths outside the root: {result.unmapped[:3]}"
+        return to_bytes(result.model, inline_source=path)
+
+    def settle(self) -> None:
+        target = self._passes + 3
+        while self._passes < target and self.error is None:
+            time.sleep(0.1)
+        assert self.error is None, self.error
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self.error is None, self.error
+
+
+@pytest.fixture(scope="module")
+def dr_server(tmp_path_factory):
+    server = MotoServer(tmp_path_factory.mktemp("moto-dr-live") / "moto_server.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
+    _follow_live(spark, tmp_path, capsys)
+
+
+@pytest.mark.s3
+def test_follow_rounds_trail_a_live_job_from_one_s3_endpoint_to_another(spark, tmp_path, capsys, s3_config,
+                                                                        dr_server):
+    _follow_live(spark, tmp_path, capsys, s3=(s3_config, dr_server.config()))
+
+
+def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, StorageConfig] | None = None) -> None:
     root = tmp_path / "checkpoints"
+    root.mkdir()
+    storage, target_storage, mirror = StorageConfig(), None, None
+    source, target = uri(root), uri(tmp_path / "dr")
+    if s3 is not None:
+        storage, target_storage = s3
+        source = f"s3://{make_bucket(storage, 'live')}/checkpoints"
+        target = f"s3://{make_bucket(target_storage, 'dr')}/flink"
+        mirror = _Mirror(root, source, RoutingFileIO(storage))
     with harness.start_job(VERSION, root, params=LIVE) as parent:
         time.sleep(3)
         parent_stats = parent.stop()
     assert parent_stats.ok, parent_stats
     parent_dir = parent_stats.job_dir.name
-    warehouse = tmp_path / "warehouse"
-    from statekeeper.tables import Warehouse
-
-    wh = Warehouse(str(warehouse))
-    index = run_index(spark, [uri(root)], wh)        # where follow rounds learn their roots
+    if mirror is not None:
+        mirror.settle()
+    wh = Warehouse(str(tmp_path / "warehouse"))
+    index = run_index(spark, [source], wh, storage=storage)        # where follow rounds learn their roots
     assert index.status == "succeeded", index.summary()
-    target = uri(tmp_path / "dr")
     options = DrOptions(mode=DrMode.FOLLOW, targets=TargetSpec.parse([target]), allowed_targets=(target,))
 
     def follow_round():
-        return CopyToDr(spark).warehouse(wh).progress_interval(0).configure(options).execute()
+        return (CopyToDr(spark).warehouse(wh).storage(storage).progress_interval(0).configure(options)
+                .target_storage(target_storage).execute())
 
     rounds, moments = [], []
     with harness.start_job(VERSION, root, restore_from=parent_stats.newest_checkpoint, claim_mode="CLAIM",
@@ -68,6 +174,9 @@ def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
                 moments.append(_newest_copy(wh, job.job_dir.name))      # the newest copy at this moment
         stats = job.stop()
     assert stats.ok and stats.completed >= SECONDS / 2, stats
+    if mirror is not None:
+        mirror.settle()
+        mirror.stop()
     rounds.append(follow_round())                  # the job stopped: its final retained checkpoint
     final = _newest_copy(wh, job.job_dir.name)
     assert final["checkpoint_id"] == int(stats.newest_checkpoint.name[4:]), (final, stats)
@@ -83,22 +192,44 @@ def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
     lags = [(r["published_at"] - r["source_completed_at"]).total_seconds() for r in rows]
     assert all(lag > 0 for lag in lags), lags
     with capsys.disabled():
-        print(f"\n[follow live] {len(rounds)} rounds in {SECONDS:.0f} s ({stats.completed} checkpoints), "
-              f"{len(published)} published, {sum(bool(r.notes) for r in rounds)} with a checkpoint subsumed "
-              f"mid-copy; lag from completion to verified target _metadata: p50 {_percentile(lags, 0.5):.1f} s, "
-              f"p95 {_percentile(lags, 0.95):.1f} s, max {max(lags):.1f} s")
+        print(f"\n[follow live{' s3' if s3 else ''}] {len(rounds)} rounds in {SECONDS:.0f} s ({stats.completed} "
+              f"checkpoints), {len(published)} published, {sum(bool(r.notes) for r in rounds)} with a checkpoint "
+              f"subsumed mid-copy; lag from completion to verified target _metadata: p50 "
+              f"{_percentile(lags, 0.5):.1f} s, p95 {_percentile(lags, 0.95):.1f} s, max {max(lags):.1f} s")
 
     # each copy's closure spans both job directories: the parent's shared/ files came along
-    spans = {c["target_metadata_uri"]: _spans(wh, c) for c in [*moments, final]}
+    kept = [*moments, final]
+    spans = {c["target_metadata_uri"]: _spans(wh, c) for c in kept}
     assert all(parent_dir in dirs and job.job_dir.name in dirs for dirs in spans.values()), spans
 
     # the copies of three moments and the final one restore from the target alone
     root.rename(tmp_path / "source-moved-away")
-    cases = [(local(c["target_metadata_uri"]).parent, "incremental", "A") for c in [*moments, final]]
+    metadata = [c["target_metadata_uri"] for c in kept]
+    if s3 is not None:
+        metadata = _down_to_local(spark, tmp_path, target, target_storage, metadata)
+    cases = [(local(m).parent, "incremental", "A") for m in metadata]
     assert len(cases) == 4 and len({c[0] for c in cases}) == 4, cases
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed
+
+
+def _down_to_local(spark, tmp_path: Path, target: str, config: StorageConfig, metadata: list[str]) -> list[str]:
+    """The DR copy itself brings the given copies from the DR bucket to local disk (indexed and validated there
+    as a source of their own): what a restore in the DR region would start from. Their local `_metadata`."""
+    from tests.replicate.test_dr_s3 import _index_and_validate
+
+    roots = [f"{target}/checkpoints"]
+    dr_wh = Warehouse(str(tmp_path / "dr-warehouse"))
+    _index_and_validate(spark, roots, dr_wh, config)
+    down = uri(tmp_path / "restored")
+    back = (CopyToDr(spark).warehouse(dr_wh).storage(config).progress_interval(0)
+            .configure(DrOptions(targets=TargetSpec.parse([down]), allowed_targets=(down,), snapshots=tuple(metadata)))
+            .target_storage(StorageConfig()).execute())
+    assert back.status == "succeeded" and back.verified == len(metadata), back.summary()
+    rows = {r["source_metadata_uri"]: r["target_metadata_uri"] for r in table(dr_wh, "dr_copies")
+            if r["run_id"] == back.run_id and r["status"] == "verified"}
+    return [rows[m] for m in metadata]
 
 
 def _newest_copy(wh, job_dir: str) -> dict:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,13 +19,12 @@ import pytest
 import tests.harness as harness
 from statekeeper.format import extract_references, open_metadata
 from tests.plugins.prepared import replace_bytes
-from tests.plugins.spark import job_process_env
+from tests.plugins.spark import job_process_env, kill_job_when
 from tests.replicate.support import copies, dr_pipeline, listing, local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _store(prepared_store, request, base: Path, scenario: str = "incremental"):
@@ -113,26 +109,13 @@ def test_incremental_rerun_copies_only_new_files(spark, prepared_store, request,
 
 def test_metadata_only_ever_visible_complete_and_sigkill_then_rerun(prepared_store, request, tmp_path):
     fx, src, p, target, args = _store(prepared_store, request, tmp_path, "chain_claim")
-    env = job_process_env()
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "spark_jobs" / "copy_to_dr.py"), "--warehouse", p.warehouse.uri, *args,
-         "--max-copies-per-second", "15", "--master", "local[2]", "--progress-interval", "2"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    seen_partial = False
-    deadline = time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            present = listing([target]) if local(target).exists() else {}
-            assert not _complete(target)
-            if len(present) >= 30:
-                seen_partial = True
-                break
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert seen_partial, "the copy never got going"
+
+    def mid_copy() -> bool:
+        assert not _complete(target)
+        return len(listing([target]) if local(target).exists() else {}) >= 30
+
+    kill_job_when("copy_to_dr", ["--warehouse", p.warehouse.uri, *args, "--max-copies-per-second", "15"], mid_copy,
+                  cwd=tmp_path, env=job_process_env(), what="30 objects at the target", poll=0.2)
     assert not list(local(target).rglob("_metadata")), "a _metadata was written before every file was copied"
 
     # a re-run completes; meanwhile a poller checks that every visible _metadata is complete
