@@ -33,7 +33,7 @@ pytest_plugins = [
 # starts infrastructure belongs here too.
 TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
-    "s3": frozenset({"moto_server", "s3_config", "s3_bucket", "s3_upload_tree",     # tests/plugins/s3.py
+    "s3": frozenset({"moto_server", "second_moto_server", "s3_config", "s3_bucket", "s3_upload_tree",  # plugins/s3.py
                      "slow_s3"}),                                                 # tests/plugins/fault_proxy.py
     "gcs": frozenset({"gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
     "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)

@@ -67,13 +67,23 @@ class MotoServer(LoopbackServer):
         return base.with_overrides(**overrides) if overrides else base
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+def _served(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path_factory.mktemp(name) / "moto_server.log")
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    yield from _served(tmp_path_factory, "moto")
+
+
+@pytest.fixture(scope="session")
+def second_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """Another S3 endpoint with other data (a DR region's): copies to it stream, never server-side."""
+    yield from _served(tmp_path_factory, "moto-second")
 
 
 @pytest.fixture(scope="session")

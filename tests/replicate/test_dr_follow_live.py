@@ -32,7 +32,7 @@ from statekeeper.replicate.options import DrMode, DrOptions, TargetSpec
 from statekeeper.storage import RoutingFileIO, StorageConfig
 from statekeeper.tables import Warehouse
 from tests.index.support import run_index
-from tests.plugins.s3 import MotoServer, make_bucket
+from tests.plugins.s3 import make_bucket
 from tests.replicate.support import local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -119,23 +119,14 @@ class _Mirror:
         assert self.error is None, self.error
 
 
-@pytest.fixture(scope="module")
-def dr_server(tmp_path_factory):
-    server = MotoServer(tmp_path_factory.mktemp("moto-dr-live") / "moto_server.log")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
     _follow_live(spark, tmp_path, capsys)
 
 
 @pytest.mark.s3
 def test_follow_rounds_trail_a_live_job_from_one_s3_endpoint_to_another(spark, tmp_path, capsys, s3_config,
-                                                                        dr_server):
-    _follow_live(spark, tmp_path, capsys, s3=(s3_config, dr_server.config()))
+                                                                        second_moto_server):
+    _follow_live(spark, tmp_path, capsys, s3=(s3_config, second_moto_server.config()))
 
 
 def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, StorageConfig] | None = None) -> None:

@@ -36,22 +36,13 @@ from statekeeper.validate.job import ValidateCheckpoints
 from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
-from tests.plugins.s3 import MotoServer, make_bucket
+from tests.plugins.s3 import make_bucket
 from tests.replicate.support import copies, table
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
 SCENARIO = "incremental"
-
-
-@pytest.fixture(scope="module")
-def other_endpoint(tmp_path_factory):
-    server = MotoServer(tmp_path_factory.mktemp("moto-other") / "moto_server.log")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _named(metadata: Path) -> set[str]:
@@ -128,7 +119,7 @@ def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls
         if kind == "s3":
             target_storage, target = None, f"s3://{source.bucket}/dr-{kind}"   # one store: server-side CopyObject
         else:
-            target_storage = request.getfixturevalue("other_endpoint").config()
+            target_storage = request.getfixturevalue("second_moto_server").config()
             target = f"s3://{make_bucket(target_storage, 'dr')}/dr"  # another endpoint: streamed
 
     # After the index: one file only the newest checkpoint names is rewritten in place, same size, other bytes.

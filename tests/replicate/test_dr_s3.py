@@ -23,22 +23,13 @@ from statekeeper.validate.job import ValidateCheckpoints
 from statekeeper.validate.options import ValidateOptions
 from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
-from tests.plugins.s3 import MotoServer, make_bucket
+from tests.plugins.s3 import make_bucket
 from tests.replicate.support import table
 from tests.replicate.test_dr_flink import SCENARIOS
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-
-
-@pytest.fixture(scope="module")
-def dr_server(tmp_path_factory):
-    server = MotoServer(tmp_path_factory.mktemp("moto-dr") / "moto_server.log")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _index_and_validate(spark, roots, warehouse, storage):
@@ -50,7 +41,7 @@ def _index_and_validate(spark, roots, warehouse, storage):
     assert result.status == "ok", result.summary()
 
 
-def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_config, dr_server, tmp_path):
+def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_config, second_moto_server, tmp_path):
     fixtures = {s: flink_fixture(VERSION, s) for s in SCENARIOS if s in harness.scenarios_for(VERSION)}
     src_bucket = make_bucket(s3_config, "src")
     roots = [r for s, fx in fixtures.items()
@@ -58,7 +49,7 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     _index_and_validate(spark, roots, warehouse, s3_config)
 
-    dr_config = dr_server.config()
+    dr_config = second_moto_server.config()
     dr_bucket = make_bucket(dr_config, "dr")
     target = f"s3://{dr_bucket}/flink"
     result = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)
