@@ -8,15 +8,19 @@ import pytest
 
 from statekeeper.format import extract_references, open_metadata, read_metadata
 from statekeeper.entrypoint import snapshots_from
-from statekeeper.replicate.options import DrOptions, DrOptionsError, TargetSpec, parse_allowed
+from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, TargetSpec, parse_allowed
 from statekeeper.replicate.relocate import RelocateError, external_target, relocate, target_of
 from statekeeper.uri import normalize_uri
 
 ROOTS = ["s3://src/flink/checkpoints", "s3://src/flink/savepoints"]
 
 
-def _opts(*targets: str, allowed: str = "s3://dr") -> DrOptions:
-    return DrOptions(targets=TargetSpec.parse(list(targets)), allowed_targets=parse_allowed([allowed]))
+def _opts(*targets: str, allowed: str = "s3://dr", mode: DrMode = DrMode.COPY) -> DrOptions:
+    return DrOptions(targets=TargetSpec.parse(list(targets)), allowed_targets=parse_allowed([allowed]), mode=mode)
+
+
+# Follow mode goes through the same allowlist and overlap rules as the nightly copy (CopyToDr._prepare).
+MODES = pytest.mark.parametrize("mode", [DrMode.COPY, DrMode.FOLLOW])
 
 
 def test_a_base_mirrors_each_root_by_its_last_segment():
@@ -45,27 +49,31 @@ def test_pairs_win_over_the_base_and_must_name_indexed_roots():
         _opts("s3://src/flink/checkpoints=s3://dr/c").mapping(ROOTS)
 
 
+@MODES
 @pytest.mark.parametrize("target, message", [
     ("s3://elsewhere/flink", "not below any allowed"),
     ("s3://drx/flink", "not below any allowed"),              # a prefix of the name is not a parent
 ])
-def test_targets_outside_the_allowlist_are_refused(target, message):
+def test_targets_outside_the_allowlist_are_refused(target, message, mode):
     with pytest.raises(DrOptionsError, match=message):
-        _opts(target).check()
+        _opts(target, mode=mode).check()
 
 
 @pytest.mark.parametrize("targets", [
     ("s3://src/flink/checkpoints=s3://src/flink/checkpoints/dr", "s3://src/flink/savepoints=s3://src/sp-dr"),
     ("s3://src/flink/checkpoints=s3://src/flink", "s3://src/flink/savepoints=s3://src/sp-dr"),
 ])
-def test_a_target_overlapping_a_source_root_is_refused(targets):
+@MODES
+def test_a_target_overlapping_a_source_root_is_refused(targets, mode):
     with pytest.raises(DrOptionsError, match="overlaps the source root"):
-        _opts(*targets, allowed="s3://src").mapping(ROOTS)
+        _opts(*targets, allowed="s3://src", mode=mode).mapping(ROOTS)
 
 
-def test_two_roots_never_share_a_target_and_nothing_runs_without_allowlist_or_target():
+@MODES
+def test_two_roots_never_share_a_target_and_nothing_runs_without_allowlist_or_target(mode):
     with pytest.raises(DrOptionsError, match="overlapping targets"):
-        _opts("s3://src/flink/checkpoints=s3://dr/x", "s3://src/flink/savepoints=s3://dr/x/y").mapping(ROOTS)
+        _opts("s3://src/flink/checkpoints=s3://dr/x", "s3://src/flink/savepoints=s3://dr/x/y",
+              mode=mode).mapping(ROOTS)
     with pytest.raises(DrOptionsError, match="no target allowlist"):
         DrOptions(targets=TargetSpec.parse(["s3://dr/x"])).check()
     with pytest.raises(DrOptionsError, match="no target given"):
