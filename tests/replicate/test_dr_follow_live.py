@@ -13,8 +13,8 @@ since nothing there is deleted.
 On S3 the same, from a bucket of the session's moto server to a bucket of a second one. The harness's
 Flink cannot write to S3 here (no `flink-s3-fs-*` plugin in `apache-flink-libraries`, no Maven Central),
 so a mirror thread uploads what Flink writes locally in Flink's own order (a file once its size held still
-for one pass, a `_metadata` only after the files written before it, its paths rewritten into the bucket as
-the test stores on S3 are: tests.chains.support.relocate_store) and deletes what Flink deleted. The four
+for one pass, a `_metadata` only after every file it names, its paths rewritten into the bucket as the
+test stores on S3 are: tests.chains.support.relocate_store) and deletes what Flink deleted. The four
 copies then come back to local disk through the DR copy itself (explicit snapshots), and restore there.
 """
 from __future__ import annotations
@@ -100,10 +100,21 @@ class _Mirror:
         self._seen = now
 
     def _metadata(self, path: Path) -> bytes:
-        """Flink's `_metadata` with its absolute paths where a job writing to the bucket would have put them."""
-        from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
+        """Flink's `_metadata` with its absolute paths where a job writing to the bucket would have put them, once
+        every file it names is up: they are complete when it exists (Flink writes it last), but a walk that listed
+        their directory before they appeared has not seen them yet."""
+        from statekeeper.format import extract_references, read_metadata, rewrite_prefixes, to_bytes
 
-        result = rewrite_prefixes(read_metadata(path, uri(path)), {uri(self.root): self.prefix})
+        model = read_metadata(path, uri(path))
+        base = uri(self.root)
+        for named in extract_references(model, uri(path)).physical_files():
+            local_file = Path(local(named))
+            if named.startswith(base + "/") and local_file not in self._sent:
+                st = local_file.stat()
+                self.fio.write(f"{self.prefix}/{local_file.relative_to(self.root).as_posix()}",
+                               local_file.read_bytes())
+                self._sent[local_file] = (st.st_size, st.st_mtime_ns)
+        result = rewrite_prefixes(model, {base: self.prefix})
         assert not result.unmapped, f"{path}: paths outside the root: {result.unmapped[:3]}"
         return to_bytes(result.model, inline_source=path)
 
