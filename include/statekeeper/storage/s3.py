@@ -129,24 +129,31 @@ class S3FileIO(FileIO):
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size or self.config.list_page_size}
         if delimiter:
             kwargs["Delimiter"] = delimiter
-        uri = f"{self.uri_scheme}://{bucket}/{prefix}"
         while True:
-            try:
-                page = self._request(lambda: self.client.list_objects_v2(**kwargs))
-            except ClientError as exc:
-                code, status = _error_code(exc)
-                if code == "NoSuchBucket":
-                    raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {uri})") from exc
-                if code == "AccessDenied" or status == 403:
-                    raise UnreadableObjectError(f"access denied listing {uri}") from exc
-                raise StorageError(f"cannot list {uri}: {code or exc}") from exc
-            except BotoCoreError as exc:
-                raise StorageError(f"cannot list {uri}: {exc}") from exc
+            page = self._list_objects(kwargs, retry=True)
             yield page
             token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
             if not token:
                 return
             kwargs["ContinuationToken"] = token
+
+    def _list_objects(self, kwargs: dict[str, Any], *, retry: bool) -> dict[str, Any]:
+        """One ListObjectsV2 request (`retry`: through `_request`), its failures as the FileIO's errors."""
+        bucket, prefix = kwargs["Bucket"], kwargs["Prefix"]
+        where = f"{self.uri_scheme}://{bucket}/{prefix}"
+        try:
+            if retry:
+                return self._request(lambda: self.client.list_objects_v2(**kwargs))
+            return self.client.list_objects_v2(**kwargs)
+        except ClientError as exc:
+            code, status = _error_code(exc)
+            if code == "NoSuchBucket":
+                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {where})") from exc
+            if code == "AccessDenied" or status == 403:
+                raise UnreadableObjectError(f"access denied listing {where}") from exc
+            raise StorageError(f"cannot list {where}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot list {where}: {exc}") from exc
 
     @staticmethod
     def _dir_prefix(key: str) -> str:
@@ -183,18 +190,7 @@ class S3FileIO(FileIO):
             kwargs["ContinuationToken"] = token
         elif start_after:
             kwargs["StartAfter"] = max(prefix, self._split(start_after)[1])
-        where = f"{self.uri_scheme}://{bucket}/{prefix}"
-        try:
-            response = self.client.list_objects_v2(**kwargs)
-        except ClientError as exc:
-            code, status = _error_code(exc)
-            if code == "NoSuchBucket":
-                raise RootNotFoundError(f"bucket {bucket!r} does not exist (listing {where})") from exc
-            if code == "AccessDenied" or status == 403:
-                raise UnreadableObjectError(f"access denied listing {where}") from exc
-            raise StorageError(f"cannot list {where}: {code or exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"cannot list {where}: {exc}") from exc
+        response = self._list_objects(kwargs, retry=False)
         contents = response.get("Contents", ())
         prefixes = response.get("CommonPrefixes", ())
         objects = [FileInfo(f"{self.uri_scheme}://{bucket}/{o['Key']}", int(o["Size"]), _utc(o["LastModified"]),
