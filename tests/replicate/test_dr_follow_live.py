@@ -4,11 +4,11 @@ A live job (incremental RocksDB, a checkpoint every second, 30 retained, so Flin
 checkpoint every second) is CLAIM-restored from another live job's retained checkpoint: its checkpoints keep
 naming that job's `shared/` files (FLINK-24149; FIFO compaction keeps them from being rewritten), so every
 closure spans two job directories. Follow rounds run back to back for `STATEKEEPER_FOLLOW_LIVE_SECONDS`
-(default 150) while it runs. Every round must publish a copy or say why (a note for a checkpoint Flink
-subsumed mid-copy); the lag from completion at the source to the verified target `_metadata` is reported
-(p50, p95, max). The newest copy at three moments of the run and the final copy after the job stopped
-restore in real Flink, in one JVM, with the source moved away: earlier copies stay intact at the target,
-since nothing there is deleted.
+(default 90: about 14 rounds on local disk and 8 on S3 in the suite) while it runs. Every round must publish
+a copy or say why (a note for a checkpoint Flink subsumed mid-copy); the lag from completion at the source to
+the verified target `_metadata` is reported (p50, p95, max). The newest copy at three moments of the run and
+the final copy after the job stopped restore in real Flink, in one JVM, with the source moved away: earlier
+copies stay intact at the target, since nothing there is deleted.
 
 On S3 the same, from a bucket of the session's moto server to a bucket of a second one. The harness's
 Flink cannot write to S3 here (no `flink-s3-fs-*` plugin in `apache-flink-libraries`, no Maven Central),
@@ -38,7 +38,7 @@ from tests.replicate.support import local, table, uri
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-SECONDS = float(os.environ.get("STATEKEEPER_FOLLOW_LIVE_SECONDS", "150"))
+SECONDS = float(os.environ.get("STATEKEEPER_FOLLOW_LIVE_SECONDS", "90"))
 # FIFO compaction never rewrites an SST, so the restored job keeps naming its parent's shared/ files. A checkpoint
 # must outlive the round that copies it (its MANIFEST and the like go when Flink subsumes it): 30 retained at one
 # per second live 30 s, against about 10 s for a round (docs/dr-copy.md, "Follow mode").
