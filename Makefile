@@ -25,7 +25,7 @@ help:
 	@echo "make test   - set up and run the whole test suite"
 	@echo "make test-unit - only the unit tier (-m unit: no JVM, Spark, S3 server or Airflow; under a minute)"
 	@echo "make test-fast - everything but the real-Flink and slow tests (-m \"not slow and not flink\"): unit, Spark, moto S3, Airflow"
-	@echo "make test-full - make test plus the full_matrix tests (every harness Flink version everywhere): nightly, release"
+	@echo "make test-full - make test plus the full_matrix tests (every harness Flink version everywhere, every crash kill point): nightly, release"
 	@echo "make bench  - run the benchmarks (prints ratios against a same-run baseline)"
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"

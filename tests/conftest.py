@@ -50,7 +50,8 @@ NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--full-matrix", action="store_true", default=os.environ.get("STATEKEEPER_FULL_MATRIX") == "1",
                      help="also run the tests marked full_matrix (every harness Flink version where `make test` "
-                          "runs the newest only; also STATEKEEPER_FULL_MATRIX=1)")
+                          "runs the newest only, every kill point of the index crash test; also "
+                          "STATEKEEPER_FULL_MATRIX=1)")
 
 
 @pytest.hookimpl(tryfirst=True)   # before `-m` deselects by marker

@@ -4,7 +4,7 @@ A live job (incremental RocksDB, a checkpoint every second, 30 retained, so Flin
 checkpoint every second) is CLAIM-restored from another live job's retained checkpoint: its checkpoints keep
 naming that job's `shared/` files (FLINK-24149; FIFO compaction keeps them from being rewritten), so every
 closure spans two job directories. Follow rounds run back to back for `STATEKEEPER_FOLLOW_LIVE_SECONDS`
-(default 90: about 14 rounds on local disk and 8 on S3 in the suite) while it runs. Every round must publish
+(default 90: 8 rounds on local disk and 10 on S3 when measured alone) while it runs. Every round must publish
 a copy or say why (a note for a checkpoint Flink subsumed mid-copy); the lag from completion at the source to
 the verified target `_metadata` is reported (p50, p95, max). The newest copy at three moments of the run and
 the final copy after the job stopped restore in real Flink, in one JVM, with the source moved away: earlier
