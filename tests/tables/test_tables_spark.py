@@ -278,3 +278,31 @@ def test_delta_spark_detection(spark, monkeypatch):
     assert delta_spark_available(configured) is True
     assert select_engine(configured, "auto").name == "delta-spark"
     assert delta_spark_available(_ConfOnlySession("", spark._jvm)) is False
+
+
+def test_a_catalog_table_older_than_its_trailing_columns_reads_them_as_null(spark, tmp_path):
+    """A catalog table written before its spec gained trailing nullable columns (dr_copies before the
+    recovery-point columns) gets them on its next write; until then every reader, Spark's and the driver's,
+    sees them as null, so no job asks whether a table predates a column."""
+    from statekeeper.tables.catalog import DR_COPIES
+    from statekeeper.tables.files import split_partitions, write_data_file
+    from statekeeper.tables.reader import TableReader
+
+    added = ["source_completed_at", "published_at"]
+    old = TableSpec(DR_COPIES.name, pa.schema([f for f in DR_COPIES.schema if f.name not in added]), ())
+    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    values = {pa.string(): "x", pa.int64(): 1, pa.timestamp("us", tz="UTC"): at}
+    row = old.conform(pa.Table.from_pylist([{f.name: values[f.type] for f in old.schema}], schema=old.schema))
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    files = [write_data_file(warehouse, old, part, v) for v, part in split_partitions(old, row)]
+    delta_log.commit(warehouse, old, files, [], read_version=None)
+    assert delta_log.load_state(warehouse, DR_COPIES.name).schema.names == old.schema.names
+
+    df = DeltaRsEngine().read(spark, warehouse, DR_COPIES.name)
+    assert df.columns == DR_COPIES.schema.names
+    [back] = df.collect()
+    assert back["run_id"] == "x" and back["files"] == 1 and [back[c] for c in added] == [None, None]
+    table = TableReader(warehouse).read(DR_COPIES.name, columns=["run_id", *added])
+    assert table.to_pylist() == [{"run_id": "x", "source_completed_at": None, "published_at": None}]
+    # reading changes nothing: the columns are added by the next write
+    assert delta_log.load_state(warehouse, DR_COPIES.name).schema.names == old.schema.names

@@ -355,8 +355,6 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         if delta_log.latest_version(ctx.warehouse, DR_FILES.name) is None:
             return empty
         rows = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
-        if "target_version" not in rows.columns:
-            return empty
         newest = Window.partitionBy("target_uri").orderBy(F.col("run_id").desc())   # run ids sort by start time
         return ctx.keep(
             rows.where(F.col("verified") & F.col("target_version").isNotNull()
@@ -598,8 +596,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             F.lit(None).cast("string").alias("error"), F.lit(started).alias("started_at"),
             F.lit(finished).alias("finished_at"),
             # the copy's recovery point, as recorded when it was made (null on rows older than these columns)
-            *[(F.col(c) if c in newest.columns else F.lit(None).cast("timestamp")).alias(c)
-              for c in ("source_completed_at", "published_at")])
+            "source_completed_at", "published_at")
 
 def _transferred() -> Any:
     """An object the copy wrote, or skipped on proof that the target holds the source's bytes."""

@@ -213,9 +213,6 @@ class Gatherer:
             return {}
         spark = self.frames["files"].sparkSession
         keys = F.broadcast(spark.createDataFrame(shown, "source_root string, job_dir string"))
-        for name in ("source_completed_at", "published_at"):     # a dr_copies table older than these columns
-            if name not in copies.columns:
-                copies = copies.withColumn(name, F.lit(None).cast("timestamp"))
         newest = Window.partitionBy("source_root", "job_dir").orderBy(F.desc("finished_at"), F.desc("checkpoint_id"))
         found = (copies.where(F.col("status") == DrCopyStatus.VERIFIED.value).join(keys, ["source_root", "job_dir"])
                  .withColumn("n", F.row_number().over(newest)).where(F.col("n") <= max(1, self.limits.dr_lags))

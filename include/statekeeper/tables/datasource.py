@@ -98,7 +98,7 @@ class DeltaDataSource(DataSource):
         warehouse = _warehouse(self.options)
         version = self.options.get("version")
         dt = delta_log.open_table(warehouse, self._table(), int(version) if version else None)
-        return _spark_schema(pa.schema(dt.schema().to_arrow()))
+        return _spark_schema(delta_log.read_schema(self._table(), pa.schema(dt.schema().to_arrow())))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltaReader(dict(self.options))
@@ -127,7 +127,7 @@ class DeltaReader(DataSourceReader):
         dt = delta_log.open_table(self.warehouse, self.table, int(version) if version else None)
         delta_log.check_readable(dt, self.warehouse.table_uri(self.table))
         self.version = dt.version()
-        self.arrow_schema = pa.schema(dt.schema().to_arrow())
+        self.arrow_schema = delta_log.read_schema(self.table, pa.schema(dt.schema().to_arrow()))
         self.partition_by = tuple(dt.metadata().partition_columns)
         wanted = json.loads(options.get("partitions") or "null") or {}
         unknown = [c for c in wanted if c not in self.partition_by]

@@ -174,6 +174,26 @@ def add_missing_columns(warehouse: Warehouse, state: TableState | None, spec: Ta
     return load_state(warehouse, spec.name)
 
 
+def read_schema(name: str, schema: pa.Schema) -> pa.Schema:
+    """The schema a reader of the table `name` sees: the table's own (`schema`), plus the trailing nullable
+    columns its catalog spec gained after the table was last written. Those are added to a table on its
+    next write (`add_missing_columns`); until then a reader gets them as nulls, as it does for data files
+    written before them (`files.read_data_file`), so no caller asks whether a table predates a column.
+    Tables outside the catalog, and tables that differ from their spec otherwise, read as they are."""
+    from statekeeper.tables.catalog import ALL_TABLES
+
+    spec = next((t for t in ALL_TABLES if t.name == name), None)
+    if spec is None:
+        return schema
+    have, want = schema.names, spec.schema.names
+    if len(have) >= len(want) or want[:len(have)] != have:
+        return schema
+    extra = [spec.schema.field(n) for n in want[len(have):]]
+    if any(not f.nullable for f in extra):
+        return schema
+    return pa.schema([*schema, *extra])
+
+
 def latest_version(warehouse: Warehouse, name: str) -> int | None:
     if not table_exists(warehouse, name):
         return None

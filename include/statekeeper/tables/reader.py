@@ -91,8 +91,11 @@ class TableReader:
             values = f.partition_values
             if all((values.get(c) == v) if op == "=" else (values.get(c) in v) for c, op, v in prune):
                 wanted.append(f)
-        schema = state.schema if not columns else pa.schema([state.schema.field(c) for c in columns])
-        table = read_files(self.warehouse, state.schema, state.partition_by, wanted, table_name=name, fileio=self._io)
+        from statekeeper.tables.delta_log import read_schema
+
+        full = read_schema(name, state.schema)
+        schema = full if not columns else pa.schema([full.field(c) for c in columns])
+        table = read_files(self.warehouse, full, state.partition_by, wanted, table_name=name, fileio=self._io)
         if rows is not None:
             table = table.filter(rows)
         table = table.select(schema.names)
