@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.jobs import registry
+from statekeeper.jvm_startup import C1_ONLY
 from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.tables.reader import TableReader
@@ -85,10 +86,17 @@ def _client_conf(directory: Path) -> Path:
     """$SPARK_CONF_DIR for spark-submit, as a deployment keeps cluster settings in spark-defaults.conf:
     executors sized to the test workers, the driver reachable from them on loopback, and shuffles
     sized to two cores (the jobs size them only on local masters; Spark's default of 200 made every
-    join of this small warehouse run hundreds of empty tasks). Both runs use it, so they compare."""
+    join of this small warehouse run hundreds of empty tasks). Both runs use it, so they compare.
+
+    The driver and executor JVMs compile with C1 only (the administrators' `defaultJavaOptions`, which
+    the jobs' own extraJavaOptions add to): on this cluster each lives well under a minute, where C2's
+    compiling is CPU the test does not use, as for the DAG's local drivers (statekeeper.jvm_startup).
+    What the test checks (code, settings and credentials reaching other JVMs) does not depend on it."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "spark-defaults.conf").write_text(
         f"spark.executor.memory {EXECUTOR_MEMORY}\n"
+        f"spark.executor.defaultJavaOptions {C1_ONLY}\n"
+        f"spark.driver.defaultJavaOptions {C1_ONLY}\n"
         "spark.sql.shuffle.partitions 4\n"
         "spark.driver.host 127.0.0.1\n"
         "spark.driver.bindAddress 127.0.0.1\n")
