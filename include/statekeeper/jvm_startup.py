@@ -12,8 +12,11 @@ installation of the same jars get a new archive; a JVM that still cannot use
 one says so in one warning line and starts as it would without it. Each use of an archive sets its
 mtime; archives unused for UNUSED_DAYS are removed when another is published (`prune`).
 
-Cluster executors live long enough for C2 and are started by the cluster manager: none of this
-applies to them. A job started as `python spark_jobs/<job>.py --master local[N]` maps the archive
+Cluster executors are started by the cluster manager, so none of this applies to them: whether their
+JVMs (and a cluster driver's) run C1 only is the deployment's choice, through Spark's
+`spark.{driver,executor}.defaultJavaOptions` in its spark-defaults.conf. For a cluster whose apps live
+under a minute it pays (the standalone-cluster test: executors' CPU halved); a production job of hours
+wants C2. A job started as `python spark_jobs/<job>.py --master local[N]` maps the archive
 too (`mapped_archive_option`), but keeps C2 and writes none.
 """
 from __future__ import annotations

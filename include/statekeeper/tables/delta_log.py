@@ -153,12 +153,10 @@ def add_missing_columns(warehouse: Warehouse, state: TableState | None, spec: Ta
     `check_compatible`, which refuses it; so is a table that has columns the spec lacks."""
     if state is None or state.partition_by != spec.partition_by:
         return state
-    have, want = state.schema.names, spec.schema.names
-    if len(have) >= len(want) or want[:len(have)] != have:
+    extra = _trailing_columns(state.schema, spec)
+    if not extra or not same_shape(state.schema, pa.schema(list(spec.schema)[:len(state.schema)])):
         return state
-    extra = [spec.schema.field(n) for n in want[len(have):]]
-    if any(not f.nullable for f in extra) or not same_shape(state.schema, pa.schema(list(spec.schema)[:len(have)])):
-        return state
+    want = spec.schema.names
     dl = _deltalake()
     log.info("adding column(s) %s to Delta table %s (written by an older version)", [f.name for f in extra],
              state.uri)
@@ -183,15 +181,18 @@ def read_schema(name: str, schema: pa.Schema) -> pa.Schema:
     from statekeeper.tables.catalog import ALL_TABLES
 
     spec = next((t for t in ALL_TABLES if t.name == name), None)
-    if spec is None:
-        return schema
+    extra = None if spec is None else _trailing_columns(schema, spec)
+    return pa.schema([*schema, *extra]) if extra else schema
+
+
+def _trailing_columns(schema: pa.Schema, spec: TableSpec) -> list[pa.Field]:
+    """The columns `spec` has after all of `schema`'s (same names, in order), when all are nullable: what a
+    table written before they were added lacks. Empty for any other difference."""
     have, want = schema.names, spec.schema.names
     if len(have) >= len(want) or want[:len(have)] != have:
-        return schema
+        return []
     extra = [spec.schema.field(n) for n in want[len(have):]]
-    if any(not f.nullable for f in extra):
-        return schema
-    return pa.schema([*schema, *extra])
+    return [] if any(not f.nullable for f in extra) else extra
 
 
 def latest_version(warehouse: Warehouse, name: str) -> int | None:
