@@ -156,7 +156,6 @@ def add_missing_columns(warehouse: Warehouse, state: TableState | None, spec: Ta
     extra = _trailing_columns(state.schema, spec)
     if not extra or not same_shape(state.schema, pa.schema(list(spec.schema)[:len(state.schema)])):
         return state
-    want = spec.schema.names
     dl = _deltalake()
     log.info("adding column(s) %s to Delta table %s (written by an older version)", [f.name for f in extra],
              state.uri)
@@ -165,7 +164,7 @@ def add_missing_columns(warehouse: Warehouse, state: TableState | None, spec: Ta
             list(dl.Schema.from_arrow(pa.schema(extra)).fields))
     except Exception as exc:  # noqa: BLE001 - a concurrent writer may have added them first: the log decides
         current = load_state(warehouse, spec.name)
-        if current is not None and current.schema.names == want:
+        if current is not None and current.schema.names == spec.schema.names:
             return current
         raise TableSchemaError(f"cannot add column(s) {[f.name for f in extra]} to Delta table {state.uri}: "
                                f"{exc}") from exc
@@ -178,10 +177,12 @@ def read_schema(name: str, schema: pa.Schema) -> pa.Schema:
     next write (`add_missing_columns`); until then a reader gets them as nulls, as it does for data files
     written before them (`files.read_data_file`), so no caller asks whether a table predates a column.
     Tables outside the catalog, and tables that differ from their spec otherwise, read as they are."""
-    from statekeeper.tables.catalog import ALL_TABLES
+    from statekeeper.tables.catalog import spec
 
-    spec = next((t for t in ALL_TABLES if t.name == name), None)
-    extra = None if spec is None else _trailing_columns(schema, spec)
+    try:
+        extra = _trailing_columns(schema, spec(name))
+    except KeyError:        # not a catalog table
+        return schema
     return pa.schema([*schema, *extra]) if extra else schema
 
 
