@@ -54,7 +54,8 @@ from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper.jvm_startup import JvmStartup, local_startup, with_java_options
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
-                                            scoped_environ, spark_defaults_file, write_properties_file)
+                                            read_properties, scoped_environ, spark_defaults_file,
+                                            write_properties_file)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
@@ -112,6 +113,24 @@ def job_conf() -> dict[str, str]:
         # Anyone who reaches the UI (no authentication by default) could kill the job's stages.
         "spark.ui.killEnabled": "false",
     }
+
+
+JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def with_deployment_java_options(conf: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """`conf` whose Java options, where they are still job_conf()'s own, come after the deployment's
+    (`defaults`: what spark-submit would load from the properties file or spark-defaults.conf).
+    A `--conf` replaces the file's value of the same key, so without this every submission would
+    silently drop a cluster's own extraJavaOptions (agents, heap dumps, trust stores); a task that
+    sets its own Java options keeps exactly those, as with plain spark-submit."""
+    ours = job_conf()
+    out = dict(conf)
+    for key in JAVA_OPTION_KEYS:
+        site = defaults.get(key, "").strip()
+        if site and out.get(key) == ours[key]:
+            out[key] = f"{site} {ours[key]}"
+    return out
 
 
 class StatekeeperConfigError(Exception):
@@ -408,10 +427,17 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
         env = _driver_env()
-        conf, jvm = self.conf, None
+        # What spark-submit would load besides our --conf: the task's properties file, else spark-defaults.conf.
+        user_properties = self.properties_file
+        defaults_file = (Path(user_properties) if user_properties
+                         else spark_defaults_file({**os.environ, **(self.env_vars or {})}))
+        if defaults_file is not None and not defaults_file.is_file():
+            raise StatekeeperConfigError(f"properties_file {defaults_file} does not exist")
+        defaults = read_properties(defaults_file) if defaults_file is not None else {}
+        conf, jvm = with_deployment_java_options(self.conf or {}, defaults), None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
-            conf, jvm = local_master_conf(self.conf or {}, {**os.environ, **(self.env_vars or {})})
+            conf, jvm = local_master_conf(conf, {**os.environ, **(self.env_vars or {})})
         # The source store's variables and the target store's (prefixed): both take every path below.
         storage_env = {**_connection_env(self.storage_conn_id),
                        **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
@@ -422,12 +448,11 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
         tmp = Path(tempfile.mkdtemp(prefix="statekeeper-submit-"))  # mode 0700
         sub = Submission(tmp_dir=tmp, result_file=tmp / "result.json", master=master,
                          process_env=storage_env if on_argv else {}, jvm=jvm)
-        user_properties = self.properties_file
         try:
             self.conf, self.env_vars = conf, {**env, **user_env}
             kind = cluster_kind(master)
             if on_argv and storage_env and kind is not None:
-                base = Path(user_properties) if user_properties else spark_defaults_file({**os.environ, **user_env})
+                base = defaults_file
                 sub.properties_file = write_properties_file(
                     tmp / "spark-submit.properties",
                     {DRIVER_ENV_PREFIX[kind] + k: v for k, v in storage_env.items()}, base=base)

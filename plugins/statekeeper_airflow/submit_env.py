@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +71,53 @@ def spark_defaults_file(environ: Mapping[str, str]) -> Path | None:
         conf_dir = os.path.join(home, "conf")
     path = Path(conf_dir) / "spark-defaults.conf"
     return path if path.is_file() else None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """The properties of a Spark properties file as spark-submit reads them (Java `Properties.load`,
+    then values trimmed as Spark's Utils.getPropertiesFromFile does): `#`/`!` comments, a key ended by
+    the first unescaped `=`, `:` or blank, backslash continuations and escapes."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.lstrip(" \t\f")
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:  # an odd number of backslashes continues the line
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        key, value = _split_property("".join(logical))
+        logical = []
+        out[key] = value.strip()
+    if logical:
+        key, value = _split_property("".join(logical))
+        out[key] = value.strip()
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c.startswith("u"):
+            return chr(int(c[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
+    # \u escapes are UTF-16 units: a pair of surrogates is one character.
+    return _ESCAPED.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16")
+
+
+_ESCAPED = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
 
 
 def _escape(text: str, *, key: bool) -> str:

@@ -343,3 +343,66 @@ def test_an_operator_executed_again_submits_as_the_first_time(cluster_connection
         assert (op.conf, op.env_vars, op.properties_file, op.application_args, op.py_files) == own
     for java in seen:
         assert java.count("-XX:ArchiveClassesAtExit=") == 1 and java.count("-XX:TieredStopAtLevel=1") == 1, java
+
+
+# -- the deployment's own Java options ------------------------------------------------------------
+
+@pytest.mark.unit
+def test_properties_are_read_as_spark_submit_reads_them(tmp_path):
+    """Java `Properties.load` as Spark uses it: each separator, comments, continuations, escapes; and back what
+    write_properties_file wrote, byte for byte."""
+    submit_env = plugin_module("submit_env")
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text("# a comment\n! another\n\n"
+                    "spark.driver.extraJavaOptions   -Da=1 -Db=2  \n"
+                    "spark.executor.extraJavaOptions=-Dc=3\n"
+                    "spark.x.colon : value with spaces\n"
+                    "spark.x.continued = one \\\n    two\n"
+                    "spark.x.escaped = a\\=b\\u00e9\\\\\n")
+    assert submit_env.read_properties(conf) == {
+        "spark.driver.extraJavaOptions": "-Da=1 -Db=2", "spark.executor.extraJavaOptions": "-Dc=3",
+        "spark.x.colon": "value with spaces", "spark.x.continued": "one two", "spark.x.escaped": "a=b\u00e9\\"}
+    written = {"spark.yarn.appMasterEnv.SECRET": "a=b:c #!\\ \u00e9\u4e2d\U0001f600\n", "k ey": "v"}
+    path = submit_env.write_properties_file(tmp_path / "p.properties", written, base=conf)
+    read = submit_env.read_properties(path)
+    assert {k: read[k] for k in written} == {"spark.yarn.appMasterEnv.SECRET": "a=b:c #!\\ \u00e9\u4e2d\U0001f600",
+                                             "k ey": "v"}  # Spark trims values, as read here
+    assert read["spark.executor.extraJavaOptions"] == "-Dc=3"
+
+
+@pytest.mark.airflow
+def test_a_deployments_java_options_stay_in_front_of_the_jobs(cluster_connections, dr_connection,
+                                                              recording_spark_submit, tmp_path, monkeypatch):
+    """Every job passes its log4j setting as `--conf spark.{driver,executor}.extraJavaOptions`, which replaces the
+    same key of spark-defaults.conf: the operator keeps the deployment's options (a trust store, an agent) in front of
+    its own. A task that sets extraJavaOptions in its own conf gets exactly those, as with spark-submit."""
+    binary, record = recording_spark_submit
+    conf_dir = tmp_path / "site-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions  -Djavax.net.ssl.trustStore=/etc/site.jks\n"
+        "spark.executor.extraJavaOptions=-javaagent:/opt/site-agent.jar\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    argv = _submit_locally(binary, record, "")[0]
+    driver = _driver_java_options(argv).split("=", 1)[1]
+    executor = next(a for a in argv.splitlines() if a.startswith("spark.executor.extraJavaOptions=")).split("=", 1)[1]
+    assert driver.startswith("-Djavax.net.ssl.trustStore=/etc/site.jks -Dlog4j2.configurationFile=file:"), driver
+    assert "-XX:TieredStopAtLevel=1" in driver, driver
+    assert executor.startswith("-javaagent:/opt/site-agent.jar -Dlog4j2.configurationFile=file:"), executor
+
+    own = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                            spark_binary=binary, conf={"spark.executor.extraJavaOptions": "-Dmine=1"},
+                            job_args=["--warehouse", "/nonexistent"])
+    own.execute({})
+    argv = (record / "argv").read_text()
+    assert "spark.executor.extraJavaOptions=-Dmine=1" in argv.splitlines()
+    assert "site.jks" in _driver_java_options(argv)  # the key it left alone still carries the site's
+
+    # A task's own properties file replaces spark-defaults.conf for spark-submit, and here.
+    props = tmp_path / "task.properties"
+    props.write_text("spark.driver.extraJavaOptions -Dfrom.task.file=1\n")
+    task = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                             spark_binary=binary, properties_file=str(props), job_args=["--warehouse", "/nonexistent"])
+    task.execute({})
+    driver = _driver_java_options((record / "argv").read_text()).split("=", 1)[1]
+    assert driver.startswith("-Dfrom.task.file=1 -Dlog4j2") and "site.jks" not in driver, driver

@@ -185,6 +185,7 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
                 newest = _newest_copy(wh, job.job_dir.name, required=False)
                 if newest is not None and (not moments or newest["checkpoint_id"] > moments[-1]["checkpoint_id"]):
                     moments.append(newest)
+        elapsed = time.monotonic() - began
         stats = job.stop()
     assert stats.ok and stats.completed >= SECONDS / 2, stats
     if mirror is not None:
@@ -205,7 +206,7 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
     lags = [(r["published_at"] - r["source_completed_at"]).total_seconds() for r in rows]
     assert all(lag > 0 for lag in lags), lags
     with capsys.disabled():
-        print(f"\n[follow live{' s3' if s3 else ''}] {len(rounds)} rounds in {SECONDS:.0f} s ({stats.completed} "
+        print(f"\n[follow live{' s3' if s3 else ''}] {len(rounds)} rounds in {elapsed:.0f} s ({stats.completed} "
               f"checkpoints), {len(published)} published, {sum(bool(r.notes) for r in rounds)} with a checkpoint "
               f"subsumed mid-copy; lag from completion to verified target _metadata: p50 "
               f"{_percentile(lags, 0.5):.1f} s, p95 {_percentile(lags, 0.95):.1f} s, max {max(lags):.1f} s")
