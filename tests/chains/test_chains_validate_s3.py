@@ -141,6 +141,26 @@ def test_validation_on_s3(s3_run):
     assert v.files_statted > 0
 
 
+def test_report_reads_the_s3_warehouse_and_publishes_into_it(s3_run, spark, s3_config):
+    """The report job's Spark reads of Delta tables on S3 (the suite's other report runs use local warehouses):
+    its totals are the tables' own, its verdicts validation's, and the page lands under the S3 warehouse."""
+    from statekeeper.report.job import SUCCEEDED as REPORTED, BuildReport
+    from statekeeper.report.store import ReportStore
+
+    r = s3_run
+    warehouse, validation = r["warehouse"], r["validation"]
+    result = BuildReport(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
+    assert result.status == REPORTED, result.summary()
+    files = (DeltaTable(warehouse.delta_location("files"), storage_options=warehouse.storage_options())
+             .to_pyarrow_table(columns=["size"]).column("size").to_pylist())
+    assert (result.files, result.bytes_total) == (len(files), sum(files)) and files
+    assert (result.jobs, result.jobs_unrestorable) == (validation.jobs, validation.jobs_unrestorable)
+    assert result.jobs_unrestorable > 0 and result.bytes_pinned > 0   # the damaged chain, A's files pinned by B, C
+    ref, page = ReportStore(warehouse).page(None)
+    assert ref.page_uri == result.report_uri and result.report_uri.startswith(warehouse.uri + "/_reports/")
+    assert RoutingFileIO(s3_config).read_bytes(result.report_uri) == page and b"<html" in page.lower()
+
+
 def test_quality_report_is_published_to_an_s3_warehouse(s3_config, tmp_path):
     from statekeeper.validate.quality import _publish
 
