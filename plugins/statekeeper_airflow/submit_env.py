@@ -79,7 +79,8 @@ def read_properties(path: Path) -> dict[str, str]:
     the first unescaped `=`, `:` or blank, backslash continuations and escapes."""
     out: dict[str, str] = {}
     logical: list[str] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    # The empty line after the last ends a continuation the file ends in, as the end of input does for Java.
+    for raw in [*path.read_text(encoding="utf-8").splitlines(), ""]:
         line = raw.lstrip(" \t\f")
         if not logical and (not line or line[0] in "#!"):
             continue
@@ -87,12 +88,8 @@ def read_properties(path: Path) -> dict[str, str]:
         if trailing % 2:  # an odd number of backslashes continues the line
             logical.append(line[:-1])
             continue
-        logical.append(line)
-        key, value = _split_property("".join(logical))
+        key, value = _split_property("".join([*logical, line]))
         logical = []
-        out[key] = value.strip()
-    if logical:
-        key, value = _split_property("".join(logical))
         out[key] = value.strip()
     return out
 

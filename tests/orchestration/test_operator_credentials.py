@@ -358,10 +358,12 @@ def test_properties_are_read_as_spark_submit_reads_them(tmp_path):
                     "spark.executor.extraJavaOptions=-Dc=3\n"
                     "spark.x.colon : value with spaces\n"
                     "spark.x.continued = one \\\n    two\n"
-                    "spark.x.escaped = a\\=b\\u00e9\\\\\n")
+                    "spark.x.escaped = a\\=b\\u00e9\\\\\n"
+                    "spark.x.last = ends \\")
     assert submit_env.read_properties(conf) == {
         "spark.driver.extraJavaOptions": "-Da=1 -Db=2", "spark.executor.extraJavaOptions": "-Dc=3",
-        "spark.x.colon": "value with spaces", "spark.x.continued": "one two", "spark.x.escaped": "a=b\u00e9\\"}
+        "spark.x.colon": "value with spaces", "spark.x.continued": "one two", "spark.x.escaped": "a=b\u00e9\\",
+        "spark.x.last": "ends"}
     written = {"spark.yarn.appMasterEnv.SECRET": "a=b:c #!\\ \u00e9\u4e2d\U0001f600\n", "k ey": "v"}
     path = submit_env.write_properties_file(tmp_path / "p.properties", written, base=conf)
     read = submit_env.read_properties(path)
@@ -406,3 +408,13 @@ def test_a_deployments_java_options_stay_in_front_of_the_jobs(cluster_connection
     task.execute({})
     driver = _driver_java_options((record / "argv").read_text()).split("=", 1)[1]
     assert driver.startswith("-Dfrom.task.file=1 -Dlog4j2") and "site.jks" not in driver, driver
+
+    # A properties file that is not there is the task's configuration error, named, before spark-submit runs.
+    (record / "argv").unlink()
+    missing = _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                                spark_binary=binary, properties_file=str(tmp_path / "gone.properties"),
+                                job_args=["--warehouse", "/nonexistent"])
+    with pytest.raises(plugin_module("operators").StatekeeperConfigError,
+                       match="gone.properties does not exist"):
+        missing.execute({})
+    assert not (record / "argv").exists()
