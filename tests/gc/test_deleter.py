@@ -582,3 +582,23 @@ def test_oss_goes_through_the_s3_path_with_its_own_client(moto_server) -> None:
     assert results[alias.uri].outcome is GcOutcome.FAILED and "not spelled" in results[alias.uri].message
     assert Counter(r.outcome for r in results.values())[GcOutcome.DELETED] == 4
     assert {i.uri for i in fio.list(f"oss://{bucket}/cp")} == {uri + "1"}
+
+
+def test_timestamps_cross_to_and_from_arrow_as_the_same_instants():
+    """The GC's tasks convert a plan's mtimes and their outcomes' times through microseconds (pyarrow's own
+    conversion of zoned values costs more than the rest of a row): the same aware UTC instants, whatever zone
+    the column is labelled with, and nulls."""
+    from datetime import datetime, timezone
+
+    import pyarrow as pa
+
+    from statekeeper.tables.arrow_codec import utc_datetimes, utc_timestamps
+
+    instants = [datetime(2026, 3, 1, 2, 3, 4, 567891, tzinfo=timezone.utc), None,
+                datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=timezone.utc), datetime(2038, 1, 19, tzinfo=timezone.utc)]
+    for zone in ("UTC", "Europe/Berlin", "America/Los_Angeles"):
+        column = pa.array(instants, pa.timestamp("us", tz="UTC")).cast(pa.timestamp("us", tz=zone))
+        got = utc_datetimes(column)
+        assert got == instants
+        assert all(value is None or value.utcoffset().total_seconds() == 0 for value in got)
+    assert utc_timestamps(instants).to_pylist() == instants

@@ -16,6 +16,7 @@ import pyarrow as pa
 from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete
 from statekeeper.storage import StorageConfig
 from statekeeper.storage.pace_report import prefix_rows
+from statekeeper.tables.arrow_codec import utc_datetimes, utc_timestamps
 
 OUTCOME_SCHEMA = pa.schema([
     pa.field("uri", pa.string()), pa.field("outcome", pa.string()), pa.field("message", pa.string()),
@@ -45,8 +46,9 @@ class DeleteTask:
         items: list[PlannedDelete] = []
         for batch in batches:
             # Column by column: a plan holds millions of rows, and row dicts cost more than the deletes' CPU.
-            columns = [batch.column(name).to_pylist() for name in ("uri", "size", "mtime", "etag", "delete_order")]
-            items.extend(map(PlannedDelete, *columns))
+            columns = [batch.column(name).to_pylist() for name in ("uri", "size", "etag", "delete_order")]
+            items.extend(map(PlannedDelete, columns[0], columns[1], utc_datetimes(batch.column("mtime")),
+                             *columns[2:]))
         if not items:
             return
         deleter = Deleter(self.storage, self.roots, self.settings, on_progress=progress)
@@ -66,7 +68,7 @@ def _outcomes(results: list[Any]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([
         pa.array([r.uri for r in results], pa.string()), pa.array([r.outcome.value for r in results], pa.string()),
         pa.array([r.message for r in results], pa.string()), pa.array([r.retries for r in results], pa.int64()),
-        pa.array([r.attempted_at for r in results], pa.timestamp("us", tz="UTC"))], schema=OUTCOME_SCHEMA)
+        utc_timestamps([r.attempted_at for r in results])], schema=OUTCOME_SCHEMA)
 
 
 def delete_plan(plan: Any, roots: list[str], storage: StorageConfig, settings: DeleteSettings,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +30,7 @@ from statekeeper.index.parse import (
 from statekeeper.layout.classify import CachedClassifier
 from statekeeper.storage import FileInfo, Root, StorageError
 from statekeeper.storage.base import FileIO
+from statekeeper.tables.arrow_codec import micros
 from statekeeper.tables.catalog import FILES, INLINE_STATE, REFERENCES, ROOT_LEVEL_JOB_DIR, SNAPSHOTS, job_bucket
 from statekeeper.tables.files import DataFile
 from statekeeper.tables.reader import read_files
@@ -206,7 +206,7 @@ def index_unit(ctx: UnitContext, plan: UnitPlan) -> UnitResult:
     # Reported on every run, unchanged or not: they are a standing problem, not an event.
     stats.errors.extend(_special_object_errors(listing))
 
-    mtimes = [_micros(i.mtime) for i in listing]
+    mtimes = [micros(i.mtime) for i in listing]
     same_listing = len(prev_by_uri) == len(listing) and all(
         prev_by_uri.get(i.uri, (None,))[:3] == (i.size, i.etag, m) for i, m in zip(listing, mtimes, strict=True))
     needs_retry = any(row["status"] in RETRY_STATUSES or row["parser_version"] != PARSER_VERSION
@@ -296,7 +296,7 @@ def _previous_snapshots(prev: pa.Table | None) -> dict[str, dict[str, Any]]:
 
 def _reusable(prev: dict[str, Any], info: FileInfo) -> bool:
     return (prev["metadata_size"] == info.size and prev["metadata_etag"] == info.etag
-            and _micros(prev["metadata_mtime"]) == _micros(info.mtime) and prev["parser_version"] == PARSER_VERSION
+            and micros(prev["metadata_mtime"]) == micros(info.mtime) and prev["parser_version"] == PARSER_VERSION
             and prev["status"] not in RETRY_STATUSES)
 
 
@@ -358,14 +358,6 @@ def _files_table(ctx: UnitContext, plan: UnitPlan, listing: list[FileInfo], loca
         "etag": [i.etag for i in listing],
         "index_run_id": run_ids,
     }, schema=FILES.schema)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICRO = timedelta(microseconds=1)
-
-
-def _micros(value: datetime) -> int:
-    return (value - _EPOCH) // _MICRO
 
 
 def _rows_to_table(columns: tuple[str, ...], rows: list[tuple], schema: pa.Schema) -> pa.Table:
