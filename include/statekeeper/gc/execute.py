@@ -46,9 +46,9 @@ class DeleteTask:
         items: list[PlannedDelete] = []
         for batch in batches:
             # Column by column: a plan holds millions of rows, and row dicts cost more than the deletes' CPU.
-            columns = [batch.column(name).to_pylist() for name in ("uri", "size", "etag", "delete_order")]
-            items.extend(map(PlannedDelete, columns[0], columns[1], utc_datetimes(batch.column("mtime")),
-                             *columns[2:]))
+            uris, sizes, etags, orders = (batch.column(name).to_pylist()
+                                          for name in ("uri", "size", "etag", "delete_order"))
+            items.extend(map(PlannedDelete, uris, sizes, utc_datetimes(batch.column("mtime")), etags, orders))
         if not items:
             return
         deleter = Deleter(self.storage, self.roots, self.settings, on_progress=progress)
