@@ -107,7 +107,9 @@ def test_a_small_table_of_many_files_is_read_by_several_tasks(spark, tmp_path):
     engine = DeltaRsEngine()
     data = pa.concat_tables([arrow_rows("r", f"j{i:02d}", [i]) for i in range(12)])
     assert engine.write(df_of(spark, data).repartition(1), warehouse, SPEC).files_added == 12
-    assert engine.read(spark, warehouse, "events").rdd.getNumPartitions() == 1  # a few KB: one task
+    # A few KB is one task, through the data source (object-store warehouses) and Spark's own scan alike.
+    assert engine.read(spark, warehouse, "events").rdd.getNumPartitions() == 1
+    assert DeltaRsEngine(local_scan=False).read(spark, warehouse, "events").rdd.getNumPartitions() == 1
     # The engine's reader with a split floor below this table's size (as a listing of ~100k objects
     # is above the default 1 MiB).
     df = (spark.read.format("statekeeper_delta").option("warehouse", warehouse.uri).option("table", "events")
@@ -306,3 +308,103 @@ def test_a_catalog_table_older_than_its_trailing_columns_reads_them_as_null(spar
     assert table.to_pylist() == [{"run_id": "x", "source_completed_at": None, "published_at": None}]
     # reading changes nothing: the columns are added by the next write
     assert delta_log.load_state(warehouse, DR_COPIES.name).schema.names == old.schema.names
+
+
+def _rows(df) -> list[str]:
+    return sorted(repr(r.asDict(recursive=True)) for r in df.collect())
+
+
+def _types(df) -> list[tuple[str, str]]:
+    # Spark's file scan reports every column nullable; names and types are what readers depend on.
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def _same_reads(spark, warehouse: Warehouse, table: str, **read) -> int:
+    """Assert Spark's own scan and the data source read `table` alike; the number of rows."""
+    scanned = DeltaRsEngine().read(spark, warehouse, table, **read)
+    sourced = DeltaRsEngine(local_scan=False).read(spark, warehouse, table, **read)
+    rows = _rows(scanned)
+    assert ("FileScan parquet" in _plan(scanned) or not rows) and "Python" not in _plan(scanned), _plan(scanned)
+    assert "Python" in _plan(sourced), _plan(sourced)
+    assert scanned.columns == sourced.columns
+    assert _types(scanned) == _types(sourced)
+    assert rows == _rows(sourced)
+    return len(rows)
+
+
+def test_a_local_table_is_read_by_spark_alone_with_the_data_sources_rows(spark, tmp_path):
+    """On a local warehouse the engine hands the pinned version's files to Spark's parquet scan (no Python
+    process plans or reads them); partition values that look like numbers stay the strings the log holds,
+    versions and partition pruning pick the same files as the data source."""
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    engine.write(df_of(spark, arrow_rows("00", "1e5", [1, 2])), warehouse, SPEC)
+    engine.write(df_of(spark, arrow_rows("007", "a", [3])), warehouse, SPEC)
+    engine.write(df_of(spark, arrow_rows("007", "a", [4, 5])), warehouse, SPEC, mode="replace_partitions",
+                 replace=[{"root_id": "007", "job_dir": "a"}])
+    assert _same_reads(spark, warehouse, "events") == 4
+    assert collect(engine.read(spark, warehouse, "events")) == [("00", "1e5", 1), ("00", "1e5", 2),
+                                                                 ("007", "a", 4), ("007", "a", 5)]
+    assert _same_reads(spark, warehouse, "events", version=1) == 3
+    assert _same_reads(spark, warehouse, "events", partitions={"root_id": ["007"]}) == 2
+    assert _same_reads(spark, warehouse, "events", partitions={"job_dir": ["nowhere"]}) == 0
+
+
+def test_partition_values_not_written_verbatim_are_read_through_the_data_source(spark, tmp_path):
+    """A value outside the path-safe alphabet is hashed into its directory name: Spark's discovery would
+    read the hash, so such a table (and a warehouse path Spark would glob) goes through the data source."""
+    from statekeeper.tables import parquet_scan
+
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    engine.write(df_of(spark, arrow_rows("r", "a b/c", [1])), warehouse, SPEC)
+    assert parquet_scan.scan(spark, warehouse, "events") is None
+    assert collect(engine.read(spark, warehouse, "events")) == [("r", "a b/c", 1)]
+    globbed = Warehouse(str(tmp_path / "w[h]"))
+    engine.write(df_of(spark, arrow_rows("r", "a", [2])), globbed, SPEC)
+    assert parquet_scan.scan(spark, globbed, "events") is None
+    assert collect(engine.read(spark, globbed, "events")) == [("r", "a", 2)]
+
+
+def _sample(t: pa.DataType, i: int):
+    """A value of arrow type `t`, distinct per `i`."""
+    from datetime import timedelta
+
+    if pa.types.is_map(t):
+        return [(_sample(t.key_type, i), _sample(t.item_type, i))]
+    if pa.types.is_list(t):
+        return [_sample(t.value_type, i), _sample(t.value_type, i + 1)]
+    if pa.types.is_struct(t):
+        return {f.name: _sample(f.type, i) for f in t}
+    if pa.types.is_timestamp(t):
+        return datetime(2026, 3, 1, tzinfo=timezone.utc) + timedelta(seconds=i, microseconds=7)
+    if pa.types.is_boolean(t):
+        return i % 2 == 0
+    if pa.types.is_integer(t):
+        return i
+    if pa.types.is_floating(t):
+        return i + 0.25
+    return f"v{i}"
+
+
+def test_every_catalog_table_reads_alike_through_spark_alone_and_the_data_source(spark, tmp_path):
+    """Every column type the catalog uses (maps, lists of structs, zoned timestamps, nulls) survives
+    Spark's parquet scan as it does the data source."""
+    from statekeeper.tables.catalog import ALL_TABLES
+    from statekeeper.tables.files import split_partitions, write_data_file
+
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    for spec in ALL_TABLES:
+        rows = []
+        for i in range(3):
+            row = {f.name: None if (f.nullable and i == 2) else _sample(f.type, i) for f in spec.schema}
+            row.update({c: f"p{i % 2}" for c in spec.partition_by})
+            rows.append(row)
+        table = spec.conform(pa.Table.from_pylist(rows, schema=spec.schema))
+        files = [write_data_file(warehouse, spec, part, values) for values, part in split_partitions(spec, table)]
+        delta_log.commit(warehouse, spec, files, [], read_version=None)
+        assert _same_reads(spark, warehouse, spec.name) == 3, spec.name

@@ -37,14 +37,12 @@ from statekeeper.tables.changeset import CHANGESET_SCHEMA, ChangeOp
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.files import DataFile, read_data_file, split_partitions, write_data_file
 from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.splits import MIN_SPLIT_BYTES, plan_splits
 from statekeeper.tables.warehouse import Warehouse
 
 DELTA_SOURCE = "statekeeper_delta"
 CHANGESET_SOURCE = "statekeeper_changeset"
 
-_TARGET_SPLIT_BYTES = 64 * 1024 * 1024
-_MIN_SPLIT_BYTES = 1024 * 1024
-_MAX_FILES_PER_SPLIT = 256
 _MAX_BUFFERED_ROWS = 1_000_000
 
 
@@ -142,26 +140,10 @@ class DeltaReader(DataSourceReader):
         assert state is not None
         sets = {c: set(v) for c, v in self.wanted.items()}
         files = [f for f in state.files if all(f.partition_values[c] in s for c, s in sets.items())]
-        # At least `min_splits` splits when there are that many files: with 64 MiB splits alone, a
-        # `files` table of a store under ~1.4M objects (~4.6 MB of parquet per 100k) was one split,
-        # so one task on one core read the whole listing in every job that joins it.
-        # Not below `min_split_bytes` (1 MiB): a task per few kilobytes made small warehouses slower
-        # (validation of the 17-snapshot sample store ran 808 tasks instead of 310).
         min_splits = max(1, int(self.options.get("min_splits") or 1))
-        floor = max(1, int(self.options.get("min_split_bytes") or _MIN_SPLIT_BYTES))
-        target = min(_TARGET_SPLIT_BYTES, max(floor, -(-sum(f.size for f in files) // min_splits)))
-        splits: list[InputPartition] = []
-        current: list[DataFile] = []
-        size = 0
-        for f in sorted(files, key=lambda f: (f.partition_key(self.partition_by), f.path)):
-            if current and (size + f.size > target or len(current) >= _MAX_FILES_PER_SPLIT):
-                splits.append(_Split(tuple(current)))
-                current, size = [], 0
-            current.append(f)
-            size += f.size
-        if current:
-            splits.append(_Split(tuple(current)))
-        return splits
+        floor = int(self.options.get("min_split_bytes") or MIN_SPLIT_BYTES)
+        return [_Split(group) for group in plan_splits(files, self.partition_by, min_splits=min_splits,
+                                                       min_split_bytes=floor)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         files = getattr(partition, "files", None)

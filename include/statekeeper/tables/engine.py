@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from typing import Any
 
-from statekeeper.tables import delta_log
+from statekeeper.tables import delta_log, parquet_scan
 from statekeeper.tables.arrow_codec import schema_to_text
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.delta_spark import DeltaSparkEngine
@@ -46,8 +46,17 @@ def _min_splits(spark: Any) -> int:
 class DeltaRsEngine(TableEngine):
     name = "delta-rs"
 
+    def __init__(self, *, local_scan: bool = True) -> None:
+        # False reads every table through the data source (tests compare the two readers).
+        self.local_scan = local_scan
+
     def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
              partitions: dict[str, list[str]] | None = None) -> Any:
+        if self.local_scan:
+            df = parquet_scan.scan(spark, warehouse, table, version=version, partitions=partitions,
+                                   min_splits=_min_splits(spark))
+            if df is not None:
+                return df
         activate(spark)
         register_data_sources(spark)
         reader = (spark.read.format("statekeeper_delta")

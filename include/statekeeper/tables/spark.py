@@ -55,8 +55,11 @@ def configure_builder(builder: Any) -> Any:
         # of the driver's host, and spark.executorEnv.PYTHONPATH would replace the PYTHONPATH the
         # cluster's executors start with (a standalone worker's, an image's) instead of adding to it.
         builder = builder.config("spark.executorEnv.PYTHONPATH", worker_pythonpath())
+    from statekeeper.tables.parquet_scan import LISTING_THRESHOLD, LISTING_THRESHOLD_CONF
+
     return (builder
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+            .config(LISTING_THRESHOLD_CONF, str(LISTING_THRESHOLD))
             # Python data sources need Arrow batches in and out; keep it explicit.
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.session.timeZone", "UTC"))
