@@ -23,6 +23,7 @@ from statekeeper.tables import delta_log
 from statekeeper.tables.catalog.dr import DR_COPIES
 from tests.plugins.prepared import replace_bytes
 from tests.replicate.support import copies, dr_pipeline, local, table, uri
+from tests.tables.readers import every_table_reads_alike
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -113,6 +114,12 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
     code, gc = t.gc("--mode", "delete", "--retain-last", "1", "--older-than", "1s", "--allow-short-grace")
     assert code == 0 and gc["deleted"] > 0, gc
     assert not older_a.exists() and all(m.is_file() for m in newest.values())
+
+    # every table these runs wrote reads alike through Spark's own scan and the data source (which object-store
+    # warehouses use): statekeeper.tables.parquet_scan
+    read = {**every_table_reads_alike(p.spark, p.warehouse), **every_table_reads_alike(p.spark, t.warehouse)}
+    assert {"references", "dependencies", "validation_results", "dr_copies", "dr_files", "gc_actions"} <= read.keys()
+    assert read["references"] > 0 and read["gc_actions"] > 0, read
 
     # the newest copy of every job restores from the target alone (C's and B's reach into A's and B's shared/)
     cases = [(m.parent, "chain_claim", n) for n, m in newest.items()]

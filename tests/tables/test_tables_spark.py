@@ -13,6 +13,7 @@ from statekeeper.tables import ConcurrentCommitError, EngineUnavailableError, Ta
 from statekeeper.tables import delta_log
 from statekeeper.tables.arrow_codec import table_to_ipc
 from statekeeper.tables.engine import DeltaRsEngine, delta_spark_available, select_engine
+from tests.tables.readers import rows_of, same_reads
 
 pytestmark = pytest.mark.spark
 
@@ -310,32 +311,6 @@ def test_a_catalog_table_older_than_its_trailing_columns_reads_them_as_null(spar
     assert delta_log.load_state(warehouse, DR_COPIES.name).schema.names == old.schema.names
 
 
-def _rows(df) -> list[str]:
-    return sorted(repr(r.asDict(recursive=True)) for r in df.collect())
-
-
-def _types(df) -> list[tuple[str, str]]:
-    # Spark's file scan reports every column nullable; names and types are what readers depend on.
-    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-
-
-def _plan(df) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
-
-
-def _same_reads(spark, warehouse: Warehouse, table: str, **read) -> int:
-    """Assert Spark's own scan and the data source read `table` alike; the number of rows."""
-    scanned = DeltaRsEngine().read(spark, warehouse, table, **read)
-    sourced = DeltaRsEngine(local_scan=False).read(spark, warehouse, table, **read)
-    rows = _rows(scanned)
-    assert ("FileScan parquet" in _plan(scanned) or not rows) and "Python" not in _plan(scanned), _plan(scanned)
-    assert "Python" in _plan(sourced), _plan(sourced)
-    assert scanned.columns == sourced.columns
-    assert _types(scanned) == _types(sourced)
-    assert rows == _rows(sourced)
-    return len(rows)
-
-
 def test_a_local_table_is_read_by_spark_alone_with_the_data_sources_rows(spark, tmp_path):
     """On a local warehouse the engine hands the pinned version's files to Spark's parquet scan (no Python
     process plans or reads them); partition values that look like numbers stay the strings the log holds,
@@ -346,12 +321,12 @@ def test_a_local_table_is_read_by_spark_alone_with_the_data_sources_rows(spark, 
     engine.write(df_of(spark, arrow_rows("007", "a", [3])), warehouse, SPEC)
     engine.write(df_of(spark, arrow_rows("007", "a", [4, 5])), warehouse, SPEC, mode="replace_partitions",
                  replace=[{"root_id": "007", "job_dir": "a"}])
-    assert _same_reads(spark, warehouse, "events") == 4
+    assert same_reads(spark, warehouse, "events") == 4
     assert collect(engine.read(spark, warehouse, "events")) == [("00", "1e5", 1), ("00", "1e5", 2),
                                                                  ("007", "a", 4), ("007", "a", 5)]
-    assert _same_reads(spark, warehouse, "events", version=1) == 3
-    assert _same_reads(spark, warehouse, "events", partitions={"root_id": ["007"]}) == 2
-    assert _same_reads(spark, warehouse, "events", partitions={"job_dir": ["nowhere"]}) == 0
+    assert same_reads(spark, warehouse, "events", version=1) == 3
+    assert same_reads(spark, warehouse, "events", partitions={"root_id": ["007"]}) == 2
+    assert same_reads(spark, warehouse, "events", partitions={"job_dir": ["nowhere"]}) == 0
 
 
 def test_partition_values_not_written_verbatim_are_read_through_the_data_source(spark, tmp_path):
@@ -391,14 +366,32 @@ def _sample(t: pa.DataType, i: int):
     return f"v{i}"
 
 
-def test_every_catalog_table_reads_alike_through_spark_alone_and_the_data_source(spark, tmp_path):
+def _covering(specs) -> list:
+    """Few tables that between them hold every column type of `specs`, partitioned and not (each table costs
+    a dozen Spark jobs here)."""
+    def kinds(spec) -> set[str]:
+        return {str(f.type) for f in spec.schema} | {f"partitioned={bool(spec.partition_by)}"}
+
+    wanted = set().union(*map(kinds, specs))
+    chosen: list = []
+    while wanted:
+        best = max(specs, key=lambda spec: len(kinds(spec) & wanted))
+        chosen.append(best)
+        wanted -= kinds(best)
+    return chosen
+
+
+def test_catalog_tables_read_and_write_alike_through_spark_alone_and_the_data_source(spark, tmp_path):
     """Every column type the catalog uses (maps, lists of structs, zoned timestamps, nulls) survives
-    Spark's parquet scan as it does the data source."""
+    Spark's parquet scan and writer as it does the data source."""
     from statekeeper.tables.catalog import ALL_TABLES
     from statekeeper.tables.files import split_partitions, write_data_file
 
+    from statekeeper.tables.reader import TableReader
+
     warehouse = Warehouse(str(tmp_path / "wh"))
-    for spec in ALL_TABLES:
+    written = Warehouse(str(tmp_path / "written"))
+    for spec in _covering(ALL_TABLES):
         rows = []
         for i in range(3):
             row = {f.name: None if (f.nullable and i == 2) else _sample(f.type, i) for f in spec.schema}
@@ -407,4 +400,65 @@ def test_every_catalog_table_reads_alike_through_spark_alone_and_the_data_source
         table = spec.conform(pa.Table.from_pylist(rows, schema=spec.schema))
         files = [write_data_file(warehouse, spec, part, values) for values, part in split_partitions(spec, table)]
         delta_log.commit(warehouse, spec, files, [], read_version=None)
-        assert _same_reads(spark, warehouse, spec.name) == 3, spec.name
+        assert same_reads(spark, warehouse, spec.name) == 3, spec.name
+        # written again by Spark's own writer: the same rows, through Spark and through the driver's reader
+        DeltaRsEngine().write(DeltaRsEngine().read(spark, warehouse, spec.name), written, spec)
+        assert same_reads(spark, written, spec.name) == 3, spec.name
+        assert rows_of(DeltaRsEngine().read(spark, written, spec.name)) == rows_of(
+            DeltaRsEngine().read(spark, warehouse, spec.name)), spec.name
+        assert (sorted(map(repr, TableReader(written).read(spec.name).to_pylist()))
+                == sorted(map(repr, TableReader(warehouse).read(spec.name).to_pylist()))), spec.name
+
+
+def _files(warehouse: Warehouse, table: str) -> list[str]:
+    return sorted(f.path for f in delta_log.load_state(warehouse, table).files)
+
+
+def test_a_local_table_is_written_by_spark_alone_as_the_data_source_writes_it(spark, tmp_path):
+    """Spark's own writer (parquet_write) and the data source make the same commits: each mode's rows, the
+    file layout below the table (no staging left behind), an empty write committing nothing, and a write
+    against a version that moved refused before any file is written."""
+    import re
+
+    from statekeeper.tables.parquet_write import STAGING_DIR
+
+    results = {}
+    for way, engine in (("spark", DeltaRsEngine()), ("source", DeltaRsEngine(local_scan=False))):
+        warehouse = Warehouse(str(tmp_path / way))
+        first = engine.write(df_of(spark, arrow_rows("00", "a", [1, 2])), warehouse, SPEC)
+        engine.write(df_of(spark, arrow_rows("r", "b", [3])), warehouse, SPEC)
+        engine.write(df_of(spark, arrow_rows("r", "b", [4, 5])).repartition(2), warehouse, SPEC,
+                     mode="replace_partitions", replace=[{"root_id": "r", "job_dir": "b"}])
+        assert engine.write(df_of(spark, arrow_rows("r", "c", [])), warehouse, SPEC).version is None
+        with pytest.raises(ConcurrentCommitError):
+            engine.write(df_of(spark, arrow_rows("r", "d", [6])), warehouse, SPEC, expected_version=0)
+        engine.write(df_of(spark, arrow_rows("r", "e", [7])).select(*reversed(SPEC.schema.names)), warehouse, SPEC)
+        results[way] = (first, same_reads(spark, warehouse, "events"), collect(engine.read(spark, warehouse, "events")),
+                        delta_log.latest_version(warehouse, "events"))
+        assert all(re.fullmatch(r"root_id=[^/]+/job_dir=[^/]+/part-[0-9a-f]{32}\.zstd\.parquet", p)
+                   for p in _files(warehouse, "events")), _files(warehouse, "events")
+        assert not list((tmp_path / way / "events").glob(f"{STAGING_DIR}/*"))
+        # on storage beyond the live files: only the one the partition replace removed (vacuum deletes it)
+        assert [p.split("/")[1] for p in _orphan_parquet(warehouse, "events")] == ["job_dir=b"]
+        overwritten = engine.write(df_of(spark, arrow_rows("z", "z", [9])), warehouse, SPEC, mode="overwrite")
+        assert (overwritten.files_removed, collect(engine.read(spark, warehouse, "events"))) == (4, [("z", "z", 9)])
+    assert results["spark"] == results["source"]
+    assert results["spark"][2] == [("00", "a", 1), ("00", "a", 2), ("r", "b", 4), ("r", "b", 5), ("r", "e", 7)]
+
+
+def test_partition_values_spark_escapes_or_cannot_write_keep_their_exact_values(spark, tmp_path):
+    """Spark escapes some characters of a partition directory as %XX (read back exactly) and writes an empty
+    value as it writes null: such a write is discarded uncommitted, to be made through the data source
+    (where delta-rs, too, takes an empty partition value for null: no catalog table has one)."""
+    from statekeeper.tables import parquet_write
+
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    odd = ["a b/c", "50%=half", "x:y#z", "ünï"]
+    for i, job in enumerate(odd):
+        assert parquet_write.write(df_of(spark, arrow_rows("r", job, [i])), warehouse, SPEC) is not None
+    assert parquet_write.write(df_of(spark, arrow_rows("r", "", [9])), warehouse, SPEC) is None
+    assert not list((tmp_path / "wh" / "events").glob(f"{parquet_write.STAGING_DIR}/*"))
+    assert delta_log.latest_version(warehouse, "events") == len(odd) - 1
+    assert collect(DeltaRsEngine().read(spark, warehouse, "events")) == sorted((("r", job, i) for i, job in enumerate(odd)))
+    state = delta_log.load_state(warehouse, "events")
+    assert sorted(f.partition_values["job_dir"] for f in state.files) == sorted(odd)

@@ -38,6 +38,7 @@ from statekeeper.tables.errors import TableError
 from statekeeper.tables.files import DataFile, read_data_file, split_partitions, write_data_file
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.splits import MIN_SPLIT_BYTES, plan_splits
+from statekeeper.tables.write_plan import plan_write
 from statekeeper.tables.warehouse import Warehouse
 
 DELTA_SOURCE = "statekeeper_delta"
@@ -186,8 +187,6 @@ class DeltaWriter(DataSourceArrowWriter):
     def plan(cls, options: dict[str, str], schema: StructType, overwrite: bool) -> DeltaWriter:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from statekeeper.tables import delta_log
-
         warehouse = _warehouse(options)
         name = options.get("table")
         if not name:
@@ -199,35 +198,11 @@ class DeltaWriter(DataSourceArrowWriter):
         else:
             arrow = to_arrow_schema(schema, timezone="UTC")
             spec = TableSpec.from_arrow(name, arrow, partition_by)
-        state = delta_log.load_state(warehouse, name)
-        if state is not None:
-            if not options.get("spec_schema"):
-                spec = TableSpec(name, state.schema, state.partition_by)
-            state = delta_log.add_missing_columns(warehouse, state, spec)
-            delta_log.check_compatible(state, spec)
         expected = options.get("expected_version")
-        if expected not in (None, ""):
-            current = None if state is None else state.version
-            if current != int(expected):
-                from statekeeper.tables.errors import ConcurrentCommitError
-
-                raise ConcurrentCommitError(warehouse.table_uri(name), int(expected), current,
-                                            "the table moved before the write started")
-        removes: list[DataFile] = []
-        if mode == "overwrite" and state is not None:
-            removes = list(state.files)
-        elif mode == "replace_partitions":
-            replace = json.loads(options.get("replace") or "[]")
-            if not spec.partition_by:
-                raise TableError(f"replace_partitions on unpartitioned table {name}")
-            keys = {tuple(str(p[c]) for c in spec.partition_by) for p in replace}
-            if state is not None:
-                removes = [f for f in state.files if f.partition_key(spec.partition_by) in keys]
-        elif mode != "append" and mode != "overwrite":
-            raise TableError(f"unknown write mode {mode!r} (append, overwrite, replace_partitions)")
-        # Plain appends commute; anything that removes files must not race another writer.
-        strict = mode != "append" or expected not in (None, "")
-        return cls(options, spec, None if state is None else state.version, removes, strict)
+        plan = plan_write(warehouse, spec, mode, replace=json.loads(options.get("replace") or "[]"),
+                          expected_version=None if expected in (None, "") else int(expected),
+                          declared=bool(options.get("spec_schema")))
+        return cls(options, plan.spec, plan.read_version, list(plan.removes), plan.strict)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesMessage:
         fileio = self.warehouse.file_io()

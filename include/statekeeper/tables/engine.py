@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from typing import Any
 
-from statekeeper.tables import delta_log, parquet_scan
+from statekeeper.tables import delta_log, parquet_scan, parquet_write
 from statekeeper.tables.arrow_codec import schema_to_text
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.delta_spark import DeltaSparkEngine
@@ -47,7 +47,8 @@ class DeltaRsEngine(TableEngine):
     name = "delta-rs"
 
     def __init__(self, *, local_scan: bool = True) -> None:
-        # False reads every table through the data source (tests compare the two readers).
+        # Local warehouses are read and written by Spark's own parquet scan and writer (parquet_scan,
+        # parquet_write); False takes every table through the data sources (tests compare the two).
         self.local_scan = local_scan
 
     def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
@@ -72,6 +73,11 @@ class DeltaRsEngine(TableEngine):
     def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
               replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
               metadata: dict[str, Any] | None = None) -> CommitResult:
+        if self.local_scan:
+            done = parquet_write.write(df, warehouse, spec, mode=mode, replace=replace,
+                                       expected_version=expected_version, metadata=metadata)
+            if done is not None:
+                return done
         activate(df.sparkSession)
         register_data_sources(df.sparkSession)
         with _result_file() as result_path:

@@ -32,6 +32,11 @@ LISTING_THRESHOLD = 1_000_000
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9/._+-]*")
 
 
+def plain_path(path: str) -> bool:
+    """Whether Spark takes local `path` as it is (no glob, nothing Hadoop's Path refuses)."""
+    return bool(_PLAIN_PATH.fullmatch(path))
+
+
 def _verbatim(f: DataFile, partition_by: tuple[str, ...]) -> bool:
     """Whether Spark's partition discovery reads `f`'s partition values back exactly from its path."""
     *directories, name = f.path.split("/")
@@ -46,7 +51,7 @@ def scan(spark: Any, warehouse: Warehouse, table: str, *, version: int | None = 
     DataFrame in the table's column order, in at most as many tasks as the data source would read it
     with (`statekeeper.tables.splits`); None when the data source must read it instead (an object
     store warehouse, an absent table, a partition value not written verbatim in its path)."""
-    if not warehouse.is_local or not _PLAIN_PATH.fullmatch(local_path(warehouse.table_uri(table))):
+    if not warehouse.is_local or not plain_path(local_path(warehouse.table_uri(table))):
         return None
     state = delta_log.load_state(warehouse, table, version)
     if state is None:
