@@ -204,7 +204,7 @@ def test_the_pipelines_tables_hold_the_same_rows_through_spark_alone_and_through
     spark_made = co.pipeline
     assert spark_made.gc()[0] == 0
     monkeypatch.setattr(engine_mod.DeltaRsEngine, "__init__",
-                        lambda self, *, local_scan=False: setattr(self, "local_scan", local_scan))
+                        lambda self, *, local_parquet=False: setattr(self, "local_parquet", local_parquet))
     sourced = DrPipeline(spark_made.spark, Warehouse(str(tmp_path / "sourced")), spark_made.roots, tmp_path)
     sourced.prepare()
     assert sourced.gc()[0] == 0

@@ -23,7 +23,7 @@ def _plan(df) -> str:
 def same_reads(spark, warehouse: Warehouse, table: str, **read) -> int:
     """Assert Spark's own scan and the data source read `table` alike; the number of rows."""
     scanned = DeltaRsEngine().read(spark, warehouse, table, **read)
-    sourced = DeltaRsEngine(local_scan=False).read(spark, warehouse, table, **read)
+    sourced = DeltaRsEngine(local_parquet=False).read(spark, warehouse, table, **read)
     rows = rows_of(scanned)
     assert ("FileScan parquet" in _plan(scanned) or not rows) and "Python" not in _plan(scanned), _plan(scanned)
     assert "Python" in _plan(sourced), _plan(sourced)

@@ -110,7 +110,7 @@ def test_a_small_table_of_many_files_is_read_by_several_tasks(spark, tmp_path):
     assert engine.write(df_of(spark, data).repartition(1), warehouse, SPEC).files_added == 12
     # A few KB is one task, through the data source (object-store warehouses) and Spark's own scan alike.
     assert engine.read(spark, warehouse, "events").rdd.getNumPartitions() == 1
-    assert DeltaRsEngine(local_scan=False).read(spark, warehouse, "events").rdd.getNumPartitions() == 1
+    assert DeltaRsEngine(local_parquet=False).read(spark, warehouse, "events").rdd.getNumPartitions() == 1
     # The engine's reader with a split floor below this table's size (as a listing of ~100k objects
     # is above the default 1 MiB).
     df = (spark.read.format("statekeeper_delta").option("warehouse", warehouse.uri).option("table", "events")
@@ -423,7 +423,7 @@ def test_a_local_table_is_written_by_spark_alone_as_the_data_source_writes_it(sp
     from statekeeper.tables.parquet_write import STAGING_DIR
 
     results = {}
-    for way, engine in (("spark", DeltaRsEngine()), ("source", DeltaRsEngine(local_scan=False))):
+    for way, engine in (("spark", DeltaRsEngine()), ("source", DeltaRsEngine(local_parquet=False))):
         warehouse = Warehouse(str(tmp_path / way))
         first = engine.write(df_of(spark, arrow_rows("00", "a", [1, 2])), warehouse, SPEC)
         engine.write(df_of(spark, arrow_rows("r", "b", [3])), warehouse, SPEC)

@@ -36,6 +36,7 @@ from statekeeper.tables.arrow_codec import schema_from_text, table_from_ipc
 from statekeeper.tables.changeset import CHANGESET_SCHEMA, ChangeOp
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.files import DataFile, read_data_file, split_partitions, write_data_file
+from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.splits import MIN_SPLIT_BYTES, plan_splits
 from statekeeper.tables.write_plan import plan_write
@@ -54,12 +55,6 @@ def _warehouse(options: dict[str, str]) -> Warehouse:
         raise TableError("option 'warehouse' is required") from None
     storage = json.loads(options.get("storage_secret") or "{}")
     return Warehouse(uri, StorageConfig.from_mapping(storage))
-
-
-def _spark_schema(schema: pa.Schema) -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
 
 
 def _write_result(path: str | None, payload: dict[str, Any]) -> None:
@@ -97,7 +92,7 @@ class DeltaDataSource(DataSource):
         warehouse = _warehouse(self.options)
         version = self.options.get("version")
         dt = delta_log.open_table(warehouse, self._table(), int(version) if version else None)
-        return _spark_schema(delta_log.read_schema(self._table(), pa.schema(dt.schema().to_arrow())))
+        return spark_schema(delta_log.read_schema(self._table(), pa.schema(dt.schema().to_arrow())))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltaReader(dict(self.options))

@@ -19,6 +19,7 @@ from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine_base import ChangesetResult, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, TableError
+from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
 
@@ -31,12 +32,6 @@ def spark_path(warehouse: Warehouse, table: str) -> str:
     uri = warehouse.table_uri(table)
     # Hadoop's S3 connector is s3a://; the object is the same.
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
-
-
-def _spark_schema(spec: TableSpec) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(spec.schema, prefer_timestamp_ntz=False)
 
 
 def _current_version(spark: Any, path: str) -> int | None:
@@ -148,7 +143,7 @@ class DeltaSparkEngine(TableEngine):
                     result.committed[spec.name] = CommitResult(spec.name, None)
                     continue
                 rows = (mine.where(F.col("op") == ChangeOp.ADD).select("payload")
-                        .mapInArrow(_decoder(spec), _spark_schema(spec)))
+                        .mapInArrow(_decoder(spec), spark_schema(spec.schema)))
                 writer = rows.write.format("delta").option("userMetadata", json.dumps(metadata or {}))
                 if read_version is None:
                     writer = writer.partitionBy(*spec.partition_by).mode("overwrite")

@@ -46,14 +46,14 @@ def _min_splits(spark: Any) -> int:
 class DeltaRsEngine(TableEngine):
     name = "delta-rs"
 
-    def __init__(self, *, local_scan: bool = True) -> None:
+    def __init__(self, *, local_parquet: bool = True) -> None:
         # Local warehouses are read and written by Spark's own parquet scan and writer (parquet_scan,
         # parquet_write); False takes every table through the data sources (tests compare the two).
-        self.local_scan = local_scan
+        self.local_parquet = local_parquet
 
     def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
              partitions: dict[str, list[str]] | None = None) -> Any:
-        if self.local_scan:
+        if self.local_parquet:
             df = parquet_scan.scan(spark, warehouse, table, version=version, partitions=partitions,
                                    min_splits=_min_splits(spark))
             if df is not None:
@@ -73,7 +73,7 @@ class DeltaRsEngine(TableEngine):
     def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
               replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
               metadata: dict[str, Any] | None = None) -> CommitResult:
-        if self.local_scan:
+        if self.local_parquet:
             done = parquet_write.write(df, warehouse, spec, mode=mode, replace=replace,
                                        expected_version=expected_version, metadata=metadata)
             if done is not None:

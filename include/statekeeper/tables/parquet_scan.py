@@ -20,6 +20,7 @@ from typing import Any
 from statekeeper.storage import local_path
 from statekeeper.tables import delta_log
 from statekeeper.tables.files import DataFile, partition_segment
+from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.splits import plan_splits
 from statekeeper.tables.warehouse import Warehouse
 
@@ -32,15 +33,19 @@ LISTING_THRESHOLD = 1_000_000
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9/._+-]*")
 
 
-def plain_path(path: str) -> bool:
-    """Whether Spark takes local `path` as it is (no glob, nothing Hadoop's Path refuses)."""
-    return bool(_PLAIN_PATH.fullmatch(path))
+def local_root(warehouse: Warehouse, table: str) -> str | None:
+    """The local path of `table` when Spark can take it as it is (no glob, nothing Hadoop's Path refuses);
+    None for an object-store warehouse or any other path."""
+    if not warehouse.is_local:
+        return None
+    path = local_path(warehouse.table_uri(table))
+    return path if _PLAIN_PATH.fullmatch(path) else None
 
 
 def _verbatim(f: DataFile, partition_by: tuple[str, ...]) -> bool:
     """Whether Spark's partition discovery reads `f`'s partition values back exactly from its path."""
     *directories, name = f.path.split("/")
-    return bool(_PLAIN_PATH.fullmatch("/" + name)) and directories == [
+    return bool(_PLAIN_PATH.fullmatch(f"/{name}")) and directories == [
         f"{c}={f.partition_values[c]}" for c in partition_by] and all(
         partition_segment(c, f.partition_values[c]) == f"{c}={f.partition_values[c]}" for c in partition_by)
 
@@ -51,7 +56,8 @@ def scan(spark: Any, warehouse: Warehouse, table: str, *, version: int | None = 
     DataFrame in the table's column order, in at most as many tasks as the data source would read it
     with (`statekeeper.tables.splits`); None when the data source must read it instead (an object
     store warehouse, an absent table, a partition value not written verbatim in its path)."""
-    if not warehouse.is_local or not plain_path(local_path(warehouse.table_uri(table))):
+    path = local_root(warehouse, table)
+    if path is None:
         return None
     state = delta_log.load_state(warehouse, table, version)
     if state is None:
@@ -63,14 +69,12 @@ def scan(spark: Any, warehouse: Warehouse, table: str, *, version: int | None = 
     files = [f for f in state.files if all(f.partition_values[c] in vs for c, vs in wanted.items())]
     if not all(_verbatim(f, state.partition_by) for f in files):
         return None
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     arrow_schema = delta_log.read_schema(table, state.schema)
-    schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
+    schema = spark_schema(arrow_schema)
     if not files:
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
     # With the scheme: a bare path is on the cluster's default filesystem, which need not be the local one.
-    root = "file://" + local_path(warehouse.table_uri(table))
+    root = "file://" + path
     df = spark.read.schema(schema).option("basePath", root).parquet(*(f"{root}/{f.path}" for f in files))
     # Spark splits a scan per core whatever its size, the data source keeps a split at 1 MiB or more:
     # as many tasks as the data source's, so the files a step writes downstream of a scan stay as many.

@@ -23,14 +23,13 @@ import uuid
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
+import pyarrow.parquet as pq
 
-from statekeeper.storage import local_path
 from statekeeper.tables import delta_log
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.errors import TableSchemaError
 from statekeeper.tables.files import DataFile, data_file_path
-from statekeeper.tables.parquet_scan import plain_path
+from statekeeper.tables.parquet_scan import local_root
+from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.tables.write_plan import plan_write
@@ -48,31 +47,21 @@ class _Unwritable(Exception):
     """The rows cannot be written this way; nothing was committed and the staging is gone."""
 
 
-def usable(warehouse: Warehouse, spec: TableSpec) -> bool:
-    """Whether Spark's writer can write `spec`'s table: a local warehouse on a path Spark takes as it is,
-    string partition columns (their directory names are their values)."""
-    return (warehouse.is_local and plain_path(local_path(warehouse.table_uri(spec.name)))
-            and all(pa.types.is_string(spec.schema.field(c).type) for c in spec.partition_by))
-
-
 def write(df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: str = "append",
           replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
           metadata: dict[str, Any] | None = None) -> CommitResult | None:
     """Write `df` (exactly `spec`'s columns, in any order) to its table in one commit; None when it must
     be written through the data source instead (nothing was committed or left behind)."""
-    if not usable(warehouse, spec):
+    # Partition columns are strings (TableSpec requires it): their directory names are their values.
+    root = local_root(warehouse, spec.name)
+    if root is None:
         return None
-    missing = [n for n in spec.schema.names if n not in df.columns]
-    extra = [n for n in df.columns if n not in spec.schema.names]
-    if missing or extra:
-        raise TableSchemaError(f"table {spec.name}: columns do not match the declared schema "
-                               f"(missing {missing or 'none'}, unexpected {extra or 'none'})")
+    spec.check_columns(df.columns)
     plan = plan_write(warehouse, spec, mode, replace=replace, expected_version=expected_version)
-    root = local_path(warehouse.table_uri(spec.name))
     commit_id = uuid.uuid4().hex
     staging = os.path.join(root, STAGING_DIR, commit_id)
     try:
-        adds = _stage(df, plan.spec, root, staging)
+        adds = _stage(df, warehouse, plan.spec, root, staging)
     except _Unwritable:
         return None
     finally:
@@ -96,19 +85,15 @@ def _nullable(t: Any) -> Any:
     return t
 
 
-def _stage(df: Any, spec: TableSpec, root: str, staging: str) -> list[DataFile]:
+def _stage(df: Any, warehouse: Warehouse, spec: TableSpec, root: str, staging: str) -> list[DataFile]:
     """Spark writes the rows into `staging`; each non-empty file then moves to its place in the table."""
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    import pyarrow.parquet as pq
 
     session = df.sparkSession
     if session.conf.get(TIMESTAMP_CONF, None) != TIMESTAMP_TYPE:
         # Read by the writer from the session's conf only (a write option does not reach it).
         session.conf.set(TIMESTAMP_CONF, TIMESTAMP_TYPE)
-    types = from_arrow_schema(spec.schema, prefer_timestamp_ntz=False)
-    rows = df.select(*(F.col(f.name).cast(_nullable(f.dataType)) for f in types.fields))
+    rows = df.select(*(F.col(f.name).cast(_nullable(f.dataType)) for f in spark_schema(spec.schema).fields))
     writer = rows.write.mode("errorifexists").option("compression", "zstd")
     if spec.partition_by:
         writer = writer.partitionBy(*spec.partition_by)
@@ -145,10 +130,6 @@ def _stage(df: Any, spec: TableSpec, root: str, staging: str) -> list[DataFile]:
             adds.append(DataFile(path=rel, size=st.st_size, partition_values=values,
                                  modification_time=int(st.st_mtime * 1000), num_records=count))
     except BaseException:
-        for f in adds:
-            try:
-                os.unlink(os.path.join(root, f.path))
-            except FileNotFoundError:
-                pass
+        delta_log.abort_files(warehouse, spec, adds)
         raise
     return adds

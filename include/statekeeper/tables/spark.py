@@ -65,6 +65,13 @@ def configure_builder(builder: Any) -> Any:
             .config("spark.sql.session.timeZone", "UTC"))
 
 
+def spark_schema(schema: Any) -> Any:
+    """The Spark schema of an Arrow schema, zoned timestamps as Spark's TIMESTAMP (never NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
 def register_data_sources(spark: Any) -> None:
     """Register `statekeeper_delta` and `statekeeper_changeset` once per session."""
     if getattr(spark, _REGISTERED_ATTR, False):

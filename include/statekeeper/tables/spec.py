@@ -55,17 +55,21 @@ class TableSpec:
         """Columns stored inside the parquet files (Delta keeps partition values in the log)."""
         return pa.schema([f for f in self.schema if f.name not in self.partition_by])
 
-    def conform(self, table: pa.Table) -> pa.Table:
-        """Reorder/cast `table` to the declared schema; fail on missing or extra columns."""
-        if table.schema.equals(self.schema):
-            return table
-        missing = [n for n in self.schema.names if n not in table.column_names]
-        extra = [n for n in table.column_names if n not in self.schema.names]
+    def check_columns(self, names: list[str]) -> None:
+        """TableSchemaError unless `names` are exactly the declared columns (in any order)."""
+        missing = [n for n in self.schema.names if n not in names]
+        extra = [n for n in names if n not in self.schema.names]
         if missing or extra:
             raise TableSchemaError(
                 f"table {self.name}: columns do not match the declared schema "
                 f"(missing {missing or 'none'}, unexpected {extra or 'none'})"
             )
+
+    def conform(self, table: pa.Table) -> pa.Table:
+        """Reorder/cast `table` to the declared schema; fail on missing or extra columns."""
+        if table.schema.equals(self.schema):
+            return table
+        self.check_columns(table.column_names)
         table = table.select(self.schema.names)
         try:
             return table.cast(self.schema, safe=True)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from statekeeper.layout.locate import job_location, location_job_dir, unit_kind
+from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.vocabulary import (
     FOREIGN_RELATIONS,
     Check,
@@ -45,12 +46,6 @@ def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
-
-
-def _spark_schema(schema: pa.Schema) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
 
 
 def _append(df: Any, fn: Any, inputs: tuple[str, ...], name: str, type_: pa.DataType = pa.string()) -> Any:
@@ -88,7 +83,7 @@ def file_findings(ev: Any, files: Any, snapshots: Any) -> Any:
     exists = F.when(F.col("indexed_root"), F.col("listed_size").isNotNull()).otherwise(
         F.col("stat_status") == STAT_FOUND)
     suspicious = ev.where(~exists | (F.col("extent").isNotNull() & (present_size < F.col("extent"))))
-    found = suspicious.select(*EVIDENCE_COLUMNS).mapInArrow(findings_batches, _spark_schema(FINDING_SCHEMA))
+    found = suspicious.select(*EVIDENCE_COLUMNS).mapInArrow(findings_batches, spark_schema(FINDING_SCHEMA))
     found = found.withColumn("files", F.lit(1).cast("long"))
     # Say where a file of the missing relative name does exist (FLINK-39964 leaves it in the
     # restored savepoint's directory).
