@@ -28,11 +28,12 @@ import pytest
 
 import tests.harness as harness
 from statekeeper.chains.explain import explain
-from statekeeper.tables import TableSpec, Warehouse, cut, delta_log
+from statekeeper.tables import TableSpec, Warehouse, cut, delta_log, staging
 from statekeeper.tables.catalog import ALL_TABLES, INDEX_RUNS, INDEX_TABLES, job_bucket
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError
 from statekeeper.tables.maintenance import TableOutcome, maintain_warehouse, retention_pins
 from statekeeper.tables.reader import TableReader
+from statekeeper.tables.staging import STAGING_DIR
 from tests.chains.support import store_roots
 from tests.index.support import canonical, run_index
 from tests.replicate.support import DrPipeline, dr_pipeline, local, relocated, uri
@@ -356,6 +357,68 @@ def test_second_run_has_nothing_to_do(built, tmp_path):
     assert (second.files_compacted, second.files_added, second.files_vacuumed) == (0, 0, 0)
     assert all(t.version_after == t.version_before and t.checkpoint_version is None for t in second.tables)
     assert _versions(wh) == versions and _tree(wh) == tree
+
+
+def _age(path: Path, days: float) -> None:
+    """Backdate everything below `path` (and it) by `days`, as if nothing had written there since."""
+    then = time.time() - days * 86400
+    for p in [*sorted(path.rglob("*"), reverse=True), path]:
+        os.utime(p, (then, then))
+
+
+@slow
+def test_stagings_of_killed_writes_go_once_nothing_wrote_below_them_for_a_day(spark, built, tmp_path):
+    """A driver killed while Spark's writer staged a write leaves `<table>/_statekeeper_staging/<id>/`, which
+    Delta and vacuum never look at. Maintenance removes such a staging once nothing was written below it for the
+    retention and at least a day (a live write's staging is young); a dry run only counts them."""
+    wh = _copy(built, tmp_path)
+    base = local(wh.table_uri("references")) / STAGING_DIR
+    rows = spark.createDataFrame([(i, f"x{i % 3}") for i in range(60)], "n INT, s STRING")
+    for name in ("two-days", "fresh", "eight-days"):
+        # what a killed write leaves: Spark's output, never moved into the table
+        rows.write.partitionBy("s").parquet(f"file://{base / name}")
+    _age(base / "two-days", 2)
+    _age(base / "eight-days", 8)
+    answers, versions = _answers(wh), _versions(wh)
+    later = datetime.now(timezone.utc) + LATER
+
+    planned = maintain_warehouse(wh, retention=timedelta(0), dry_run=True, now=later)
+    assert sorted(os.listdir(base)) == ["eight-days", "fresh", "two-days"]
+    [note] = [n for n in planned.table("references").notes if "staging" in n]
+    assert note.startswith("2 staging director(ies) of killed writes would be removed"), note
+    assert "eight-days" in note and "two-days" in note and "fresh" not in note
+    assert not [n for t in planned.tables if t.name != "references" for n in t.notes if "staging" in n]
+
+    # The default retention (a week) keeps the two-day-old staging; a zero retention still keeps a day.
+    kept = maintain_warehouse(wh)
+    assert sorted(os.listdir(base)) == ["fresh", "two-days"]
+    assert any(n.startswith("1 staging director(ies) of killed writes removed") and "eight-days" in n
+               for n in kept.table("references").notes)
+    done = maintain_warehouse(wh, retention=timedelta(0), now=later)
+    assert sorted(os.listdir(base)) == ["fresh"]
+    assert any(n.startswith("1 staging director(ies) of killed writes removed") and "two-days" in n
+               for n in done.table("references").notes), done.table("references").notes
+    assert "staging" in done.summary()
+    # Stagings are no table data: every answer is the same, and the next run finds nothing more to remove.
+    assert _answers(wh) == answers and _versions(wh).keys() == versions.keys()
+    again = maintain_warehouse(wh, retention=timedelta(0), now=later)
+    assert not [n for t in again.tables for n in t.notes if "staging" in n]
+
+
+def test_a_staging_written_to_after_it_was_found_is_kept(tmp_path):
+    """The re-check before removal: a write that came back to life (a paused driver) keeps its staging."""
+    table = tmp_path / "t"
+    part = table / STAGING_DIR / "abc" / "part-0.parquet"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"x" * 10)
+    _age(table / STAGING_DIR / "abc", 3)
+    [found] = staging.abandoned(str(table), datetime.now(timezone.utc), timedelta(0))
+    assert (found.files, found.bytes) == (1, 10)
+    (part.parent / "part-1.parquet").write_bytes(b"y")
+    assert not staging.remove(found) and part.exists()
+    [again] = staging.abandoned(str(table), datetime.now(timezone.utc) + timedelta(days=2), timedelta(0))
+    assert staging.remove(again) and not (table / STAGING_DIR / "abc").exists()
+    assert staging.abandoned(str(table), datetime.now(timezone.utc), timedelta(0)) == []
 
 
 class _ConcurrentWriter(logging.Handler):

@@ -13,6 +13,7 @@ from statekeeper.tables import ConcurrentCommitError, EngineUnavailableError, Ta
 from statekeeper.tables import delta_log
 from statekeeper.tables.arrow_codec import table_to_ipc
 from statekeeper.tables.engine import DeltaRsEngine, delta_spark_available, select_engine
+from statekeeper.tables.staging import STAGING_DIR
 from tests.tables.readers import rows_of, same_reads
 
 pytestmark = pytest.mark.spark
@@ -420,8 +421,6 @@ def test_a_local_table_is_written_by_spark_alone_as_the_data_source_writes_it(sp
     against a version that moved refused before any file is written."""
     import re
 
-    from statekeeper.tables.parquet_write import STAGING_DIR
-
     results = {}
     for way, engine in (("spark", DeltaRsEngine()), ("source", DeltaRsEngine(local_parquet=False))):
         warehouse = Warehouse(str(tmp_path / way))
@@ -457,7 +456,7 @@ def test_partition_values_spark_escapes_or_cannot_write_keep_their_exact_values(
     for i, job in enumerate(odd):
         assert parquet_write.write(df_of(spark, arrow_rows("r", job, [i])), warehouse, SPEC) is not None
     assert parquet_write.write(df_of(spark, arrow_rows("r", "", [9])), warehouse, SPEC) is None
-    assert not list((tmp_path / "wh" / "events").glob(f"{parquet_write.STAGING_DIR}/*"))
+    assert not list((tmp_path / "wh" / "events").glob(f"{STAGING_DIR}/*"))
     assert delta_log.latest_version(warehouse, "events") == len(odd) - 1
     wanted = sorted(("r", job, i) for i, job in enumerate(odd))
     assert collect(DeltaRsEngine().read(spark, warehouse, "events")) == wanted

@@ -10,7 +10,10 @@ per table and run. `maintain_warehouse` does, per table of the warehouse (absent
    keeping the files of every pinned version (`keep_versions`, see below) whatever their age;
 3. `DeltaTable.create_checkpoint()`, so readers replay one parquet checkpoint instead of every
    commit. The log itself is never cleaned up (no `cleanup_metadata`): readers time-travel to
-   pinned versions, and a version whose commit file is gone cannot be read at all.
+   pinned versions, and a version whose commit file is gone cannot be read at all;
+4. on a local warehouse, removes the staging directories of Spark writes whose driver died
+   (`statekeeper.tables.staging`; vacuum skips `_` entries), once nothing was written below them
+   for the retention and at least a day.
 
 **The retention floor.** Readers do not read the latest version of every table: jobs read the
 index tables at the versions the newest succeeded index run recorded (`statekeeper.tables.cut`),
@@ -41,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -50,7 +54,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from statekeeper.defaults import GC_GRACE, WAREHOUSE_RETENTION
-from statekeeper.tables import delta_log
+from statekeeper.tables import delta_log, staging
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError, TableError
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.units import format_duration, human_size
@@ -304,6 +308,7 @@ def maintain_warehouse(warehouse: Warehouse, *, retention: timedelta = DEFAULT_R
             result = _plan_table(warehouse, name, effective, table_pins)
         else:
             result = _maintain_table(warehouse, name, effective, table_pins, out)
+        result = replace(result, notes=(*result.notes, *_stagings(warehouse, name, effective, started, dry_run)))
         out.info("maintenance: %s", result.line())
         results.append(result)
     return MaintenanceReport(warehouse.uri, effective, dry_run, started, datetime.now(timezone.utc), tuple(results))
@@ -612,6 +617,24 @@ def _stored(warehouse: Warehouse, name: str) -> dict[str, int]:
         if rel and not rel.startswith(("_", ".")):
             out[rel] = info.size
     return out
+
+
+def _stagings(warehouse: Warehouse, name: str, retention: timedelta, now: datetime, dry_run: bool) -> tuple[str, ...]:
+    """Remove (dry run: count) the staging directories killed writes left in the table (statekeeper.tables.staging):
+    a note saying what went, or none. Spark's own writer stages only local tables."""
+    if not warehouse.is_local:
+        return ()
+    from statekeeper.storage import local_path
+
+    found = staging.abandoned(local_path(warehouse.table_uri(name)), now, retention)
+    gone = found if dry_run else [s for s in found if staging.remove(s)]
+    if not gone:
+        return ()
+    oldest_kept = _format_duration(max(retention, staging.MIN_AGE))
+    return (f"{len(gone)} staging director(ies) of killed writes {'would be ' if dry_run else ''}removed "
+            f"({sum(s.files for s in gone)} file(s), {human_size(sum(s.bytes for s in gone))}; nothing written "
+            f"below them for over {oldest_kept}): {', '.join(os.path.basename(s.path) for s in gone[:3])}"
+            + (" ..." if len(gone) > 3 else ""),)
 
 
 def _conflict(warehouse: Warehouse, result: TableMaintenance, step: str, exc: Exception,

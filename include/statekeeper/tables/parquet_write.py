@@ -31,12 +31,12 @@ from statekeeper.tables.files import DataFile, data_file_path
 from statekeeper.tables.parquet_scan import local_root
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.staging import STAGING_DIR
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.tables.write_plan import plan_write
 
-# Below the table's directory: a rename into the table never crosses filesystems. Delta and the
-# warehouse's maintenance ignore `_` entries.
-STAGING_DIR = "_statekeeper_staging"
+# The staging lies below the table's directory, so a rename into the table never crosses filesystems; a
+# staging a killed write left is removed by warehouse maintenance (statekeeper.tables.staging).
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Spark writes timestamps as INT96 unless told otherwise; Delta and pyarrow readers expect microseconds.
 TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
