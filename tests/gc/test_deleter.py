@@ -602,3 +602,37 @@ def test_timestamps_cross_to_and_from_arrow_as_the_same_instants():
         assert got == instants
         assert all(value is None or value.utcoffset().total_seconds() == 0 for value in got)
     assert utc_timestamps(instants).to_pylist() == instants
+
+
+def test_routing_deletes_the_listed_spelling_under_its_root_and_refuses_every_other():
+    """The roots guard (`Deleter._route`) per spelling: canonical bucket-store URIs, routed without normalize_uri,
+    keep their key byte for byte; every other spelling takes the general path and is refused or re-spelled as
+    before. Nothing here reaches a store."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    deleter = Deleter(StorageConfig(), ["s3://b/cp", "gs://g/ck"])
+    routed = {"s3://b/cp/job/shared/a": "s3://b/cp/job/shared/a",
+              "s3://b/cp/job/shared/a b%20c//d": "s3://b/cp/job/shared/a b%20c//d",   # a key's own characters
+              "s3a://b/cp/job/shared/x": "s3://b/cp/job/shared/x",                    # an alias, the listed key
+              "gs://g/ck/job/shared/a": "gs://g/ck/job/shared/a"}
+    refused = {"s3://b/cp/job/shared/y/": "not spelled as the index lists S3 objects",
+               "s3://b/cp": "is the root s3://b/cp itself",
+               "s3://b/cp/": "is the root s3://b/cp itself",
+               "s3://b/cpx/job/z": "lies outside the configured roots",
+               "s3://other/cp/job/z": "lies outside the configured roots",
+               "GS://g/ck/job/shared/b": "not spelled as the index lists objects",
+               "s3://b/cp/job/shared/no-etag": "the plan has no ETag for it",
+               "gs://g/ck/job/shared/no-generation": "is not a GCS generation"}
+    etags = {"s3://b/cp/job/shared/no-etag": None, "gs://g/ck/job/shared/no-generation": "abc"}
+    items = [PlannedDelete(uri, 1, now, etags.get(uri, "7" if uri.lower().startswith("gs") else "e1"), 1)
+             for uri in [*routed, *refused]]
+
+    result = deleter._route(items)
+
+    keys = {k.items[0].uri: (k.uri, k.container, k.lane) for keys in result.stores.values() for k in keys.values()}
+    assert keys == {planned: (norm, norm[:norm.index("/", 5)], norm[:norm.index("/", norm.index("/", 5) + 1)]
+                              + "/job") for planned, norm in routed.items()}
+    why = {r.uri: r.message for r in result.refused}
+    assert why.keys() == refused.keys() and all(r.outcome is GcOutcome.FAILED for r in result.refused)
+    assert all(refused[uri] in message for uri, message in why.items()), why

@@ -371,11 +371,15 @@ class S3FileIO(FileIO):
         cannot be pinned (no key, several buckets, no ETag) and StorageError, caused by the client's error, when
         the request as a whole fails."""
         bucket, keys = self._one_bucket([uri for uri, _ in items])
-        for (uri, etag) in items:
-            if not etag or not str(etag).strip('"'):
+        objects = []
+        for key, (uri, etag) in zip(keys, items, strict=True):
+            bare = str(etag).strip('"') if etag else ""
+            if not bare:
                 raise ValueError(f"{uri}: no ETag to make the delete conditional on")
-        objects = [{"Key": key, "ETag": f'"{str(etag).strip(chr(34))}"'} for key, (_, etag) in zip(keys, items)]
+            objects.append({"Key": key, "ETag": f'"{bare}"'})
         errors = self._delete_objects(bucket, objects)
+        if not errors:   # the usual answer; each URI is `scheme://bucket/key` as given (_one_bucket checked)
+            return [ConditionalDelete(uri, ConditionalOutcome.DELETED, 200) for uri, _ in items]
         out = []
         for key, (_, etag) in zip(keys, items, strict=True):
             uri = f"{self.uri_scheme}://{bucket}/{key}"
