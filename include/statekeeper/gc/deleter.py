@@ -216,7 +216,7 @@ class _StoreDeletes:
                       answered: datetime) -> Answer[list[DeleteResult]]:
         key = work.item
         if answer.outcome is ConditionalOutcome.DELETED:
-            return Answer([DeleteResult(i.uri, GcOutcome.DELETED, None, work.retries, answered) for i in key.items])
+            return Answer.settled([_result(i, GcOutcome.DELETED, None, work.retries, answered) for i in key.items])
         if answer.outcome is ConditionalOutcome.MISSING:
             return Answer.settled([_gone(i, work.retries) for i in key.items])
         if answer.outcome is ConditionalOutcome.CHANGED:

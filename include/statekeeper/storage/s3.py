@@ -378,11 +378,11 @@ class S3FileIO(FileIO):
                 raise ValueError(f"{uri}: no ETag to make the delete conditional on")
             objects.append({"Key": key, "ETag": f'"{bare}"'})
         errors = self._delete_objects(bucket, objects)
-        if not errors:   # the usual answer; each URI is `scheme://bucket/key` as given (_one_bucket checked)
+        # Each answer names its URI as given: `scheme://bucket/key`, as _one_bucket checked.
+        if not errors:   # the usual answer
             return [ConditionalDelete(uri, ConditionalOutcome.DELETED, 200) for uri, _ in items]
         out = []
-        for key, (_, etag) in zip(keys, items, strict=True):
-            uri = f"{self.uri_scheme}://{bucket}/{key}"
+        for key, (uri, etag) in zip(keys, items, strict=True):
             err = errors.get(key)
             if err is None:
                 out.append(ConditionalDelete(uri, ConditionalOutcome.DELETED, 200))

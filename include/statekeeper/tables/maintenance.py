@@ -54,6 +54,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from statekeeper.defaults import GC_GRACE, WAREHOUSE_RETENTION
+from statekeeper.storage import local_path
 from statekeeper.tables import delta_log, staging
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError, TableError
 from statekeeper.tables.warehouse import Warehouse
@@ -624,16 +625,14 @@ def _stagings(warehouse: Warehouse, name: str, retention: timedelta, now: dateti
     a note saying what went, or none. Spark's own writer stages only local tables."""
     if not warehouse.is_local:
         return ()
-    from statekeeper.storage import local_path
-
     found = staging.abandoned(local_path(warehouse.table_uri(name)), now, retention)
     gone = found if dry_run else [s for s in found if staging.remove(s)]
     if not gone:
         return ()
-    oldest_kept = _format_duration(max(retention, staging.MIN_AGE))
+    min_age = _format_duration(max(retention, staging.MIN_AGE))
     return (f"{len(gone)} staging director(ies) of killed writes {'would be ' if dry_run else ''}removed "
             f"({sum(s.files for s in gone)} file(s), {human_size(sum(s.bytes for s in gone))}; nothing written "
-            f"below them for over {oldest_kept}): {', '.join(os.path.basename(s.path) for s in gone[:3])}"
+            f"below them for over {min_age}): {', '.join(os.path.basename(s.path) for s in gone[:3])}"
             + (" ..." if len(gone) > 3 else ""),)
 
 

@@ -36,12 +36,13 @@ def _scan(path: str) -> Staging:
     files = size = 0
     newest = os.lstat(path).st_mtime
     for directory, dirs, names in os.walk(path):
-        for name in dirs + names:
+        for name in dirs:
+            newest = max(newest, os.lstat(os.path.join(directory, name)).st_mtime)
+        for name in names:
             st = os.lstat(os.path.join(directory, name))
             newest = max(newest, st.st_mtime)
-            if name in names:
-                files += 1
-                size += st.st_size
+            files += 1
+            size += st.st_size
     return Staging(path, files, size, datetime.fromtimestamp(newest, timezone.utc))
 
 
