@@ -16,6 +16,7 @@ from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
 from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+from statekeeper_airflow.run_driver import StartRunDriverOperator, StopRunDriverOperator
 
 
 DAG_DOC = f"""
@@ -74,6 +75,11 @@ the target. Exit 1 and configuration errors (exit 2: a target outside the allowl
 source root, a `--snapshot` that is not indexed or does not restore, missing settings) fail without
 retries; internal failures (3) are retried with back-off, and a retry skips the files already copied.
 `target_index` also fails without XCom from `dr_copy` (a driver in cluster deploy mode returns none).
+
+**Spark driver.** On a local master the three retention steps run in one Spark driver, started after
+`dr_copy` by `spark_driver` (a setup task, with their settings) and stopped by `stop_spark_driver`;
+`dr_copy`, with the source and target connections both, submits its own. Neither task ever fails the
+run: without the driver each step submits its own spark-submit.
 
 **Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
@@ -230,4 +236,13 @@ with DAG(
                "`delete` mode, deletes) the files no kept copy references, older than the grace period.",
         **TARGET_SUBMIT,
     )
-    dr_copy >> target_index >> target_chains >> target_gc
+    # After the copy, which may run for hours: a driver started beside it would sit idle (and the pool runs
+    # one Statekeeper task at a time anyway).
+    driver = StartRunDriverOperator(
+        task_id="spark_driver",
+        doc_md="Starts the shared Spark driver the retention steps run their jobs in (local masters).",
+        **TARGET_SUBMIT,
+    )
+    stop_driver = StopRunDriverOperator(task_id="stop_spark_driver", doc_md="Stops the run's shared Spark driver.")
+    dr_copy >> driver >> target_index >> target_chains >> target_gc
+    target_gc >> stop_driver.as_teardown(setups=driver)

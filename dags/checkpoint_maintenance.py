@@ -17,6 +17,7 @@ from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
 from statekeeper_airflow.operators import RunOutcomeOperator, StatekeeperSparkSubmitOperator
+from statekeeper_airflow.run_driver import StartRunDriverOperator, StopRunDriverOperator
 
 
 DAG_DOC = f"""
@@ -67,6 +68,11 @@ which other jobs' files alive, whether every job's newest checkpoint restores, `
 the GC, DR and compaction outcomes, under `<warehouse>/_reports/runs/<run>/`. The Airflow UI shows the
 latest one under **Browse > Statekeeper**. `run_outcome` fails the run when any task before it failed
 (and is skipped otherwise), so a successful report never makes a failed run look successful.
+
+**Spark driver.** On a local master the run starts one Spark driver (`spark_driver`, a setup task) and
+every step runs its job in it instead of a spark-submit of its own: the JVM starts once per run and
+later steps find it warm. `stop_spark_driver` (teardown) stops it. A step whose Spark settings differ,
+or that finds no driver, submits its own spark-submit; neither task ever fails the run.
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest
@@ -305,6 +311,14 @@ with DAG(
         task_id="run_outcome",
         doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
     )
+    driver = StartRunDriverOperator(
+        task_id="spark_driver",
+        doc_md="Starts the run's shared Spark driver (local masters): every step runs its job in it, warm.",
+        **SUBMIT,
+    )
+    stop_driver = StopRunDriverOperator(task_id="stop_spark_driver", doc_md="Stops the run's shared Spark driver.")
+    driver >> index
+    report >> stop_driver.as_teardown(setups=driver)
     # compact before gc, never side by side: GC's re-list must see every snapshot compaction wrote.
     index >> chains >> validate >> compact >> gc >> maintain >> report
     [index, chains, validate, gc, compact, maintain, report] >> outcome

@@ -30,6 +30,7 @@ submission, not the job, and every failure is retried.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -53,6 +54,9 @@ from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper.jvm_startup import JvmStartup, local_startup, with_java_options
+from statekeeper.warm_driver.client import Declined, DriverClient
+from statekeeper.warm_driver.protocol import (DriverGone, fingerprint, library_digest, run_key, socket_path,
+                                              without_temporary_options)
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
                                             read_properties, scoped_environ, spark_defaults_file,
                                             write_properties_file)
@@ -61,6 +65,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 LIBRARY = PROJECT_ROOT / "include"
 LOG4J = SPARK_JOBS / "log4j2.properties"
+# A DAG run's shared driver (statekeeper.warm_driver), started by its setup task.
+DRIVER_APPLICATION = SPARK_JOBS / "spark_driver.py"
+# Java options that name one submission's own files (its class archive), not the driver's settings.
+ARCHIVE_WRITE_OPTION = "-XX:ArchiveClassesAtExit="
+SUBMISSION_JAVA_OPTIONS = (ARCHIVE_WRITE_OPTION, "-XX:SharedArchiveFile=")
 
 # The provider's SparkSubmitHook.submit() reports a failed spark-submit only as
 # AirflowException("Cannot execute: <cmd>. Error code is: <N>.[ Kubernetes ...][\nLast spark-submit output: ...]").
@@ -287,65 +296,37 @@ def _library_zip(dest_dir: str) -> str:
     return path
 
 
-class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
-    """Submit `spark_jobs/<job>.py` with Statekeeper's runtime wiring.
-
-    :param job: a job of statekeeper.registry: its entry point's name in spark_jobs/ (e.g.
-        "index_checkpoints") or its short name ("index").
-    :param job_args: templated list of arguments for the entry point.
-    :param spark_conn_id: templated; the Spark connection (its host is the master).
-    :param storage_conn_id: templated; the object store's connection ('aws' for s3://, 'google_cloud_platform'
-        for gs://, 'wasb' or 'adls' for Azure; see storage_env_from_connection), '' for local paths.
-    :param target_storage_conn_id: templated; such a connection for a second store the job writes to
-        (copy_to_dr's disaster-recovery targets), passed as STATEKEEPER_DR_* variables exactly the way
-        storage_conn_id's are passed; '' for none (the job then reaches the targets with the storage
-        connection's settings).
-    :param spark_master: templated; overrides the Spark connection's master when non-empty.
-    :param final_exit_codes: the job's exit codes that fail the task for good (no retry); default: the
-        registry's `JobSpec.final_exit_codes` for the job.
-    :param enabled: templated; renders to true/false. False skips the task (nothing is submitted) with
-        `skip_reason` in the log: steps a deployment opts in to (compaction) or that run on some days only.
-    """
+class _StatekeeperSubmit(SparkSubmitOperator):
+    """What every Statekeeper submission shares: the Spark connection (refused when missing), a master
+    override, the storage connections resolved at run time into the driver's environment, and the
+    settings a local driver needs (see the module docstring)."""
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields, "spark_conn_id", "storage_conn_id", "target_storage_conn_id",
-        "spark_master", "job_args", "enabled",
+        "spark_master", "job_args",
     )
 
-    def __init__(self, *, job: str, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
+    def __init__(self, *, application: Path, job_args: list[str] | None = None, spark_conn_id: str = "spark_local",
                  storage_conn_id: str = "", target_storage_conn_id: str = "", spark_master: str = "",
-                 final_exit_codes: Sequence[int] | None = None, enabled: bool | str = True,
-                 skip_reason: str = "", **kwargs: Any) -> None:
-        try:
-            spec = registry.job(job)
-        except KeyError as e:
-            raise StatekeeperConfigError(f"{e.args[0]}; spark_jobs/ has "
-                                         f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}") from None
-        if final_exit_codes is None:
-            final_exit_codes = spec.final_exit_codes
-        failing = sorted(int(c) for c in spec.exit_codes if c != registry.ExitCode.OK)
-        unknown = set(final_exit_codes) - set(failing)
-        if unknown:
-            raise StatekeeperConfigError(f"final_exit_codes of {spec.entry_point} may hold {failing}, "
-                                         f"not {sorted(unknown)}")
-        application = SPARK_JOBS / f"{spec.entry_point}.py"
-        if not application.is_file():
-            raise StatekeeperConfigError(f"no Spark job {application}; expected one of "
-                                         f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}")
-        kwargs.setdefault("name", f"statekeeper-{job}")
+                 **kwargs: Any) -> None:
         kwargs.setdefault("spark_binary", str(Path(sys.executable).with_name("spark-submit")))
         conf = {**job_conf(), **(kwargs.pop("conf", None) or {})}
         super().__init__(application=str(application), conf=conf, **kwargs)
-        self.job = job
-        self.spec = spec
         self.spark_conn_id = spark_conn_id
         self.job_args = list(job_args or [])
         self.storage_conn_id = storage_conn_id
         self.target_storage_conn_id = target_storage_conn_id
         self.spark_master = spark_master
-        self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
-        self.enabled = enabled
-        self.skip_reason = skip_reason
+
+    def driver_settings(self) -> dict[str, Any]:
+        """What a DAG run's shared driver must have been started with for this task's job to run in it
+        (statekeeper.warm_driver): the spark-submit command the hook would run, up to the application and
+        without what names this submission alone, the driver's environment (the storage connections'
+        variables among it), the Python and the library's code. Inside prepared_submission()."""
+        command = driver_submit_command(self._get_hook())
+        return {"command": driver_command(command, SUBMISSION_JAVA_OPTIONS, drop=("--name", "--py-files")),
+                "env": dict(self.env_vars or {}), "python": sys.executable,
+                "library": library_digest(LIBRARY / "statekeeper")}
 
     def _get_hook(self) -> SparkSubmitHook:
         if not self.spark_master:
@@ -370,33 +351,6 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
                 return super()._get_hook()
         finally:
             self._conn_id = conn_id
-
-    def execute(self, context: Any) -> dict[str, Any] | None:
-        if not _truthy(self.enabled):
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            raise AirflowSkipException(f"{self.task_id} is off for this run: {self.skip_reason or 'enabled is false'}")
-        with self.prepared_submission() as sub:
-            self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
-            try:
-                super().execute(context)
-            except AirflowException as exc:
-                code = spark_submit_exit_code(exc)
-                if code is not None and code >= 0 and sub.jvm is not None:
-                    sub.jvm.publish()  # the JVM exited (with a job's status), so its archive is whole
-                if code in self.final_exit_codes:
-                    raise AirflowFailException(
-                        f"{self.job} exited {code}: {self.spec.meaning(code)}. Not retried. "
-                        f"{_result_line(sub.result_file)}"
-                    ) from exc
-                raise
-            if sub.jvm is not None:
-                sub.jvm.publish()
-            result = _read_result(sub.result_file)
-            if self.spec.name == registry.REPORT.name and result and result.get("report_uri"):
-                self.log.info("report written to %s; in the Airflow UI: Browse > Statekeeper (%s)",
-                              result["report_uri"], report_page_url())
-            return result
 
     def _spark_connection(self) -> Connection:
         """The task's Spark connection; refused when it is missing (the provider would silently default to YARN)."""
@@ -467,6 +421,161 @@ class StatekeeperSparkSubmitOperator(SparkSubmitOperator):
             if jvm is not None:
                 jvm.discard()
 
+
+
+class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
+    """Submit `spark_jobs/<job>.py` with Statekeeper's runtime wiring.
+
+    :param job: a job of statekeeper.registry: its entry point's name in spark_jobs/ (e.g.
+        "index_checkpoints") or its short name ("index").
+    :param job_args: templated list of arguments for the entry point.
+    :param spark_conn_id: templated; the Spark connection (its host is the master).
+    :param storage_conn_id: templated; the object store's connection ('aws' for s3://, 'google_cloud_platform'
+        for gs://, 'wasb' or 'adls' for Azure; see storage_env_from_connection), '' for local paths.
+    :param target_storage_conn_id: templated; such a connection for a second store the job writes to
+        (copy_to_dr's disaster-recovery targets), passed as STATEKEEPER_DR_* variables exactly the way
+        storage_conn_id's are passed; '' for none (the job then reaches the targets with the storage
+        connection's settings).
+    :param spark_master: templated; overrides the Spark connection's master when non-empty.
+    :param final_exit_codes: the job's exit codes that fail the task for good (no retry); default: the
+        registry's `JobSpec.final_exit_codes` for the job.
+    :param enabled: templated; renders to true/false. False skips the task (nothing is submitted) with
+        `skip_reason` in the log: steps a deployment opts in to (compaction) or that run on some days only.
+    """
+
+    template_fields: Sequence[str] = (*_StatekeeperSubmit.template_fields, "enabled")
+
+    def __init__(self, *, job: str, final_exit_codes: Sequence[int] | None = None, enabled: bool | str = True,
+                 skip_reason: str = "", **kwargs: Any) -> None:
+        try:
+            spec = registry.job(job)
+        except KeyError as e:
+            raise StatekeeperConfigError(f"{e.args[0]}; spark_jobs/ has "
+                                         f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}") from None
+        if final_exit_codes is None:
+            final_exit_codes = spec.final_exit_codes
+        failing = sorted(int(c) for c in spec.exit_codes if c != registry.ExitCode.OK)
+        unknown = set(final_exit_codes) - set(failing)
+        if unknown:
+            raise StatekeeperConfigError(f"final_exit_codes of {spec.entry_point} may hold {failing}, "
+                                         f"not {sorted(unknown)}")
+        application = SPARK_JOBS / f"{spec.entry_point}.py"
+        if not application.is_file():
+            raise StatekeeperConfigError(f"no Spark job {application}; expected one of "
+                                         f"{sorted(p.stem for p in SPARK_JOBS.glob('*.py'))}")
+        kwargs.setdefault("name", f"statekeeper-{job}")
+        super().__init__(application=application, **kwargs)
+        self.job = job
+        self.spec = spec
+        self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
+        self.enabled = enabled
+        self.skip_reason = skip_reason
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        if not _truthy(self.enabled):
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(f"{self.task_id} is off for this run: {self.skip_reason or 'enabled is false'}")
+        with self.prepared_submission() as sub:
+            code = self._run_in_run_driver(context, sub)
+            if code is None:
+                self._spark_submit(context, sub)
+            elif code != registry.ExitCode.OK:
+                self._failed(code, sub, f"in the DAG run's Spark driver: {self.spec.meaning(code)}")
+            result = _read_result(sub.result_file)
+            if self.spec.name == registry.REPORT.name and result and result.get("report_uri"):
+                self.log.info("report written to %s; in the Airflow UI: Browse > Statekeeper (%s)",
+                              result["report_uri"], report_page_url())
+            return result
+
+    def _spark_submit(self, context: Any, sub: Submission) -> None:
+        self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            code = spark_submit_exit_code(exc)
+            if code is not None and code >= 0 and sub.jvm is not None:
+                sub.jvm.publish()  # the JVM exited (with a job's status), so its archive is whole
+            if code in self.final_exit_codes:
+                self._failed(code, sub, self.spec.meaning(code), exc)
+            raise
+        if sub.jvm is not None:
+            sub.jvm.publish()
+
+    def _failed(self, code: int, sub: Submission, what: str, cause: BaseException | None = None) -> None:
+        """Fail the task for job exit `code`: for good when the code is final (a retry cannot change it)."""
+        if code in self.final_exit_codes:
+            raise AirflowFailException(f"{self.job} exited {code}: {what}. Not retried. {_result_line(sub.result_file)}"
+                                       ) from cause
+        raise AirflowException(f"{self.job} exited {code}: {what}. {_result_line(sub.result_file)}") from cause
+
+    def _run_in_run_driver(self, context: Any, sub: Submission) -> int | None:
+        """The job's exit code from the DAG run's shared driver (statekeeper.warm_driver), or None when
+        there is none to take it (none started, a cluster master, other settings, busy): then nothing
+        ran and the task submits its own spark-submit."""
+        ti = context.get("ti")
+        if ti is None or not is_local_master(sub.master):   # no DAG run (a bare execute): nothing to share
+            return None
+        try:
+            path = socket_path(run_key(ti.dag_id, ti.run_id))
+        except OSError as exc:
+            self.log.warning("no shared Spark driver: %s", exc)
+            return None
+        if not path.exists():
+            return None
+        self._driver_client = DriverClient(path)
+        try:
+            outcome = self._driver_client.run(fingerprint(self.driver_settings()), self.spec.entry_point,
+                                              list(self.application_args), lambda line: self.log.info("%s", line))
+        except DriverGone as exc:
+            raise AirflowException(f"{exc}. A retry submits its own spark-submit.") from exc
+        finally:
+            self._driver_client = None
+        if isinstance(outcome, Declined):
+            self.log.info("the DAG run's Spark driver did not take %s (%s): submitting its own spark-submit",
+                          self.job, outcome.reason)
+            return None
+        self.log.info("%s ran in the DAG run's Spark driver (%s) and exited %d", self.job, path, outcome)
+        return outcome
+
+    def on_kill(self) -> None:
+        client = getattr(self, "_driver_client", None)
+        if client is not None:   # the job runs in the run's driver: it ends with the connection, as a killed spark-submit
+            client.close()
+            return
+        super().on_kill()
+
+
+def driver_submit_command(hook: SparkSubmitHook) -> list[str]:
+    """The spark-submit command `hook` would run for the shared driver, without the hook's log line of it
+    (a task that runs its job in the driver would otherwise log a spark-submit it never ran)."""
+    own = hook.__dict__.get("_log")
+    hook._log = _QUIET
+    try:
+        return hook._build_spark_submit_command(str(DRIVER_APPLICATION))
+    finally:
+        hook._log = own
+
+
+_QUIET = logging.getLogger("statekeeper_airflow.driver_command")
+_QUIET.setLevel(logging.WARNING)
+
+
+def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Sequence[str] = ()) -> list[str]:
+    """A spark-submit `command` of the shared driver up to its application, without the options in `drop`
+    (and their values) and without the Java options starting with one of `java_options`."""
+    out: list[str] = []
+    args = iter(command)
+    for arg in args:
+        if arg == str(DRIVER_APPLICATION):
+            break
+        if arg in drop:
+            next(args, None)
+            continue
+        key, sep, value = arg.partition("=")
+        out.append(f"{key}={without_temporary_options(value, java_options)}" if sep and key in JAVA_OPTION_KEYS
+                   else arg)
+    return out
 
 def _driver_env() -> dict[str, str]:
     """What spark-submit's driver and executors need of this process's environment: the venv's Python

@@ -227,7 +227,8 @@ def test_trigger_with_params_through_rest(airflow_local, tmp_path, flink_store_f
     # off unless enabled (the form's compact / maintain_warehouse, false by default): skipped, not failed
     # nothing failed, so run_outcome (which fails a run whose tasks failed) is skipped
     assert {t: state for t, (state, _) in tries.items()} == {"compact": "skipped", "maintain_warehouse": "skipped",
-                                                             "run_outcome": "skipped"}, tis
+                                                             "run_outcome": "skipped", "spark_driver": "success",
+                                                             "stop_spark_driver": "success"}, tis
     assert state == "success", _request(
         f"{base}/api/v2/dags/checkpoint_maintenance/dagRuns/{run_id}/taskInstances", token=token)
     flink_store_for_airflow.check_index_run(warehouse, run_id)
@@ -246,6 +247,13 @@ def test_trigger_with_params_through_rest(airflow_local, tmp_path, flink_store_f
     logs = list((airflow_local.work / "airflow" / "logs" / "dag_id=checkpoint_maintenance").rglob("*.log"))
     assert len(logs) >= len(TASKS), logs
     assert not [p for p in logs if "Unable to use shared archive" in p.read_text(errors="replace")], logs
+    # Under a real scheduler every task is a process of its own: the driver the setup task started outlived
+    # it, every step ran its job in it, and the teardown stopped it.
+    text = "\n".join(p.read_text(errors="replace") for p in logs)
+    for entry_point in ("index_checkpoints", "compute_chains", "validate_checkpoints", "collect_garbage",
+                        "build_report"):
+        assert f"{entry_point} ran in the DAG run's Spark driver" in text, entry_point
+    assert "stopped the run's Spark driver after 5 job(s)" in text
 
 @pytest.mark.slow
 def test_sigterm_stops_every_component(airflow_local):

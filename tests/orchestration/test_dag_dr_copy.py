@@ -134,11 +134,15 @@ def test_dag_shape(dag):
         assert phrase in dag.doc_md, phrase
     jobs = {"dr_copy": registry.DR, "target_index": registry.INDEX, "target_chains": registry.CHAINS,
             "target_gc": registry.GC}
-    assert [t.task_id for t in dag.topological_sort()] == list(jobs)
-    order = list(jobs)
-    for upstream, downstream in zip(order, order[1:]):
+    # the retention steps run in one shared Spark driver (statekeeper.warm_driver), started after the copy
+    order = ["dr_copy", "spark_driver", "target_index", "target_chains", "target_gc", "stop_spark_driver"]
+    assert [t.task_id for t in dag.topological_sort()] == order
+    for upstream, downstream in zip(order[:-1], order[1:-1]):
         assert dag.get_task(downstream).upstream_task_ids == {upstream}
-    assert dag.get_task("target_gc").downstream_task_ids == set()
+    driver, stop_driver = dag.get_task("spark_driver"), dag.get_task("stop_spark_driver")
+    assert driver.is_setup and stop_driver.is_teardown and stop_driver.upstream_task_ids == {"target_gc", "spark_driver"}
+    assert driver.storage_conn_id == dag.get_task("target_index").storage_conn_id
+    assert dag.get_task("target_gc").downstream_task_ids == {"stop_spark_driver"}
     for task_id, spec in jobs.items():
         task = dag.get_task(task_id)
         assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"

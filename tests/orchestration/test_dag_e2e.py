@@ -1,5 +1,5 @@
-"""The maintenance DAG end to end with dag.test(): real Airflow (SQLite), real spark-submit on
-local[2], a store written by real Flink. Checks the Delta tables' contents and the tasks' XCom
+"""The maintenance DAG end to end with dag.test(): real Airflow (SQLite), real Spark on local[2] (the run's
+one shared driver, started under spark-submit by its setup task), a store written by real Flink. Checks the Delta tables' contents and the tasks' XCom
 results, not just task states.
 
 * local: the chain store as Flink wrote it runs through a real scheduler instead, triggered through the
@@ -93,6 +93,11 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(maintenance_dag, fli
     assert "validation run" in outcome.failed_tails["validate"] and "unrestorable" in outcome.failed_tails["validate"]
     assert f"--- validate failed; the end of its output (all of it: {log}) ---" in "\n".join(lines)
     assert "index run" in log.read_text() and "index run" not in "\n".join(lines)
+    # Every step ran in the run's one Spark driver (statekeeper.warm_driver), which the teardown stopped.
+    text = log.read_text()
+    for entry_point in ("index_checkpoints", "compute_chains", "validate_checkpoints", "build_report"):
+        assert f"{entry_point} ran in the DAG run's Spark driver" in text, entry_point
+    assert "stopped the run's Spark driver after 4 job(s)" in text
     assert str(run.state) == "failed", states
     assert states["index"][0] == "success" and states["chains"][0] == "success", states
     assert states["validate"] == ("failed", 1), states

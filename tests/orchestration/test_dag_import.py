@@ -31,7 +31,13 @@ def test_maintenance_dag_shape(dagbag):
     jobs = {"index": "index_checkpoints.py", "chains": "compute_chains.py", "validate": "validate_checkpoints.py",
             "gc": "collect_garbage.py", "compact": "compact_checkpoints.py",
             "maintain_warehouse": "maintain_warehouse.py", "report": "build_report.py"}
-    assert {t.task_id for t in dag.tasks} == set(jobs) | {"run_outcome"}
+    assert {t.task_id for t in dag.tasks} == set(jobs) | {"run_outcome", "spark_driver", "stop_spark_driver"}
+    # one Spark driver for the run (statekeeper.warm_driver): started before the first step, stopped after the
+    # last whatever happened, and never part of the run's outcome
+    driver, stop_driver = dag.get_task("spark_driver"), dag.get_task("stop_spark_driver")
+    assert driver.is_setup and stop_driver.is_teardown and driver.downstream_task_ids == {"index", "stop_spark_driver"}
+    assert stop_driver.upstream_task_ids == {"report", "spark_driver"} and stop_driver.trigger_rule == "all_done_setup_success"
+    assert not stop_driver.on_failure_fail_dagrun and driver.retries == 0 and stop_driver.retries == 0
     for task_id, application in jobs.items():
         task = dag.get_task(task_id)
         assert task.pool == "statekeeper_spark"
@@ -62,7 +68,7 @@ def test_maintenance_dag_shape(dagbag):
     assert report.upstream_task_ids == {"maintain_warehouse"} and report.trigger_rule == "all_done"
     outcome = dag.get_task("run_outcome")
     assert outcome.upstream_task_ids == set(jobs) and outcome.trigger_rule == "one_failed"
-    assert outcome.retries == 0 and {t.task_id for t in dag.leaves} == {"run_outcome"}
+    assert outcome.retries == 0 and {t.task_id for t in dag.leaves if not t.is_teardown} == {"run_outcome"}
     # validate may stat referenced files under the roots; every job writes to the same warehouse
     for task_id in jobs:
         args = dag.get_task(task_id).job_args
@@ -112,10 +118,12 @@ def test_tasks_follow_the_job_registry(dagbag):
     entry_points = {spec.entry_point for spec in registry.JOBS}
     named: dict[str, str] = {}
     for dag in dagbag.dags.values():
-        # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class. The one
-        # other task is run_outcome, which submits nothing (it keeps a failed run failed).
+        # DagBag imports the plugin under the same name, so isinstance sees the DAG's own class. The other
+        # tasks are run_outcome, which submits nothing (it keeps a failed run failed), and the run's shared
+        # Spark driver's setup and teardown.
         submits = [t for t in dag.tasks if isinstance(t, StatekeeperSparkSubmitOperator)]
-        assert submits == [t for t in dag.tasks if t.task_id != "run_outcome"], (dag.dag_id, [type(t) for t in dag.tasks])
+        others = {"run_outcome", "spark_driver", "stop_spark_driver"}
+        assert submits == [t for t in dag.tasks if t.task_id not in others], (dag.dag_id, [type(t) for t in dag.tasks])
         for task in submits:
             assert task.job in entry_points, (task.task_id, task.job)
             spec = registry.job(task.job)
