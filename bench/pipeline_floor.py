@@ -17,8 +17,13 @@ over the same roots (goal <= 2x); then DR follow mode (`--mode follow`): a first
 its own, and a round after it with nothing new (goal <= 1.5x the empty job). With --dag also the whole `checkpoint_maintenance` DAG via
 `dag.test()` on the sample store (goal: <= 2 minutes warm on 2 cores).
 
+With --driver, each round also runs its steps as a DAG run on a local master now runs them: in one
+shared driver (statekeeper.warm_driver) started once under spark-submit with the same settings, each
+step sent to it in the round's order. The driver's start-up is reported on its own line, each step
+against the same empty spark-submit, and the round's total against the steps' own spark-submits.
+
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
-                                   [--dag] [--checkout PATH]
+                                   [--dag] [--driver] [--checkout PATH]
 
 --checkout runs the jobs of another checkout (e.g. a worktree of an older commit) with this
 benchmark, so a before/after comparison uses the same measurement.
@@ -100,6 +105,53 @@ class Submitter:
         if m.returncode not in (0, 1):
             raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}")
         shutil.rmtree(events, ignore_errors=True)
+
+
+class SharedDriver:
+    """One round's shared driver: started under spark-submit as the run's setup task starts it (the DAG's
+    settings for a local master), then each step sent to it as a task sends it."""
+
+    def __init__(self, sub: Submitter, label: str) -> None:
+        sys.path.insert(0, str(sub.checkout / "include"))
+        from statekeeper.warm_driver.client import DriverClient
+
+        self.sub, self.client_type = sub, DriverClient
+        self.socket = sub.work / f"{label}.sock"
+        self.log = sub.work / f"{label}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> float:
+        """Seconds until the driver answers."""
+        with dag_conf(self.sub.checkout, self.sub.env) as base:
+            argv = [str(self.sub.binary), "--master", "local[2]", "--deploy-mode", "client",
+                    "--py-files", str(self.sub.zip)]
+            for key, value in {**base, "spark.app.name": "statekeeper-driver"}.items():
+                argv += ["--conf", f"{key}={value}"]
+            argv += [str(self.sub.checkout / "spark_jobs" / "spark_driver.py"), "--socket", str(self.socket),
+                     "--fingerprint", "bench", "--idle-timeout", "600"]
+            started = time.perf_counter()
+            with open(self.log, "wb") as out:
+                self.process = subprocess.Popen(argv, env=self.sub.env, stdout=out, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+            while self.client_type(self.socket).ping() is None:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"the shared driver exited {self.process.returncode}:\n"
+                                       f"{self.log.read_text()[-3000:]}")
+                time.sleep(0.05)
+            return time.perf_counter() - started
+
+    def run(self, entry: str, args: list[str], figures: Figures, label: str) -> None:
+        started = time.perf_counter()
+        code = self.client_type(self.socket).run("bench", entry, args, lambda line: None)
+        figures.walls.append(time.perf_counter() - started)
+        figures.codes.append(code if isinstance(code, int) else -1)
+        if not isinstance(code, int) or code not in (0, 1):
+            raise RuntimeError(f"{label} in the shared driver: {code}; its log: {self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.client_type(self.socket).stop()
+            self.process.wait(timeout=120)
 
 
 def _read_events(events: Path) -> tuple[tuple[int, int, int], list[tuple[str, str, float]]]:
@@ -205,6 +257,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--stores", default="sample,empty", help="sample and/or empty")
     p.add_argument("--dag", action="store_true", help="also time the whole maintenance DAG (dag.test, twice: "
                                                       "the first warms Airflow's database)")
+    p.add_argument("--driver", action="store_true", help="also run each round's steps in one shared driver, as a DAG "
+                                                         "run on a local master runs them")
     p.add_argument("--checkout", type=Path, default=REPO, help="run the jobs of this checkout")
     p.add_argument("--jobs", action="store_true", help="also list each job's Spark jobs by phase and Python call "
                                                        "site (from the last run's event log)")
@@ -227,8 +281,11 @@ def main(argv: list[str]) -> int:
                 stores[store] = [empty.as_uri()]
             else:
                 p.error(f"unknown store {store!r}")
-        empty_job, empty_dag = Figures(), Figures()
+        empty_job, empty_dag, driver_start = Figures(), Figures(), Figures()
         figures = {(store, step): Figures() for store in stores for step in steps}
+        in_driver = {(store, step): Figures() for store in stores for step in steps}
+        if args.driver and not (checkout / "spark_jobs" / "spark_driver.py").is_file():
+            p.error(f"{checkout} has no shared driver (spark_jobs/spark_driver.py)")
         print(f"jobs of {checkout}; {args.repeat} round(s); work dir {work}", flush=True)
         # Not measured: the first local run writes the JVM's class-data-sharing archive when it exits
         # (in the DAG that is the index job, as here).
@@ -257,6 +314,26 @@ def main(argv: list[str]) -> int:
                                         f"unmeasured-{needed}")
                     entry, job_args = _step_args(step, roots, warehouse)
                     sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, figures[(store, step)], step)
+                if args.driver:
+                    # The same steps on a warehouse of their own, in the order a DAG run sends them.
+                    shared = SharedDriver(sub, f"driver-{store}-{round_}")
+                    driver_start.walls.append(shared.start())
+                    try:
+                        warehouse = work / f"warehouse-driver-{store}-{round_}"
+                        if "index_first" not in steps:
+                            entry, job_args = _step_args("index_first", roots, warehouse)
+                            shared.run(entry, job_args, Figures(), "unmeasured-index")
+                        for step in steps:
+                            if step == "dr_follow_idle" and "dr_follow" not in steps:
+                                shared.run(*_step_args("dr_follow", roots, warehouse), Figures(), "unmeasured-follow")
+                            if step == "dr_copy":
+                                for needed in ("chains", "validate"):
+                                    if needed not in steps:
+                                        shared.run(*_step_args(needed, roots, warehouse), Figures(),
+                                                   f"unmeasured-{needed}")
+                            shared.run(*_step_args(step, roots, warehouse), in_driver[(store, step)], step)
+                    finally:
+                        shared.stop()
                 print(f"  round {round_ + 1}/{args.repeat} {store}: {time.perf_counter() - started:.0f}s", flush=True)
         base, floor = empty_job.median(), empty_dag.median()
         print(f"\nempty PySpark spark-submit (spark-submit's defaults): median {base:.1f}s over "
@@ -289,6 +366,19 @@ def main(argv: list[str]) -> int:
                 suite = figures[(store, "validate")].median() - figures[(store, "validate_no_suite")].median()
                 print(f"{store}: the quality suite costs {suite:.1f}s of validate "
                       f"({suite / base:.2f}x the empty job)")
+        if args.driver:
+            start = driver_start.median()
+            print(f"\nin one shared driver per round (as a DAG run on a local master runs its steps): the driver "
+                  f"answers after a median {start:.1f}s ({start / base:.2f}x the empty job)")
+            print(f"{'store':7} {'job':18} {'median s':>9} {'ratio':>6} {'own spark-submit s':>19}")
+            for (store, step), f in in_driver.items():
+                print(f"{store:7} {step:18} {f.median():9.1f} {f.median() / base:6.2f} "
+                      f"{figures[(store, step)].median():19.1f}")
+            for store in stores:
+                shared_total = start + sum(in_driver[(store, step)].median() for step in steps)
+                own_total = sum(figures[(store, step)].median() for step in steps)
+                print(f"{store}: the {len(steps)} steps take {shared_total:.1f}s with the driver's start-up, "
+                      f"{own_total:.1f}s each as its own spark-submit ({shared_total / own_total:.2f}x)")
         if args.jobs:
             for (store, step), f in figures.items():
                 _print_sites(f"{store} {step}", f.sites[-1])

@@ -76,10 +76,10 @@ source root, a `--snapshot` that is not indexed or does not restore, missing set
 retries; internal failures (3) are retried with back-off, and a retry skips the files already copied.
 `target_index` also fails without XCom from `dr_copy` (a driver in cluster deploy mode returns none).
 
-**Spark driver.** On a local master the three retention steps run in one Spark driver, started after
-`dr_copy` by `spark_driver` (a setup task, with their settings) and stopped by `stop_spark_driver`;
-`dr_copy`, with the source and target connections both, submits its own. Neither task ever fails the
-run: without the driver each step submits its own spark-submit.
+**Spark driver.** On a local master the steps run in one Spark driver, started by `spark_driver` (a
+setup task, with the retention steps' settings) and stopped by `stop_spark_driver`. `dr_copy` runs in it
+too unless the DR store has a connection of its own (`dr_storage_conn_id`); then it submits its own
+spark-submit. Neither task ever fails the run: without the driver each step submits its own.
 
 **Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
@@ -236,13 +236,15 @@ with DAG(
                "`delete` mode, deletes) the files no kept copy references, older than the grace period.",
         **TARGET_SUBMIT,
     )
-    # After the copy, which may run for hours: a driver started beside it would sit idle (and the pool runs
-    # one Statekeeper task at a time anyway).
+    # Started with the retention steps' settings. dr_copy runs in it too when its own are the same (no separate
+    # DR connection: the usual case, and local stores); with a DR connection of its own it submits its own
+    # spark-submit, and the driver waits for the retention steps (or exits after its idle timeout, should
+    # the copy run longer: they then submit their own).
     driver = StartRunDriverOperator(
         task_id="spark_driver",
-        doc_md="Starts the shared Spark driver the retention steps run their jobs in (local masters).",
+        doc_md="Starts the run's shared Spark driver (local masters) with the retention steps' settings.",
         **TARGET_SUBMIT,
     )
     stop_driver = StopRunDriverOperator(task_id="stop_spark_driver", doc_md="Stops the run's shared Spark driver.")
-    dr_copy >> driver >> target_index >> target_chains >> target_gc
+    driver >> dr_copy >> target_index >> target_chains >> target_gc
     target_gc >> stop_driver.as_teardown(setups=driver)

@@ -134,8 +134,8 @@ def test_dag_shape(dag):
         assert phrase in dag.doc_md, phrase
     jobs = {"dr_copy": registry.DR, "target_index": registry.INDEX, "target_chains": registry.CHAINS,
             "target_gc": registry.GC}
-    # the retention steps run in one shared Spark driver (statekeeper.warm_driver), started after the copy
-    order = ["dr_copy", "spark_driver", "target_index", "target_chains", "target_gc", "stop_spark_driver"]
+    # the steps run in one shared Spark driver (statekeeper.warm_driver) with the retention steps' settings
+    order = ["spark_driver", "dr_copy", "target_index", "target_chains", "target_gc", "stop_spark_driver"]
     assert [t.task_id for t in dag.topological_sort()] == order
     for upstream, downstream in zip(order[:-1], order[1:-1]):
         assert dag.get_task(downstream).upstream_task_ids == {upstream}
