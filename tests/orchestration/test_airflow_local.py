@@ -204,6 +204,20 @@ def test_airflow_ui_binds_loopback_and_keeps_its_home_private(airflow_local):
 
 
 @pytest.mark.slow
+def test_a_second_start_with_the_same_settings_skips_the_migration_and_the_imports(airflow_local):
+    """The launcher stamped the home with its Airflow version and settings; a start with the same ones (a
+    second `make demo`, `make airflow-ui` again) does not pay ~16 s of subprocesses for nothing."""
+    from statekeeper.airflow_local import local_airflow_env, prepare
+
+    base = {**os.environ, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "STATEKEEPER_WAREHOUSE": (airflow_local.work / "wh-from-variables").as_uri()}
+    stamp = airflow_local.home / ".statekeeper-prepared"
+    assert stamp.is_file() and stat.S_IMODE(stamp.stat().st_mode) == 0o600
+    assert prepare(airflow_local.home, local_airflow_env(airflow_local.home, api_port=airflow_local.port,
+                                                         base=base)) is False
+
+
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.flink
 def test_trigger_with_params_through_rest(airflow_local, tmp_path, flink_store_for_airflow):
