@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +46,9 @@ class StartRunDriverOperator(_StatekeeperSubmit):
         self.ready_timeout_s = ready_timeout_s
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        ti = context["ti"]
-        try:
-            return self._start(run_key(ti.dag_id, ti.run_id))
-        except Exception as exc:  # noqa: BLE001 - without a driver every task submits its own: never fail the run
-            self.log.warning("no shared Spark driver for this run (%s: %s): each task submits its own spark-submit",
-                             type(exc).__name__, exc)
-            return None
+        # Without a driver every task submits its own: never fail the run.
+        return _never_failing(self, context, self._start, "no shared Spark driver for this run",
+                              "each task submits its own spark-submit")
 
     def _start(self, key: str) -> dict[str, Any] | None:
         directory = runtime_dir()
@@ -105,13 +102,9 @@ class StopRunDriverOperator(BaseOperator):
         self.stop_timeout_s = stop_timeout_s
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        ti = context["ti"]
-        try:
-            return self._stop(run_key(ti.dag_id, ti.run_id))
-        except Exception as exc:  # noqa: BLE001 - the driver also exits on its idle timeout: never fail the run
-            self.log.warning("could not stop the run's Spark driver (%s: %s); it exits after its idle timeout",
-                             type(exc).__name__, exc)
-            return None
+        # The driver also exits on its idle timeout: never fail the run.
+        return _never_failing(self, context, self._stop, "could not stop the run's Spark driver",
+                              "it exits after its idle timeout")
 
     def _stop(self, key: str) -> dict[str, Any] | None:
         directory = runtime_dir()
@@ -131,6 +124,17 @@ class StopRunDriverOperator(BaseOperator):
         self.log.info("stopped the run's Spark driver after %s job(s); its log: %s", answer["jobs"],
                       log_path(key, directory))
         return {"jobs": answer["jobs"]}
+
+
+def _never_failing(task: BaseOperator, context: Any, action: Callable[[str], dict[str, Any] | None], failed: str,
+                   then: str) -> dict[str, Any] | None:
+    """`action` on the run's driver key; any error is logged as `failed` and what happens `then`, never raised."""
+    ti = context["ti"]
+    try:
+        return action(run_key(ti.dag_id, ti.run_id))
+    except Exception as exc:  # noqa: BLE001 - see the callers
+        task.log.warning("%s (%s: %s); %s", failed, type(exc).__name__, exc, then)
+        return None
 
 
 def _tail(path: Path, lines: int = _TAIL_LINES) -> str:

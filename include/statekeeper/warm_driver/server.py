@@ -131,6 +131,10 @@ class Driver:
                 try:
                     item = self._work.get(timeout=self.idle_timeout_s)
                 except queue.Empty:
+                    with self.state.lock:   # a job accepted just now is queued under this lock: run it first
+                        if not self._work.empty():
+                            continue
+                        self.state.stopping = True
                     log.info("no job for %.0f s: exiting (the DAG run's teardown did not stop this driver)",
                              self.idle_timeout_s)
                     return
@@ -176,12 +180,11 @@ class Driver:
                        else Refusal.BUSY if self.state.busy else None)
             if refusal is None:
                 self.state.busy = True
-        if refusal is not None:
-            log.info("refused %s: %s", request.entry_point, refusal.value)
-            conn.sendall(encode({"refused": refusal.value}))
-            conn.close()
-            return
-        self._work.put((conn, request))
+                self._work.put((conn, request))
+                return
+        log.info("refused %s: %s", request.entry_point, refusal.value)
+        conn.sendall(encode({"refused": refusal.value}))
+        conn.close()
 
     def _run(self, conn: socket.socket, request: Request) -> None:
         finished = threading.Event()
