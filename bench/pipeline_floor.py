@@ -84,6 +84,13 @@ class Submitter:
         self.binary = Path(sys.executable).with_name("spark-submit")
         self.env = {**os.environ, **dag_env(checkout)}
 
+    def command(self, conf: dict[str, str]) -> list[str]:
+        """spark-submit on local[2] with `conf` and the library zip, up to the application."""
+        argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client", "--py-files", str(self.zip)]
+        for key, value in conf.items():
+            argv += ["--conf", f"{key}={value}"]
+        return argv
+
     def run(self, application: Path, args: list[str], figures: Figures, label: str, *,
             dag_settings: bool = True) -> None:
         events = self.events / f"{label}-{len(figures.walls)}"
@@ -91,11 +98,7 @@ class Submitter:
         with dag_conf(self.checkout, self.env) if dag_settings else nullcontext({}) as base:
             conf = {**base, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
                     "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
-            argv = [str(self.binary), "--master", "local[2]", "--deploy-mode", "client",
-                    "--py-files", str(self.zip)]
-            for key, value in conf.items():
-                argv += ["--conf", f"{key}={value}"]
-            m = measure([*argv, str(application), *args], env=self.env)
+            m = measure([*self.command(conf), str(application), *args], env=self.env)
         figures.walls.append(m.wall_s)
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)
@@ -123,12 +126,9 @@ class SharedDriver:
     def start(self) -> float:
         """Seconds until the driver answers."""
         with dag_conf(self.sub.checkout, self.sub.env) as base:
-            argv = [str(self.sub.binary), "--master", "local[2]", "--deploy-mode", "client",
-                    "--py-files", str(self.sub.zip)]
-            for key, value in {**base, "spark.app.name": "statekeeper-driver"}.items():
-                argv += ["--conf", f"{key}={value}"]
-            argv += [str(self.sub.checkout / "spark_jobs" / "spark_driver.py"), "--socket", str(self.socket),
-                     "--fingerprint", "bench", "--idle-timeout", "600"]
+            argv = [*self.sub.command({**base, "spark.app.name": "statekeeper-driver"}),
+                    str(self.sub.checkout / "spark_jobs" / "spark_driver.py"), "--socket", str(self.socket),
+                    "--fingerprint", "bench", "--idle-timeout", "600"]
             started = time.perf_counter()
             with open(self.log, "wb") as out:
                 self.process = subprocess.Popen(argv, env=self.sub.env, stdout=out, stderr=subprocess.STDOUT,

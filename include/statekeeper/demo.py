@@ -50,18 +50,12 @@ def sample_store_roots(version: str = DEMO_FLINK_VERSION, say: Callable[[str], N
     return roots
 
 
-# The Airflow homes this process migrated and imported airflow_settings.yaml into (run_dag does it once per home).
-_PREPARED: set[Path] = set()
-
-
 def run_dag(roots: list[str], warehouse: str, airflow_home: Path, *, log: Path, say: Callable[[str], None],
             dag_id: str = "checkpoint_maintenance", **conf: object) -> str:
     """One DAG run with dag.test(), inside `console_to_file(log)`: a line per task on the terminal."""
     env = local_airflow_env(airflow_home)
     os.environ.update(env)  # Airflow reads its configuration on first import
-    if Path(airflow_home).resolve() not in _PREPARED:   # a migration and a settings import: ~16 s, once is enough
-        prepare(airflow_home, env)
-        _PREPARED.add(Path(airflow_home).resolve())
+    prepare(airflow_home, env)   # skipped when the home's stamp says it is prepared with these settings
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(PROJECT_ROOT / "dags"))

@@ -26,11 +26,14 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+# The two ways a driver's options name an archive: one written at the JVM's exit, one mapped at its start.
+ARCHIVE_WRITE_OPTION = "-XX:ArchiveClassesAtExit="
+ARCHIVE_MAP_OPTION = "-XX:SharedArchiveFile="
 UNUSED_DAYS = 14   # an archive no local driver mapped for this long is removed when another is published
 _ARCHIVE_PREFIX = "spark-driver-"   # archives are <prefix><digest>.jsa; a JVM's private file is .<archive>.<id>.tmp
 # Spark settings that change the driver's class path, hence the archive.
@@ -161,7 +164,7 @@ def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = N
     archive = archive_for(conf, environ)
     if archive.is_file():
         _mark_used(archive)
-        return JvmStartup(" ".join([*options, f"-XX:SharedArchiveFile={archive}"]), archive=archive)
+        return JvmStartup(" ".join([*options, f"{ARCHIVE_MAP_OPTION}{archive}"]), archive=archive)
     if _non_empty_conf_dir(environ):
         return JvmStartup(" ".join(options))
     try:
@@ -169,7 +172,7 @@ def local_startup(conf: Mapping[str, str], environ: Mapping[str, str] | None = N
     except OSError:  # a read-only cache: run without an archive
         return JvmStartup(" ".join(options))
     pending = archive.parent / f".{archive.name}.{uuid.uuid4().hex}.tmp"
-    return JvmStartup(" ".join([*options, f"-XX:ArchiveClassesAtExit={pending}"]), pending=pending, archive=archive)
+    return JvmStartup(" ".join([*options, f"{ARCHIVE_WRITE_OPTION}{pending}"]), pending=pending, archive=archive)
 
 
 def mapped_archive_option(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
@@ -186,12 +189,17 @@ def mapped_archive_option(conf: Mapping[str, str], environ: Mapping[str, str] | 
     if not archive.is_file():
         return ""
     _mark_used(archive)
-    return f"-XX:SharedArchiveFile={archive}"
+    return f"{ARCHIVE_MAP_OPTION}{archive}"
 
 
 def with_java_options(conf: Mapping[str, str], options: str) -> str:
     """The driver's Java options of `conf` with `options` after them (theirs first: a later -XX wins)."""
     return f"{conf.get('spark.driver.extraJavaOptions', '')} {options}".strip()
+
+
+def without_options(java: str, prefixes: Sequence[str]) -> str:
+    """Java options `java` without those starting with one of `prefixes` (e.g. one run's archive file)."""
+    return " ".join(o for o in java.split() if not o.startswith(tuple(prefixes)))
 
 
 def _chooses_sharing(java: str) -> bool:

@@ -53,10 +53,10 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import JvmStartup, local_startup, with_java_options
+from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_startup,
+                                     with_java_options, without_options)
 from statekeeper.warm_driver.client import Declined, DriverClient
-from statekeeper.warm_driver.protocol import (DriverGone, fingerprint, library_digest, run_key, socket_path,
-                                              without_temporary_options)
+from statekeeper.warm_driver.protocol import DriverGone, fingerprint, library_digest, run_key, socket_path
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
                                             read_properties, scoped_environ, spark_defaults_file,
                                             write_properties_file)
@@ -68,8 +68,7 @@ LOG4J = SPARK_JOBS / "log4j2.properties"
 # A DAG run's shared driver (statekeeper.warm_driver), started by its setup task.
 DRIVER_APPLICATION = SPARK_JOBS / "spark_driver.py"
 # Java options that name one submission's own files (its class archive), not the driver's settings.
-ARCHIVE_WRITE_OPTION = "-XX:ArchiveClassesAtExit="
-SUBMISSION_JAVA_OPTIONS = (ARCHIVE_WRITE_OPTION, "-XX:SharedArchiveFile=")
+SUBMISSION_JAVA_OPTIONS = (ARCHIVE_WRITE_OPTION, ARCHIVE_MAP_OPTION)
 
 # The provider's SparkSubmitHook.submit() reports a failed spark-submit only as
 # AirflowException("Cannot execute: <cmd>. Error code is: <N>.[ Kubernetes ...][\nLast spark-submit output: ...]").
@@ -318,12 +317,11 @@ class _StatekeeperSubmit(SparkSubmitOperator):
         self.target_storage_conn_id = target_storage_conn_id
         self.spark_master = spark_master
 
-    def driver_settings(self) -> dict[str, Any]:
+    def driver_settings(self, command: Sequence[str]) -> dict[str, Any]:
         """What a DAG run's shared driver must have been started with for this task's job to run in it
-        (statekeeper.warm_driver): the spark-submit command the hook would run, up to the application and
-        without what names this submission alone, the driver's environment (the storage connections'
+        (statekeeper.warm_driver): `command` (driver_submit_command of the task's hook) up to the application
+        and without what names this submission alone, the driver's environment (the storage connections'
         variables among it), the Python and the library's code. Inside prepared_submission()."""
-        command = driver_submit_command(self._get_hook())
         return {"command": driver_command(command, SUBMISSION_JAVA_OPTIONS, drop=("--name", "--py-files")),
                 "env": dict(self.env_vars or {}), "python": sys.executable,
                 "library": library_digest(LIBRARY / "statekeeper")}
@@ -525,7 +523,8 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
             return None
         self._driver_client = DriverClient(path)
         try:
-            outcome = self._driver_client.run(fingerprint(self.driver_settings()), self.spec.entry_point,
+            settings = self.driver_settings(driver_submit_command(self._get_hook()))
+            outcome = self._driver_client.run(fingerprint(settings), self.spec.entry_point,
                                               list(self.application_args), lambda line: self.log.info("%s", line))
         except DriverGone as exc:
             raise AirflowException(f"{exc}. A retry submits its own spark-submit.") from exc
@@ -540,7 +539,7 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
 
     def on_kill(self) -> None:
         client = getattr(self, "_driver_client", None)
-        if client is not None:   # the job runs in the run's driver: it ends with the connection, as a killed spark-submit
+        if client is not None:   # the job runs in the run's driver: it ends with the connection, as if killed
             client.close()
             return
         super().on_kill()
@@ -573,7 +572,7 @@ def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Se
             next(args, None)
             continue
         key, sep, value = arg.partition("=")
-        out.append(f"{key}={without_temporary_options(value, java_options)}" if sep and key in JAVA_OPTION_KEYS
+        out.append(f"{key}={without_options(value, java_options)}" if sep and key in JAVA_OPTION_KEYS
                    else arg)
     return out
 

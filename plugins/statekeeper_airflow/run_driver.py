@@ -18,8 +18,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from statekeeper.warm_driver.client import DriverClient
 from statekeeper.warm_driver.protocol import fingerprint, log_path, run_key, runtime_dir, socket_path
-from statekeeper_airflow.operators import (ARCHIVE_WRITE_OPTION, DRIVER_APPLICATION, _StatekeeperSubmit,
-                                           driver_command, driver_submit_command)
+from statekeeper.jvm_startup import ARCHIVE_WRITE_OPTION
+from statekeeper_airflow.operators import DRIVER_APPLICATION, _StatekeeperSubmit, driver_command, driver_submit_command
 from statekeeper_airflow.submit_env import is_local_master
 
 DEFAULT_IDLE_TIMEOUT_S = 600
@@ -55,18 +55,18 @@ class StartRunDriverOperator(_StatekeeperSubmit):
         path, log_file = socket_path(key, directory), log_path(key, directory)
         running = DriverClient(path).ping()
         if running is not None:   # a cleared and re-run setup: the run's driver is up already
-            self.log.info("the run's Spark driver is already up (pid %s, %s job(s) run)", running["pid"], running["jobs"])
+            self.log.info("the run's Spark driver is already up (pid %s, %s job(s) run)", running["pid"],
+                          running["jobs"])
             return {"socket": str(path), "pid": running["pid"], "log": str(log_file)}
         with self.prepared_submission() as sub:
             if not is_local_master(sub.master):
                 self.log.info("master %s is not local: each task submits its own spark-submit", sub.master)
                 return None
-            settings = self.driver_settings()
-            digest = fingerprint(settings)
+            submit = driver_submit_command(self._get_hook())
+            digest = fingerprint(self.driver_settings(submit))
             # The task's own command (its archive mapped, if one exists), without the files of this submission:
             # the driver outlives this task's temporary directory, and writes no class archive (its tasks do).
-            command = [*driver_command(driver_submit_command(self._get_hook()),
-                                       (ARCHIVE_WRITE_OPTION,), drop=("--py-files",)),
+            command = [*driver_command(submit, (ARCHIVE_WRITE_OPTION,), drop=("--py-files",)),
                        str(DRIVER_APPLICATION), "--socket", str(path), "--fingerprint", digest,
                        "--idle-timeout", str(self.idle_timeout_s)]
             env = {**os.environ, **(self.env_vars or {})}

@@ -48,7 +48,7 @@ def connections(monkeypatch):
 
 def _settings(op) -> str:
     with op.prepared_submission():
-        return fingerprint(op.driver_settings())
+        return fingerprint(op.driver_settings(plugin_module("operators").driver_submit_command(op._get_hook())))
 
 
 @pytest.mark.airflow

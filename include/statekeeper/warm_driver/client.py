@@ -1,7 +1,7 @@
 """A task's side: hand a job to the run's driver, stream its log, return its exit code.
 
-Standard library only. `None` from `run` means the driver did not take the job (none listening, other
-settings, busy): the caller submits its own spark-submit, and nothing was done.
+Standard library only. `Declined` from `run` means the driver did not take the job (none listening, other
+settings, busy, stopping): nothing ran, and the caller submits its own spark-submit.
 """
 from __future__ import annotations
 

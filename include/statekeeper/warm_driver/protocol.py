@@ -92,12 +92,6 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def without_temporary_options(java_options: str, temporary: Iterable[str]) -> str:
-    """`java_options` without the options naming one submission's temporary files (its class archive),
-    which differ between two submissions that start the same driver."""
-    return " ".join(o for o in java_options.split() if not any(o.startswith(t) for t in temporary))
-
-
 @dataclass(frozen=True)
 class Request:
     op: Op

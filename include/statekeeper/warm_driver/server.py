@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from statekeeper import registry
 from statekeeper.registry import ExitCode
 from statekeeper.warm_driver.protocol import Op, Refusal, Request, encode, messages
 
@@ -208,7 +209,6 @@ class Driver:
         log.info("%s exited %d after %.1f s", request.entry_point, code, time.monotonic() - started)
 
     def _execute(self, request: Request) -> int:
-        from statekeeper import registry
         from statekeeper.entrypoint import run
 
         handler = _SinkHandler(self.sink)
