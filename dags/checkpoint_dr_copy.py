@@ -1,9 +1,10 @@
-"""Disaster-recovery copy of Flink checkpoints: dr_copy -> target_index -> target_chains -> target_gc.
+"""Disaster-recovery copy of Flink checkpoints: dr_copy -> target_index -> target_chains -> target_gc -> report.
 
 Scheduled on the asset the maintenance DAG's `validate` publishes (the `validation_jobs` table), so a
 copy starts from a freshly validated warehouse. Thin like the maintenance DAG: `dr_copy` submits
 spark_jobs/copy_to_dr.py; retention at the target reuses the index, chains and gc jobs on a warehouse
-of the DR store's own. Task entry points and exit-code contracts come from statekeeper.registry.
+of the DR store's own; `report` then rewrites the source warehouse's report, so the page shows this copy.
+Task entry points and exit-code contracts come from statekeeper.registry.
 """
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
 from statekeeper.defaults import GC_GRACE_TEXT as GRACE
-from statekeeper.registry import CHAINS, DR, GC, INDEX
+from statekeeper.registry import CHAINS, DR, GC, INDEX, REPORT
 from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
-from statekeeper_airflow.operators import StatekeeperSparkSubmitOperator
+from statekeeper_airflow.operators import RunOutcomeOperator, StatekeeperSparkSubmitOperator
 from statekeeper_airflow.run_driver import StartRunDriverOperator, StopRunDriverOperator
 
 
@@ -36,6 +37,7 @@ retention runs on the copies.
 | `target_index` | `index_checkpoints` | indexes the target roots (`target_roots` from `dr_copy`'s XCom) into the **DR warehouse** |
 | `target_chains` | `compute_chains` | reference chains of the copies, in the DR warehouse |
 | `target_gc` | `collect_garbage` | retention at the target: keeps the newest `keep` checkpoints of each job (`--retain-last`), plans (or deletes) what no kept copy references |
+| `report` | `build_report` | rewrites the **source** warehouse's report (as the maintenance DAG's last task does), so its DR section and Browse > Statekeeper show this copy, failed snapshots included |
 
 **When it runs.** Scheduled on the asset `statekeeper_validation_jobs`: Airflow records an event for
 it only when the maintenance DAG's `validate` task **succeeds**. `validate` fails (exit 1) when some
@@ -71,15 +73,16 @@ never deletes anything newer than the grace period (Variable `statekeeper_dr_gc_
 **Failures.** The retention steps run only when `dr_copy` succeeded (trigger rule `all_success`): a
 copy run with any failed snapshot (exit 1: `dr_copies` names the snapshot and the object; the other
 snapshots were copied, and the next run copies only what is missing) never leads to a deletion at
-the target. Exit 1 and configuration errors (exit 2: a target outside the allowlist or inside a
+the target. `report` runs whatever happened before it (trigger rule `all_done`: the page of a copy with
+a failed snapshot is the one people need), and `run_outcome` keeps such a run failed. Exit 1 and configuration errors (exit 2: a target outside the allowlist or inside a
 source root, a `--snapshot` that is not indexed or does not restore, missing settings) fail without
 retries; internal failures (3) are retried with back-off, and a retry skips the files already copied.
 `target_index` also fails without XCom from `dr_copy` (a driver in cluster deploy mode returns none).
 
 **Spark driver.** On a local master the steps run in one Spark driver, started by `spark_driver` (a
-setup task, with the retention steps' settings) and stopped by `stop_spark_driver`. `dr_copy` runs in it
-too unless the DR store has a connection of its own (`dr_storage_conn_id`); then it submits its own
-spark-submit. Neither task ever fails the run: without the driver each step submits its own.
+setup task, with the retention steps' settings) and stopped by `stop_spark_driver`. `dr_copy` and
+`report` (which use the source's settings) run in it too unless the DR store has a connection of its own
+(`dr_storage_conn_id`); then each submits its own spark-submit. Neither task ever fails the run: without the driver each step submits its own.
 
 **Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
@@ -236,6 +239,22 @@ with DAG(
                "`delete` mode, deletes) the files no kept copy references, older than the grace period.",
         **TARGET_SUBMIT,
     )
+    report = StatekeeperSparkSubmitOperator(
+        task_id=REPORT.name,
+        job=REPORT.entry_point,
+        job_args=["--warehouse", WAREHOUSE, *p.RUN_ID],
+        # The source warehouse, where dr_copy records dr_runs and dr_copies: the source's settings, as dr_copy's.
+        storage_conn_id="{{ params.storage_conn_id }}",
+        # Whatever happened before it: the page of a copy with a failed snapshot is the one people need.
+        trigger_rule="all_done",
+        doc_md="Rewrites the source warehouse's HTML report (as the maintenance DAG's `report` does) so its DR "
+               "section and Browse > Statekeeper show this copy.",
+        **SPARK_SUBMIT,
+    )
+    outcome = RunOutcomeOperator(
+        task_id="run_outcome",
+        doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
+    )
     # Started with the retention steps' settings. dr_copy runs in it too when its own are the same (no separate
     # DR connection: the usual case, and local stores); with a DR connection of its own it submits its own
     # spark-submit, and the driver waits for the retention steps (or exits after its idle timeout, should
@@ -246,5 +265,6 @@ with DAG(
         **TARGET_SUBMIT,
     )
     stop_driver = StopRunDriverOperator(task_id="stop_spark_driver", doc_md="Stops the run's shared Spark driver.")
-    driver >> dr_copy >> target_index >> target_chains >> target_gc
-    target_gc >> stop_driver.as_teardown(setups=driver)
+    driver >> dr_copy >> target_index >> target_chains >> target_gc >> report
+    report >> stop_driver.as_teardown(setups=driver)
+    [dr_copy, target_index, target_chains, target_gc, report] >> outcome

@@ -133,16 +133,22 @@ def test_dag_shape(dag):
                    "Trigger", "all_success"):
         assert phrase in dag.doc_md, phrase
     jobs = {"dr_copy": registry.DR, "target_index": registry.INDEX, "target_chains": registry.CHAINS,
-            "target_gc": registry.GC}
+            "target_gc": registry.GC, "report": registry.REPORT}
     # the steps run in one shared Spark driver (statekeeper.warm_driver) with the retention steps' settings
-    order = ["spark_driver", "dr_copy", "target_index", "target_chains", "target_gc", "stop_spark_driver"]
-    assert [t.task_id for t in dag.topological_sort()] == order
-    for upstream, downstream in zip(order[:-1], order[1:-1]):
+    order = ["spark_driver", "dr_copy", "target_index", "target_chains", "target_gc", "report"]
+    assert [t.task_id for t in dag.topological_sort()][:len(order)] == order
+    for upstream, downstream in zip(order[:-1], order[1:]):
         assert dag.get_task(downstream).upstream_task_ids == {upstream}
     driver, stop_driver = dag.get_task("spark_driver"), dag.get_task("stop_spark_driver")
-    assert driver.is_setup and stop_driver.is_teardown and stop_driver.upstream_task_ids == {"target_gc", "spark_driver"}
+    assert driver.is_setup and stop_driver.is_teardown and stop_driver.upstream_task_ids == {"report", "spark_driver"}
     assert driver.storage_conn_id == dag.get_task("target_index").storage_conn_id
-    assert dag.get_task("target_gc").downstream_task_ids == {"stop_spark_driver"}
+    assert dag.get_task("target_gc").downstream_task_ids == {"report", "run_outcome"}
+    # The report of the source warehouse (its dr_runs and dr_copies) after every step whatever happened, and
+    # a leaf that keeps a run with a failed step failed (a successful report would be its only leaf).
+    report, outcome = dag.get_task("report"), dag.get_task("run_outcome")
+    assert report.trigger_rule == "all_done" and report.storage_conn_id == dag.get_task("dr_copy").storage_conn_id
+    assert outcome.upstream_task_ids == set(jobs) and outcome.trigger_rule == "one_failed"
+    assert dag.get_task("report").downstream_task_ids == {"stop_spark_driver", "run_outcome"}
     for task_id, spec in jobs.items():
         task = dag.get_task(task_id)
         assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
@@ -150,7 +156,7 @@ def test_dag_shape(dag):
         assert task.pool == "statekeeper_spark"
         assert task.retries == 2 and task.retry_exponential_backoff and task.retry_delay == timedelta(minutes=2)
         # A copy run with a failed snapshot (exit 1) never leads to a deletion at the target.
-        assert task.trigger_rule == "all_success"
+        assert task.trigger_rule == ("all_done" if task_id == "report" else "all_success")
         assert task.doc_md
     assert dag.get_task("dr_copy").final_exit_codes == (1, 2)
 
@@ -312,6 +318,20 @@ def test_retention_steps_use_the_dr_store(dag, variables):
     chains = render(dag, "target_chains", "asset_triggered")["job_args"]
     parsed = entry_point("compute_chains").parser().parse_args(chains)
     assert parsed.warehouse == "file:///dr/warehouse"
+
+
+def test_report_rewrites_the_source_warehouses_page_with_the_sources_settings(dag, variables):
+    """The DR run's report is the source warehouse's (where dr_copy records dr_runs and dr_copies), reached
+    with the source's connection whatever the DR store's is."""
+    parsed = entry_point("build_report").parser().parse_args(render(dag, "report", "asset_triggered")["job_args"])
+    assert parsed.warehouse == DR_VARIABLES["statekeeper_warehouse"]
+    assert parsed.airflow_run_id == "asset_triggered__2026-03-01T02:00:00+00:00"
+    args = render(dag, "report", "manual", {"warehouse": "/src-wh"})["job_args"]
+    assert entry_point("build_report").parser().parse_args(args).warehouse == "/src-wh"
+    both = {"storage_conn_id": "src_s3", "dr_storage_conn_id": "dr_s3"}
+    assert render(dag, "report", "manual", both)["storage_conn_id"] == "src_s3"
+    variables(statekeeper_dr_storage_conn_id="dr_var")
+    assert render(dag, "report", "asset_triggered")["storage_conn_id"] == ""
 
 
 def gc_args(dag, run_type: str, conf: dict | None = None):

@@ -133,9 +133,12 @@ def test_tasks_follow_the_job_registry(dagbag):
             assert task.spec == spec
             assert task.final_exit_codes == spec.final_exit_codes
             assert Path(task.application) == ROOT / "spark_jobs" / f"{spec.entry_point}.py"
-            if task.task_id == spec.name:
+            # The report ends both the maintenance and the DR copy DAG (each rewrites the source warehouse's page).
+            if task.task_id == spec.name and spec is not registry.REPORT:
                 assert task.task_id not in named, f"{task.task_id} runs in {named.get(task.task_id)} and {dag.dag_id}"
                 named[task.task_id] = dag.dag_id
+            elif task.task_id == spec.name:
+                named.setdefault(task.task_id, dag.dag_id)
     for spec in registry.JOBS:
         assert spec.name in named, f"no DAG runs {spec.name}"
         assert (ROOT / "spark_jobs" / f"{spec.entry_point}.py").is_file(), spec.entry_point
