@@ -204,22 +204,26 @@ def remaining_keys(config: StorageConfig, bucket: str) -> set[str]:
     return {i.uri for i in S3FileIO(config).list(f"s3://{bucket}")}
 
 
-def test_s3_deletes_thousands_of_keys_in_batches_across_prefixes(s3_config: StorageConfig, s3_bucket: str) -> None:
+def test_s3_deletes_many_keys_in_batches_across_prefixes(s3_config: StorageConfig, s3_bucket: str) -> None:
+    # A tenth of the keys of a real batch test (650 a prefix, batches of 400, S3's 1,000-key listing pages), with
+    # batch size and page size scaled down alike: still six delete batches across the prefixes and listings of
+    # three pages, for a tenth of the puts to moto.
+    paged = s3_config.with_overrides(list_page_size=100)
     prefixes = ["cp/job1/shared", "cp/job1/chk-3", "cp/job2/shared", "cp/job2/taskowned"]
-    keys = [f"{p}/{uuid.UUID(int=i).hex}" for p in prefixes for i in range(650)]
+    keys = [f"{p}/{uuid.UUID(int=i).hex}" for p in prefixes for i in range(65)]
     keys += ["cp/job1/shared/sub/nested", "cp/job1/shared-sibling"]   # must be skipped over by listings
-    put_keys(s3_config, s3_bucket, keys)
-    everything = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    put_keys(paged, s3_bucket, keys)
+    everything = plan_s3(paged, f"s3://{s3_bucket}/cp")
     keep = {f"s3://{s3_bucket}/{k}" for k in keys[::10]} | {f"s3://{s3_bucket}/cp/job1/shared/sub/nested",
                                                             f"s3://{s3_bucket}/cp/job1/shared-sibling"}
     items = [i for i in everything if i.uri not in keep]
-    assert len(items) >= 2300
+    assert len(items) == 234 and len(keys) > 2 * paged.list_page_size   # 6 batches of <= 40; 3 listing pages
     progress = Progress()
-    deleter = Deleter(s3_config, [f"s3://{s3_bucket}/cp"], DeleteSettings(batch_size=400), on_progress=progress)
+    deleter = Deleter(paged, [f"s3://{s3_bucket}/cp"], DeleteSettings(batch_size=40), on_progress=progress)
     results = list(deleter.run(items))
     assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: len(items)}
     assert {r.uri for r in results} == {i.uri for i in items}
-    assert remaining_keys(s3_config, s3_bucket) == keep
+    assert remaining_keys(paged, s3_bucket) == keep
     assert (progress.files, progress.bytes, progress.retries) == (len(items), 5 * len(items), 0)
     assert progress.calls > 1   # incremental, not once at the end
     # Picklable after use (a Spark task may hold it): the client is rebuilt lazily.
@@ -282,33 +286,37 @@ def test_s3_rate_limit_counts_and_outcomes(s3_config: StorageConfig, s3_bucket: 
 
 def test_s3_throttled_deletes_complete_and_count_retries(s3_config: StorageConfig, s3_bucket: str, slow_s3,
                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # Keys and batch size a tenth of a GC run's (1,000 and 100): the same 30 delete requests, every 3rd
+    # throttled, for a tenth of the puts to moto.
+    batch = 10
     prefixes = ["cp/job1/shared", "cp/job1/chk-5", "cp/job2/shared"]
-    put_keys(s3_config, s3_bucket, [f"{p}/k{i:05d}" for p in prefixes for i in range(1000)])
+    put_keys(s3_config, s3_bucket, [f"{p}/k{i:05d}" for p in prefixes for i in range(100)])
     items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
-    assert len(items) == 3000
+    assert len(items) == 300
     slow_s3.set_faults(every=3)   # every 3rd DeleteObjects answers 503 SlowDown
     progress = Progress()
-    settings = DeleteSettings(batch_size=100, requests_in_flight=4, **FAST_RETRY)
+    settings = DeleteSettings(batch_size=batch, requests_in_flight=4, **FAST_RETRY)
     with caplog.at_level(logging.WARNING, logger="statekeeper.gc.deleter"):
         results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress).run(items))
-    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 3000}
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 300}
     assert slow_s3.injected > 0
     assert progress.retries == slow_s3.injected          # one retry per injected request-level 503
-    assert sum(r.retries for r in results) == 100 * slow_s3.injected   # each retried batch: 100 keys
+    assert sum(r.retries for r in results) == batch * slow_s3.injected   # each retried batch: `batch` keys
     assert remaining_keys(s3_config, s3_bucket) == set()
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert 1 <= len(warnings) <= slow_s3.injected
 
     # Random 30% of listings, HEADs and deletes, seeded: still all deleted, every retry counted. (Listings and
     # HEADs are the re-check's: the listing mode, for S3-compatible stores that ignore the per-key ETag.)
-    put_keys(s3_config, s3_bucket, [f"cp/job3/chk-{n}/k{i:03d}" for n in range(20) for i in range(30)])
+    # 20 directories (20 re-check listings) of 3 keys: 6 delete batches, as 30 keys each in batches of 100 were.
+    put_keys(s3_config, s3_bucket, [f"cp/job3/chk-{n}/k{i:03d}" for n in range(20) for i in range(3)])
     items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
     before = slow_s3.injected
     slow_s3.set_faults(share=0.3, seed=11, kinds={"delete", "list", "head"})
     progress = Progress()
     results = list(Deleter(slow_s3.config.with_overrides(delete_recheck="listing"), [f"s3://{s3_bucket}/cp"],
                            settings, progress).run(items))
-    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 600}
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 60}
     assert slow_s3.injected > before and progress.retries == slow_s3.injected - before
 
 
