@@ -1,5 +1,6 @@
-"""DR copy rules on a real Flink store (the newest harness version): incremental re-runs, atomicity,
-SIGKILL and re-run, verification failures, a source that vanishes mid-copy, and bad input.
+"""DR copy rules on a real Flink store (the newest harness version): incremental re-runs (after a copy of an
+explicitly named snapshot), atomicity, SIGKILL and re-run, verification failures, a source that vanishes
+mid-copy, and bad input.
 
 Each test checks out a prepared store (tests/plugins/prepared.py: the cached `incremental` store, one
 RocksDB job whose incremental checkpoints share SSTs, or `chain_claim`, relocated, indexed, chained and
@@ -9,7 +10,6 @@ second local root below its own tmp_path.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -65,25 +65,26 @@ def test_incremental_rerun_copies_only_new_files(spark, prepared_store, request,
     args = [*args, "--job-filter", job_dir]
     chks = sorted(local(src).glob(f"checkpoints/{job_dir}/chk-*"), key=lambda d: int(d.name[4:]))
     newest = chks[-1]
-    hidden = tmp_path / "hidden" / newest.name
-    hidden.parent.mkdir()
-    shutil.move(str(newest), hidden)            # as if the job had not taken its newest checkpoint yet
-    p.prepare()
-    code, first = p.dr(*args, "--savepoints", "none")
-    assert code == 0, first
-    assert first["verified"] == 1 and first["files_skipped"] == 0 and first["files_copied"] > 0
-
-    shutil.move(str(hidden), newest)            # the job took a new checkpoint
-    p.prepare()
-    code, second = p.dr(*args, "--savepoints", "none")
-    assert code == 0, second
     old_files = _named_files(chks[-2] / "_metadata")
     new_files = _named_files(newest / "_metadata")
+    # The first run copies the second-newest checkpoint, named with --snapshot: the target then holds what a
+    # nightly run before the job's newest checkpoint would have left (the checkout is already indexed, chained
+    # and validated with both; hiding the newest and preparing twice cost two pipeline runs), and this is the
+    # suite's explicit-snapshot copy that succeeds (test_bad_input_* below is the refused one).
+    code, first = p.dr(*args, "--snapshot", uri(chks[-2]))
+    assert code == 0, first
+    assert first["verified"] == 1 and first["files_skipped"] == 0 and first["files_copied"] == len(old_files) > 0
+    explicit, = copies(p.warehouse, first["run_id"])
+    assert (explicit["selected_by"], explicit["checkpoint_id"]) == ("explicit", int(chks[-2].name[4:]))
+
+    code, second = p.dr(*args, "--savepoints", "none")          # the nightly choice: the newest checkpoint
+    assert code == 0, second
     assert second["files_copied"] == len(new_files - old_files) > 0
     assert second["files_skipped"] == len(new_files & old_files) > 0
     row, = copies(p.warehouse, second["run_id"])
     assert (row["files_copied"], row["files_skipped"]) == (second["files_copied"], second["files_skipped"])
     assert row["checkpoint_id"] == int(newest.name[4:]) and row["status"] == "verified"
+    assert row["selected_by"] == "latest_restorable"
 
     code, third = p.dr(*args, "--savepoints", "none")           # nothing new: nothing copied
     assert code == 0 and third["files_copied"] == 0 and third["files_skipped"] == len(new_files)
@@ -170,11 +171,16 @@ def test_verification_catches_truncated_and_missing_objects(prepared_store, requ
     assert uri(truncated) in bad["problem"] or uri(missing) in bad["problem"], bad["problem"]
     assert any(uri(truncated) in x or uri(missing) in x for x in check["problems"])
 
+    # One checksum-mode re-run repairs both (a shorter object and an absent one are copied again, as in size
+    # mode) and records the SHA-256 of every object, also of those it skips: in checksum mode a recorded version
+    # alone proves nothing, so it hashes both sides of each (docs/dr-copy.md, "Identity").
+    code, repaired = p.dr(*args, "--savepoints", "none", "--verify", "checksum")
+    assert code == 0 and not _complete(target), repaired
+    files = {f["target_uri"]: f for f in table(p.warehouse, "dr_files") if f["run_id"] == repaired["run_id"]}
+    assert {files[uri(truncated)]["outcome"], files[uri(missing)]["outcome"]} == {"copied"}, files
+    assert all(f["verified"] and f["checksum"] for f in files.values()), files
+
     # checksum mode catches a same-size corruption that size mode cannot see
-    code, _ = p.dr(*args, "--savepoints", "none")                          # repairs both
-    assert code == 0 and not _complete(target)
-    code, _ = p.dr(*args, "--savepoints", "none", "--verify", "checksum")  # records SHA-256 of every object
-    assert code == 0
     victim = local(named[2])
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF

@@ -1,10 +1,11 @@
 """DR copies between two S3 endpoints (two moto servers: another endpoint, other data), and back.
 
 Relocated copies of the newest version's stores of every DR scenario (the chains, file merging,
-unaligned, savepoints, hashmap) live on the session's moto server. The DR copy goes to a bucket on a SECOND moto server, reached with its own
-StorageConfig (as the DR region's Airflow connection would be): bytes stream get -> put, nothing is
-server-side. It is verified there; then the DR bucket is indexed and validated as a source of its
-own and copied down to local disk with the same job, and those copies restore in real Flink.
+unaligned, savepoints, hashmap) live on the session's moto server. The DR copy goes to a bucket on a SECOND
+moto server, reached with its own StorageConfig (as the DR region's Airflow connection would be): bytes stream
+get -> put, nothing is server-side. It is verified there; then the DR bucket is indexed and validated as a
+source of its own and copied down to local disk with the same job, and those copies restore in real Flink,
+which here can read nothing but them (no s3:// file system).
 """
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
     # the DR server has every object and every copy's _metadata
     at_target = {i.uri for i in RoutingFileIO(dr_config).list(target)}
     assert {r["target_uri"] for r in files} <= at_target
-    assert {r["target_metadata_uri"] for r in table(warehouse, "dr_copies") if r["run_id"] == result.run_id} <= at_target
+    copied = table(warehouse, "dr_copies")
+    assert {r["target_metadata_uri"] for r in copied if r["run_id"] == result.run_id} <= at_target
 
     # a second run on the DR side has nothing new to copy
     again = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)
@@ -94,10 +96,10 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
             cases.append((tmp_path / "restored" / s / below(sp["dir"]), s, sp["job"]))
     for path, _, _ in cases:
         assert (Path(path) / "_metadata").is_file(), path
-    readings = harness.run_oracle(VERSION, [Path(p) / "_metadata" for p, _, _ in cases])
-    for reading in readings:
-        assert "error" not in reading, reading
-        assert all(normalize_uri(f["path"]).startswith(local_target + "/") for f in reading["referenced_files"])
+    # No oracle JVM listing each copy's files to check they lie below local_target: the restore proves it. Every
+    # file a `_metadata` names is read when Flink restores it, and none but those below local_target can be read
+    # here: the fixtures' local paths were all rewritten into S3 (relocate_store refuses any it cannot map), and
+    # the harness's Flink has no s3:// file system, so a path either copy left unrewritten fails the restore.
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed
