@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tests.harness as harness
 from statekeeper.tables import Warehouse
 from tests.replicate.support import DrPipeline, listing, local, relocated, table, uri  # noqa: F401 - re-exported
 
@@ -33,6 +34,28 @@ def compact_pipeline(spark: Any, base: Path, roots: list[str]) -> CompactPipelin
 
 def compactions(warehouse: Warehouse, run_id: str) -> list[dict]:
     return [r for r in table(warehouse, "compactions") if r["run_id"] == run_id]
+
+
+class RestoreBatch:
+    """Restore cases collected over a module's tests, proven in ONE JVM (tests/README.md, "Restores in one
+    JVM": a JVM start-up per test otherwise). A module-scoped fixture yields one and calls `verify()` at its
+    teardown, so the proof runs for whichever of the module's tests ran (-k, --lf), in the process that ran
+    them (pytest-xdist --dist loadfile keeps a module on one worker). A test adds its cases only once its
+    own assertions passed; a failing restore names the test that added it. Snapshot directories must live
+    until the module ends: put them under tmp_path_factory, not tmp_path (whose retention may drop it)."""
+
+    def __init__(self, version: str):
+        self.version = version
+        self.cases: list[tuple[str, harness.VerifyCase]] = []   # (the adding test's node id, its case)
+
+    def add(self, request: Any, snapshot_dir: Path, scenario: str, job: str | None = "A") -> None:
+        self.cases.append((request.node.nodeid, harness.VerifyCase(Path(snapshot_dir), scenario, job)))
+
+    def verify(self) -> None:
+        results = harness.verify_restore_many(self.version, [case for _, case in self.cases])
+        bad = [(owner, str(case.snapshot_dir), r.output[-2000:])
+               for (owner, case), r in zip(self.cases, results, strict=True) if not r.ok]
+        assert not bad, bad
 
 
 def sha256(path: Path) -> str:
