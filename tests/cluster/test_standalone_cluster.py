@@ -43,7 +43,7 @@ from tests.plugins.s3 import make_bucket
 from tests.plugins.spark_cluster import CLUSTER_SITE, EXECUTOR_MEMORY
 
 # The first test's bound covers the module fixture: the cluster (its own start-up bound is 90 s) and
-# eight spark-submits, 7 minutes on a busy 2-core machine. A submission that hangs (e.g. executors
+# four spark-submits, 7 minutes on a busy 2-core machine. A submission that hangs (e.g. executors
 # never granted) fails here instead of holding the suite for the global 30 minutes; the cluster is
 # stopped by the fixture's teardown either way.
 pytestmark = [pytest.mark.cluster, pytest.mark.airflow, pytest.mark.spark, pytest.mark.s3, pytest.mark.flink,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
+from statekeeper.jvm_startup import C1_ONLY, mapped_archive_option
 from statekeeper.tables import Warehouse
 from tests.index.support import table_rows
 
@@ -70,9 +71,12 @@ def test_spark_submit_without_pythonpath(flink_fixture, tmp_path):
                      "appender.c.name = c\nappender.c.layout.type = PatternLayout\n"
                      "appender.c.layout.pattern = %p %c: %m%n\n")
     result_file = tmp_path / "result.json"
+    # The driver starts as the DAG's local drivers do (C1 only, the class archive if one was written): what
+    # this proves is the Python import path, which the JVM's compilers do not change.
+    java = " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{log4j}", C1_ONLY, mapped_archive_option({}, env)]))
     cmd = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
            "--conf", "spark.ui.enabled=false", "--driver-memory", "1g",
-           "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{log4j}",
+           "--conf", f"spark.driver.extraJavaOptions={java}",
            str(SCRIPT), "--roots", str(fixture.root / "checkpoints"), "--warehouse", str(tmp_path / "wh"),
            "--result-json", str(result_file)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)

@@ -97,6 +97,10 @@ class StandaloneCluster:
             "PYTHONPATH": str(CLUSTER_SITE),
             "STATEKEEPER_CLUSTER_IMPORT_LOG": str(self.import_log_dir),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The master and workers only schedule: C1 and a small serial heap, as the harness's JVMs. The
+            # executors keep the options the applications give them (the test's spark-defaults.conf).
+            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "SPARK_DAEMON_MEMORY": "256m",
         }
         if os.environ.get("JAVA_HOME"):
             env["JAVA_HOME"] = os.environ["JAVA_HOME"]
