@@ -74,15 +74,17 @@ never deletes anything newer than the grace period (Variable `statekeeper_dr_gc_
 copy run with any failed snapshot (exit 1: `dr_copies` names the snapshot and the object; the other
 snapshots were copied, and the next run copies only what is missing) never leads to a deletion at
 the target. `report` runs whatever happened before it (trigger rule `all_done`: the page of a copy with
-a failed snapshot is the one people need), and `run_outcome` keeps such a run failed. Exit 1 and configuration errors (exit 2: a target outside the allowlist or inside a
-source root, a `--snapshot` that is not indexed or does not restore, missing settings) fail without
-retries; internal failures (3) are retried with back-off, and a retry skips the files already copied.
+a failed snapshot is the one people need), and `run_outcome` keeps such a run failed. Exit 1 and
+configuration errors (exit 2: a target outside the allowlist or inside a source root, a `--snapshot`
+that is not indexed or does not restore, missing settings) fail without retries; internal failures (3)
+are retried with back-off, and a retry skips the files already copied.
 `target_index` also fails without XCom from `dr_copy` (a driver in cluster deploy mode returns none).
 
 **Spark driver.** On a local master the steps run in one Spark driver, started by `spark_driver` (a
 setup task, with the retention steps' settings) and stopped by `stop_spark_driver`. `dr_copy` and
 `report` (which use the source's settings) run in it too unless the DR store has a connection of its own
-(`dr_storage_conn_id`); then each submits its own spark-submit. Neither task ever fails the run: without the driver each step submits its own.
+(`dr_storage_conn_id`); then each submits its own spark-submit. Neither task ever fails the run: without
+the driver each step submits its own.
 
 **Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
@@ -251,10 +253,7 @@ with DAG(
                "section and Browse > Statekeeper show this copy.",
         **SPARK_SUBMIT,
     )
-    outcome = RunOutcomeOperator(
-        task_id="run_outcome",
-        doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
-    )
+    outcome = RunOutcomeOperator(task_id="run_outcome")
     # Started with the retention steps' settings. dr_copy runs in it too when its own are the same (no separate
     # DR connection: the usual case, and local stores); with a DR connection of its own it submits its own
     # spark-submit, and the driver waits for the retention steps (or exits after its idle timeout, should

@@ -307,10 +307,7 @@ with DAG(
                "restorability, `_metadata` bloat, GC/DR/compaction outcomes); Browse > Statekeeper shows it.",
         **SUBMIT,
     )
-    outcome = RunOutcomeOperator(
-        task_id="run_outcome",
-        doc_md="Fails when any task before it failed, so the run's state is not the report's; skipped otherwise.",
-    )
+    outcome = RunOutcomeOperator(task_id="run_outcome")
     driver = StartRunDriverOperator(
         task_id="spark_driver",
         doc_md="Starts the run's shared Spark driver (local masters): every step runs its job in it, warm.",

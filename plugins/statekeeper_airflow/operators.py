@@ -627,6 +627,8 @@ class RunOutcomeOperator(BaseOperator):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", "one_failed")
         kwargs.setdefault("retries", 0)
+        kwargs.setdefault("doc_md", "Fails when any task before it failed, so the run's state is not the report's; "
+                                    "skipped otherwise.")
         super().__init__(**kwargs)
 
     def execute(self, context: Any) -> None:

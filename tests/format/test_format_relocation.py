@@ -28,7 +28,7 @@ from statekeeper.format import (
 )
 from statekeeper.uri import normalize_uri
 from tests.chains.support import relocate_store
-from tests.harness import FLINK_VERSIONS, run_oracle
+from tests.harness import FLINK_VERSIONS, named_paths, run_oracle
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
@@ -53,8 +53,7 @@ def _assert_flink_reads_only_under(version: str, metadata: Path, root: Path) -> 
     would-be file name as a label that Flink never opens.)"""
     [r] = run_oracle(version, [metadata])
     assert "error" not in r, r
-    named = [h["path"] for h in r["handles"] if h["path"]] + [f["path"] for f in r["referenced_files"]]
-    named += [d for h in r["handles"] for d in h["managed_dirs"] or ()]
+    named = named_paths(r)
     assert named, r
     outside = [p for p in named if not Path(p.removeprefix("file:")).resolve().is_relative_to(root.resolve())]
     assert outside == [], outside[:5]

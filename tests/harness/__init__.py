@@ -13,6 +13,7 @@ Public API (other parts of the test suite code against exactly this):
     get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
     generate_store(version, scenario, dest)   fresh store at `dest` for destructive tests
     run_oracle(version, paths)      Flink's own reading of `_metadata` files as dicts
+    named_paths(reading)            every path one such reading names (files, managed dirs)
     verify_restore(version, snapshot_dir, scenario)   restore + state check -> VerifyResult
     start_job(version, checkpoint_root)   live job checkpointing in the background -> RunningJob
                                     (.job_dir, .stop() -> RunStats: completed, failed, newest_checkpoint)
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness import clustered, placed
-from tests.harness.oracle import run_oracle
+from tests.harness.oracle import named_paths, run_oracle
 from tests.harness import scenarios as _scenarios
 from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
 from tests.harness.store import MANIFEST, cached_store
@@ -124,6 +125,6 @@ def load_fixture(root: Path) -> Fixture:
 
 __all__ = [
     "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "RunStats", "RunningJob", "VerifyCase",
-    "VerifyResult", "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "run_oracle",
-    "scenarios_for", "start_job", "supports", "verify_restore", "verify_restore_many",
+    "VerifyResult", "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "named_paths",
+    "run_oracle", "scenarios_for", "start_job", "supports", "verify_restore", "verify_restore_many",
 ]

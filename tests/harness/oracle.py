@@ -31,3 +31,10 @@ def run_oracle(version: str, metadata_paths: list[Path], heap: str = "1g", timeo
         raise HarnessRunError(f"oracle (Flink {version}) exited {run.returncode} with {len(results)}/"
                               f"{len(paths)} results:\n{tail(run.output)}")
     return results
+
+
+def named_paths(reading: dict) -> list[str]:
+    """Every path one reading of `run_oracle` names, as Flink spells it: file handles, referenced files and
+    managed directories. Inline handles name none: the file name they keep is a label Flink never opens."""
+    named = [h["path"] for h in reading["handles"] if h["path"]] + [f["path"] for f in reading["referenced_files"]]
+    return named + [d for h in reading["handles"] for d in h["managed_dirs"] or ()]

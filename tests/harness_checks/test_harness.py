@@ -361,8 +361,7 @@ def test_verifier_detects_relocation_breakage(flink_harness, flink_fixture, tmp_
     # as a label that Flink never opens).
     for r in harness.run_oracle(version, sorted(elsewhere.rglob("_metadata"))):
         assert "error" not in r, r
-        named = [h["path"] for h in r["handles"] if h["path"]] + [f["path"] for f in r["referenced_files"]]
-        named += [d for h in r["handles"] for d in h["managed_dirs"] or ()]
+        named = harness.named_paths(r)
         assert named and not [p for p in named if under(p, fx.root)], r["path"]
     os.rename(job_dir / "shared", tmp_path / "shared-moved-away")
     os.rename(relocated_canonical, tmp_path / "canonical-moved-away")
