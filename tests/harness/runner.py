@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.harness._fs import cache_root
-from tests.harness.flink import java_command
+from tests.harness.flink import class_sharing, java_command
 
 
 class HarnessRunError(RuntimeError):
@@ -35,9 +35,16 @@ def run_java(version: str, main_class: str, args: list[str], timeout: float, log
     parent = cache_root() / "tmp"
     parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jvm-", dir=parent, ignore_cleanup_errors=True) as jvm_tmp:
+        # The oracle only reads _metadata: an archive of its classes would leave out most of a restore's.
+        sharing = class_sharing(version, write=main_class != "Oracle")
         cmd = java_command(version, f"statekeeper.harness.{main_class}", *args,
-                           jvm_opts=(jvm_tmpdir_opt(Path(jvm_tmp)), *jvm_opts))
-        return _run(cmd, timeout, log)
+                           jvm_opts=(jvm_tmpdir_opt(Path(jvm_tmp)), *jvm_opts), sharing=sharing)
+        run = _run(cmd, timeout, log)
+        if run.returncode == 0:
+            sharing.publish()
+        else:
+            sharing.discard()
+        return run
 
 
 def _run(cmd: list[str], timeout: float, log: Path | None) -> JavaRun:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tests.harness import scenarios
 from tests.harness._fs import cache_root
-from tests.harness.flink import java_command
+from tests.harness.flink import class_sharing, java_command
 from tests.harness.runner import HarnessRunError, jvm_tmpdir_opt, tail
 
 # What the live job changes in the scenario's job spec (JobSpec keys). The payload size, key count
@@ -174,7 +174,9 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
     (work / "jvm-tmp").mkdir()
     cmd = java_command(version, "statekeeper.harness.RunJob", str(plan_file), job_plan.name,
                        str(checkpoint_root), str(work), str(seconds_max),
-                       jvm_opts=(jvm_tmpdir_opt(work / "jvm-tmp"), *jvm_opts))
+                       jvm_opts=(jvm_tmpdir_opt(work / "jvm-tmp"), *jvm_opts),
+                       # Killed mid-run by design: it maps an archive a restore wrote, never writes one.
+                       sharing=class_sharing(version, write=False))
     log = work / "runjob.log"
     t0 = time.monotonic()
     with open(log, "wb") as out:
