@@ -115,7 +115,8 @@ def cache_dir(environ: Mapping[str, str]) -> Path:
     return Path(base) / "jvm"
 
 
-def _jdk_identity(environ: Mapping[str, str]) -> str:
+def jdk_identity(environ: Mapping[str, str]) -> str:
+    """The JDK an archive was written by, as the JVM checks it: the `java` of JAVA_HOME, else of PATH."""
     java_home = environ.get("JAVA_HOME")
     java = Path(java_home, "bin", "java") if java_home else (shutil.which("java", path=environ.get("PATH")) or "")
     if not java:
@@ -128,9 +129,9 @@ def _jdk_identity(environ: Mapping[str, str]) -> str:
     return f"{real}:{st.st_size}:{int(st.st_mtime)}"
 
 
-def _spark_jars(jars: Path | None = None) -> str:
-    """Spark's class path as the JVM checks it against an archive: each jar's full path, size and
-    modification time. Names alone are not enough: a second checkout (another venv) or a reinstall
+def jars_identity(jars: Path | None = None) -> str:
+    """A directory's jars (default: Spark's) as the JVM checks them against an archive: each jar's full
+    path, size and modification time. Names alone are not enough: a second checkout (another venv) or a reinstall
     has the same jar names elsewhere or newer, every JVM then refuses the archive ("The top archive
     failed to load") and each local job starts without it, with nothing but one warning line to tell."""
     if jars is None:
@@ -148,7 +149,7 @@ def _spark_jars(jars: Path | None = None) -> str:
 
 def archive_for(conf: Mapping[str, str], environ: Mapping[str, str]) -> Path:
     """Where the archive for a driver with this `conf` is (or would be written)."""
-    key = hashlib.sha1("\n".join([_jdk_identity(environ), _spark_jars(),
+    key = hashlib.sha1("\n".join([jdk_identity(environ), jars_identity(),
                                   *(f"{k}={conf.get(k, '')}" for k in _CLASS_PATH_KEYS)]).encode()).hexdigest()[:16]
     return cache_dir(environ) / f"{_ARCHIVE_PREFIX}{key}.jsa"
 

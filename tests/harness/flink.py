@@ -20,7 +20,8 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from statekeeper.jvm_startup import ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup
+from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, jars_identity,
+                                     jdk_identity)
 from tests.harness._fs import cache_root, file_lock, publish_dir
 
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
@@ -241,13 +242,9 @@ def class_sharing(version: str, *, write: bool) -> JvmStartup:
     new JDK or new jars get a new archive, and a JVM that still cannot use one says so in one warning line
     and starts without it."""
     jar = harness_jar(version)
-    identity = [str(Path(shutil.which("java") or "java").resolve())]
-    for path in [Path(identity[0]), *map(Path, _class_path(version, jar))]:
-        try:
-            st = path.stat()
-            identity.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            identity.append(str(path))
+    # The `java` of PATH, as java_command runs it (not JAVA_HOME's).
+    identity = [jdk_identity({"PATH": os.environ.get("PATH", "")}), jars_identity(jar.parent),
+                jars_identity(flink_lib(version))]
     key = hashlib.sha1("\n".join(identity).encode()).hexdigest()[:16]
     archive = jar.parent / f"flink-harness-{key}.jsa"
     if archive.is_file():

@@ -39,12 +39,13 @@ def run_java(version: str, main_class: str, args: list[str], timeout: float, log
         sharing = class_sharing(version, write=main_class != "Oracle")
         cmd = java_command(version, f"statekeeper.harness.{main_class}", *args,
                            jvm_opts=(jvm_tmpdir_opt(Path(jvm_tmp)), *jvm_opts), sharing=sharing)
-        run = _run(cmd, timeout, log)
-        if run.returncode == 0:
-            sharing.publish()
-        else:
+        try:
+            run = _run(cmd, timeout, log)
+            if run.returncode == 0:
+                sharing.publish()
+            return run
+        finally:   # a no-op after a publish; otherwise (a failed, killed or interrupted JVM) its partial archive goes
             sharing.discard()
-        return run
 
 
 def _run(cmd: list[str], timeout: float, log: Path | None) -> JavaRun:

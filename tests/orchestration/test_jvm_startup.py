@@ -112,7 +112,7 @@ def test_the_same_jars_installed_elsewhere_get_their_own_archive(tmp_path):
     for jars in (first, second):
         jars.mkdir(parents=True)
         subprocess.run(["jar", "cf", str(jars / "hello.jar"), "-C", str(tmp_path / "classes"), "."], check=True)
-    assert js._spark_jars(first) != js._spark_jars(second)
+    assert js.jars_identity(first) != js.jars_identity(second)
     # What the key stands for: the archive dumped over one installation is refused over the other.
     archive = tmp_path / "a.jsa"
     subprocess.run(["java", f"-XX:ArchiveClassesAtExit={archive}", "-cp", str(first / "hello.jar"), "Hello"],
@@ -124,9 +124,9 @@ def test_the_same_jars_installed_elsewhere_get_their_own_archive(tmp_path):
                               str(second / "hello.jar"), "Hello"], capture_output=True, text=True)
     assert refused.returncode != 0, refused.stdout + refused.stderr
     # A reinstall in place (same path, another file time) is another class path too.
-    before = js._spark_jars(first)
+    before = js.jars_identity(first)
     os.utime(first / "hello.jar", ns=(0, 1_000_000_000))
-    assert js._spark_jars(first) != before
+    assert js.jars_identity(first) != before
 
 
 def test_a_job_that_starts_its_own_jvm_maps_an_archive_but_never_writes_one(tmp_path):
