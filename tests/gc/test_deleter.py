@@ -644,3 +644,35 @@ def test_routing_deletes_the_listed_spelling_under_its_root_and_refuses_every_ot
     why = {r.uri: r.message for r in result.refused}
     assert why.keys() == refused.keys() and all(r.outcome is GcOutcome.FAILED for r in result.refused)
     assert all(refused[uri] in message for uri, message in why.items()), why
+
+
+def test_local_routing_takes_the_listed_path_and_normalizes_every_other_spelling(tmp_path: Path) -> None:
+    """Canonical `file://` URIs are routed without normalize_uri: each spelling must land on the path (or the
+    refusal) that normalizing it gives. Nothing here touches the files."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    base = f"file://{tmp_path}/cp"
+    deleter = Deleter(StorageConfig(), [str(tmp_path / "cp")])
+    routed = {f"{base}/job/shared/a": f"{tmp_path}/cp/job/shared/a",                   # as listings spell it
+              f"{base}/job/shared/a b%20c": f"{tmp_path}/cp/job/shared/a b%20c",       # a name's own characters
+              f"{base}/job//shared/b": f"{tmp_path}/cp/job/shared/b",
+              f"{base}/job/./shared/c": f"{tmp_path}/cp/job/shared/c",
+              f"{base}/job/x/../shared/d": f"{tmp_path}/cp/job/shared/d",
+              f"{base}/job/shared/e/": f"{tmp_path}/cp/job/shared/e",
+              f"file:{tmp_path}/cp/job/shared/f": f"{tmp_path}/cp/job/shared/f",
+              f"file://localhost{tmp_path}/cp/job/shared/g": f"{tmp_path}/cp/job/shared/g",
+              f"{base}/job/shared/sst-\x00ff": f"{tmp_path}/cp/job/shared/sst-\udcff"}
+    refused = {base: "is the root", f"{base}/": "is the root",
+               f"{base}/job/../../elsewhere/h": "lies outside the configured roots",
+               f"{base}x/job/i": "lies outside the configured roots",
+               f"file://{tmp_path}/other/j": "lies outside the configured roots"}
+    items = [PlannedDelete(uri, 1, now, "e1", 1) for uri in [*routed, *refused]]
+
+    result = deleter._route(items)
+
+    assert {i.item.uri: i.path for i in result.local} == routed
+    assert all(i.root.uri == base and i.lane == f"{base}/job" for i in result.local)
+    why = {r.uri: r.message for r in result.refused}
+    assert why.keys() == refused.keys() and all(r.outcome is GcOutcome.FAILED for r in result.refused)
+    assert all(refused[uri] in message for uri, message in why.items()), why

@@ -248,3 +248,17 @@ def test_missing_credentials_name_the_settings_to_set(tmp_path, monkeypatch):
     with pytest.raises(StorageConfigError, match="'external_account' are not supported"):
         make_gcs_client(StorageConfig(gcs_credentials_json='{"type": "external_account", "credential_source": '
                                                            '{"executable": {"command": "/bin/true"}}}'))
+
+
+@pytest.mark.parametrize("uri, scheme", [
+    ("file:///data/cp/f", "file"), ("/data/cp/f", "file"), ("file:/data/cp/f", "file"),
+    ("s3://b/k", "s3"), ("s3a://b/k", "s3"), ("S3://b/k", "s3"), ("s3n://b/k", "s3"),
+    ("gs://b/k", "gs"), ("oss://b/k", "oss"),
+    ("abfss://c@a.dfs.core.windows.net/k", "abfss"), ("wasbs://c@a.blob.core.windows.net/k", "abfss"),
+])
+def test_scheme_of_is_the_canonical_spellings_scheme(uri, scheme):
+    """scheme_of answers canonical spellings without normalizing them; every alias still maps as normalize_uri
+    maps it."""
+    from statekeeper.storage.router import scheme_of
+
+    assert scheme_of(uri) == scheme == normalize_uri(uri).partition(":")[0]

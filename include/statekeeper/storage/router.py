@@ -14,7 +14,16 @@ from statekeeper.uri import normalize_uri
 _ROUTE_BATCH = 1000
 
 
+_CANONICAL_SCHEMES = frozenset({"file", "s3", "gs", "oss", "abfss"})
+
+
 def scheme_of(uri: str) -> str:
+    """The scheme of `uri`'s canonical spelling (`s3a` -> `s3`, `wasbs` -> `abfss`). A URI already spelled with a
+    canonical scheme is answered without normalizing it: this runs several times per copied object, and a
+    malformed one still fails where it is used (every backend normalizes what it is given)."""
+    head, sep, _ = uri.partition("://")
+    if sep and head in _CANONICAL_SCHEMES:
+        return head
     return normalize_uri(uri).partition(":")[0]
 
 

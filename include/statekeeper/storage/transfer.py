@@ -393,6 +393,7 @@ class Transfer:
                             else None)
         self._throttle = ThrottleLog(log)
         self._dirs_checked: dict[str, str | None] = {}   # local target directories: made, and free of symlinks
+        self._dirs_resolved: dict[str, str] = {}          # local target directories: their symlinks resolved
         self._lookups: dict[str, ListingLookup] = {}
 
     # Clients and pools do not pickle; a Spark task rebuilds them from the settings on first use.
@@ -566,11 +567,23 @@ class Transfer:
         if target.startswith("file://"):
             # A directory on the way that is a symlink into a source root puts the target inside it,
             # whatever it is called (also one swapped in after the Transfer was made).
-            resolved = resolved_uri(target)
+            resolved = self._resolved_local(target)
             for root, root_resolved in zip(self.source_roots.uris, self._resolved_source_roots, strict=True):
                 if _below(resolved, root_resolved):
                     return f"{root} (resolved: {root_resolved})"
         return None
+
+    def _resolved_local(self, target: str) -> str:
+        """resolved_uri(target), its directory resolved once per Transfer: realpath walks every component (about six
+        lstat calls a file), and a closure puts thousands of files in one directory. The file itself is lstat'ed
+        each time, so a target that is a symlink is still resolved where it points."""
+        directory, _, name = target.rpartition("/")
+        if os.path.islink(local_path(target)):
+            return resolved_uri(target)
+        resolved = self._dirs_resolved.get(directory)
+        if resolved is None:
+            resolved = self._dirs_resolved[directory] = resolved_uri(directory)
+        return f"{resolved.rstrip('/')}/{name}"
 
     def _attempt(self, job: _Job, retries: int) -> TransferResult:
         item, source, target = job.item, job.source, job.target
