@@ -262,3 +262,12 @@ def test_scheme_of_is_the_canonical_spellings_scheme(uri, scheme):
     from statekeeper.storage.router import scheme_of
 
     assert scheme_of(uri) == scheme == normalize_uri(uri).partition(":")[0]
+
+
+@pytest.mark.parametrize("uri", ["file://remote-host/data/f", "file:///../f", "s3:///k", "gs:///k",
+                                 "abfss://acct.dfs.core.windows.net/k"])
+def test_scheme_of_refuses_what_normalize_uri_refuses(uri):
+    from statekeeper.storage.router import scheme_of
+
+    with pytest.raises(ValueError):
+        scheme_of(uri)
