@@ -566,7 +566,8 @@ class Transfer:
                 return root
         if target.startswith("file://"):
             # A directory on the way that is a symlink into a source root puts the target inside it,
-            # whatever it is called (also one swapped in after the Transfer was made).
+            # whatever it is called (also one swapped in after the Transfer was made, until the first target
+            # below it is checked: directories are resolved once per Transfer, as _local_dir checks them once).
             resolved = self._resolved_local(target)
             for root, root_resolved in zip(self.source_roots.uris, self._resolved_source_roots, strict=True):
                 if _below(resolved, root_resolved):
