@@ -51,6 +51,10 @@ HDFS_DEFAULT_FS_ENV = "STATEKEEPER_HDFS_DEFAULT_FS"
 _AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]+)\.(?:blob|dfs)\.(?P<suffix>[a-z0-9.\-]+)$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
 _SLASHES = re.compile(r"/{2,}")
+# What the path of a `file:///` URI may not hold to be its own normal form: `//`, a `.` or `..` segment, a trailing
+# `/`. Listings and plans spell millions of URIs canonically; those are answered without taking them apart.
+_LOCAL_NOT_NORMAL = re.compile(r"//|/\.\.?(?:/|$)|/$")
+_VERBATIM_PREFIXES = ("s3://", "gs://", "oss://")
 
 
 def normalize_uri(uri: str) -> str:
@@ -61,6 +65,8 @@ def normalize_uri(uri: str) -> str:
     """
     if not uri:
         raise ValueError("empty URI")
+    if _is_normal(uri):
+        return uri
     if uri.startswith("/"):
         return "file://" + _clean_local(uri, uri)
     scheme, rest = _split_scheme(uri)
@@ -90,6 +96,18 @@ def normalize_uri(uri: str) -> str:
     if not rest.startswith("/"):
         raise ValueError(f"not an absolute URI or path: {uri!r}")
     return f"{scheme}:{rest.rstrip('/') or '/'}"
+
+
+def _is_normal(uri: str) -> bool:
+    """Whether `uri` is already the canonical spelling normalize_uri would return for it: `file:///path` without a
+    host, a dot segment, `//` or a trailing `/`, or `s3://`/`gs://`/`oss://` with a bucket and no trailing `/`
+    (their keys are verbatim). Everything else, including every spelling normalize_uri refuses, is taken apart."""
+    if uri.startswith("file:///"):
+        return len(uri) > 8 and _LOCAL_NOT_NORMAL.search(uri, 7) is None
+    if uri.startswith(_VERBATIM_PREFIXES):
+        bucket_at = uri.index("://") + 3
+        return len(uri) > bucket_at and uri[bucket_at] != "/" and not uri.endswith("/")
+    return False
 
 
 def flink_path_uri(stored: str) -> str:

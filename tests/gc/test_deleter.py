@@ -647,8 +647,8 @@ def test_routing_deletes_the_listed_spelling_under_its_root_and_refuses_every_ot
 
 
 def test_local_routing_takes_the_listed_path_and_normalizes_every_other_spelling(tmp_path: Path) -> None:
-    """Canonical `file://` URIs are routed without normalize_uri: each spelling must land on the path (or the
-    refusal) that normalizing it gives. Nothing here touches the files."""
+    """Each spelling of a local file lands on the path (or the refusal) that normalizing it gives: canonical ones,
+    which normalize_uri answers without taking them apart, and every other. Nothing here touches the files."""
     from datetime import datetime, timezone
 
     now = datetime.now(timezone.utc)

@@ -257,8 +257,7 @@ def test_missing_credentials_name_the_settings_to_set(tmp_path, monkeypatch):
     ("abfss://c@a.dfs.core.windows.net/k", "abfss"), ("wasbs://c@a.blob.core.windows.net/k", "abfss"),
 ])
 def test_scheme_of_is_the_canonical_spellings_scheme(uri, scheme):
-    """scheme_of answers canonical spellings without normalizing them; every alias still maps as normalize_uri
-    maps it."""
+    """scheme_of is the scheme of the canonical spelling: every alias maps as normalize_uri maps it."""
     from statekeeper.storage.router import scheme_of
 
     assert scheme_of(uri) == scheme == normalize_uri(uri).partition(":")[0]

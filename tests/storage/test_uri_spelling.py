@@ -40,6 +40,38 @@ def test_canonical_form_is_idempotent_and_preserves_percent_signs(prefix, segmen
         assert once.count("%") == "/".join(s for s in segments).count("%") or ".." in segments, (uri, once)
 
 
+_WHOLE_PREFIX = st.sampled_from(["file:///", "file:////", "file://localhost/", "file:/", "/", "s3://bkt/", "s3:///",
+                                 "s3://", "gs://bkt/", "oss://bkt/", "gs:///", "s3a://bkt/", "abfss://c@a.dfs.x.net/"])
+_WHOLE_SEGMENT = st.sampled_from(["a", "", ".", "..", ".hidden", "..x", "sst-\x00ff", "k//x", "a b"])
+
+
+@settings(max_examples=800, deadline=None)
+@given(_WHOLE_PREFIX, st.lists(_WHOLE_SEGMENT, max_size=5), st.booleans())
+def test_a_uri_answered_as_its_own_normal_form_is_what_taking_it_apart_gives(prefix, segments, trailing):
+    """normalize_uri returns a canonical spelling unchanged without taking it apart (plans hold millions): that
+    answer, and every refusal, must be what the general path gives for the same spelling."""
+    import statekeeper.uri as uri_module
+
+    uri = prefix + "/".join(segments) + ("/" if trailing else "")
+
+    def answer(fn):
+        try:
+            return fn(uri)
+        except ValueError as exc:
+            return ("refused", str(exc))
+
+    fast = answer(normalize_uri)
+    general = uri_module._is_normal
+    try:
+        uri_module._is_normal = lambda _uri: False
+        slow = answer(normalize_uri)
+    finally:
+        uri_module._is_normal = general
+    assert fast == slow, uri
+    if general(uri):
+        assert fast == uri
+
+
 def test_percent_encoded_names_are_literal():
     assert normalize_uri("file:///a/x%2541") == "file:///a/x%2541"
     assert normalize_uri("file:///a/x%41") == "file:///a/x%41"

@@ -108,13 +108,9 @@ ProgressCallback = Callable[[int, int, int], None]
 
 _CHK_DIR = re.compile(r"chk-\d+")
 _BATCH_MAX = {"s3": 1000, "oss": 1000, "gs": 100, "abfss": 256}   # each store's limit per batch request
-_VERBATIM_KEYS = ("s3", "gs", "oss")   # canonical URI = scheme://bucket/key, the key verbatim (statekeeper.uri)
 _LOCAL_BATCH = 256       # local items per worker call (one lstat + unlink each)
 _LISTING_CHUNK = 1000    # listing mode: keys re-checked ahead of their deletes
 _UNCHECKED: Any = object()
-# What a `file://` path may not hold to be its own normal form: `//`, a `.` or `..` segment, a trailing `/`, an
-# escaped undecodable byte (statekeeper.storage.local). Any of these takes the general path (normalize_uri).
-_LOCAL_NOT_CANONICAL = re.compile(r"//|/\.\.?(?:/|$)|/$|\x00")
 
 
 def _now() -> datetime:
@@ -435,30 +431,6 @@ def _container(scheme: str, norm: str) -> str:
     return f"{scheme}://{norm.partition('://')[2].partition('/')[0]}"
 
 
-def _verbatim_route(uri: str, verbatim: list[tuple[Root, str, str, str]],
-                    root_uris: set[str]) -> tuple[Root, str, str] | None:
-    """(root, scheme, container) of a canonical bucket-store URI below one of the `verbatim` roots' prefixes, or
-    None when `uri` needs the general path (another spelling, a trailing slash, a root itself, no such root)."""
-    if uri.endswith("/") or uri in root_uris:
-        return None
-    for root, prefix, scheme, container in verbatim:
-        if uri.startswith(prefix):
-            return root, scheme, container
-    return None
-
-
-def _canonical_local_route(uri: str, local: list[tuple[Root, str]], root_uris: set[str]) -> tuple[Root, str] | None:
-    """(root, path) of a `file://` URI spelled as listings spell local files, below one of the `local` roots'
-    prefixes; None when `uri` needs the general path. Such a URI is its own normal form, so its path is the
-    text after `file://` (what local_path would return, without normalizing it twice)."""
-    if not uri.startswith("file:///") or uri in root_uris or _LOCAL_NOT_CANONICAL.search(uri, 7):
-        return None
-    for root, prefix in local:
-        if uri.startswith(prefix):
-            return root, uri[7:]
-    return None
-
-
 class Deleter:
     """Delete planned files of one Spark partition. Picklable: clients, pools and locks are created lazily in the
     process that runs it.
@@ -568,30 +540,14 @@ class Deleter:
 
     def _route(self, items: list[PlannedDelete]) -> _Routed:
         routed = _Routed()
-        # Canonical roots and their prefixes, so that each URI is normalized once (a plan holds millions).
+        # Canonical roots and their prefixes and containers, so that each URI is normalized once (a plan holds
+        # millions, spelled canonically: normalize_uri answers those without taking them apart).
         prefixes = [(root, root.uri.rstrip("/") + "/") for root in self._roots]
+        containers = {root.uri: _container(scheme, root.uri) for root in self._roots
+                      if (scheme := root.uri.partition(":")[0]) in _BATCH_MAX}
         needs_version = {scheme: scheme in ("gs", "abfss") or self._recheck(scheme) is DeleteRecheck.PRECONDITION
                          for scheme in _BATCH_MAX}
-        # A canonical S3/GCS/OSS URI (as listings spell objects, hence as plans hold them) is its own normal form:
-        # its key is kept verbatim but for a trailing slash. Such a URI below a root's prefix, and not a root itself,
-        # is routed without normalize_uri, to the one root it can belong to (roots never overlap); any other
-        # spelling takes the general path below. Same routes; 0.42 s instead of 0.74 s per 100,000 keys here.
-        verbatim = [(root, prefix, scheme, _container(scheme, root.uri)) for root, prefix in prefixes
-                    if (scheme := root.uri.partition(":")[0]) in _VERBATIM_KEYS]
-        root_uris = {root.uri for root in self._roots}
-        # The same for local files: 100,000 canonical `file://` URIs cost 1.5 s of CPU to normalize twice here.
-        local = [(root, prefix) for root, prefix in prefixes if root.uri.startswith("file:///")]
         for item in items:
-            hit = _verbatim_route(item.uri, verbatim, root_uris)
-            if hit is not None:
-                root, scheme, container = hit
-                self._add_key(routed, item, item.uri, scheme, container, root, needs_version[scheme])
-                continue
-            on_disk = _canonical_local_route(item.uri, local, root_uris) if local else None
-            if on_disk is not None:
-                root, path = on_disk
-                routed.local.append(_LocalItem(item, root, path, _lane_of(root, item.uri)))
-                continue
             try:
                 norm = normalize_uri(item.uri)
             except ValueError as exc:
@@ -628,7 +584,7 @@ class Deleter:
                                                     "oss://, gs:// and abfss:// are supported); not deleted"))
             else:
                 # S3 (s3a/s3n/s3p) aliases with the listed key are deleted under the canonical spelling, as before.
-                self._add_key(routed, item, norm, scheme, _container(scheme, norm), root, needs_version[scheme])
+                self._add_key(routed, item, norm, scheme, containers[root.uri], root, needs_version[scheme])
         return routed
 
     @staticmethod

@@ -14,20 +14,9 @@ from statekeeper.uri import normalize_uri
 _ROUTE_BATCH = 1000
 
 
-_CANONICAL_SCHEMES = frozenset({"file", "s3", "gs", "oss"})   # Azure: normalize_uri checks container and account
-
-
 def scheme_of(uri: str) -> str:
-    """The scheme of `uri`'s canonical spelling (`s3a` -> `s3`, `wasbs` -> `abfss`). A URI already spelled with a
-    canonical scheme is answered without normalizing it: this runs several times per copied object. What
-    normalize_uri refuses for its scheme or host (a remote `file://` host, a bucket-less `s3:///`, `..` above `/`)
-    still takes it, and raises here."""
-    head, sep, rest = uri.partition("://")
-    # file:///abs (no host) and bucket stores' scheme://bucket; a `.` segment of a local path may climb above
-    # the root, which normalize_uri refuses here, as before.
-    if sep and head in _CANONICAL_SCHEMES and rest and (rest[0] == "/") == (head == "file") and (
-            head != "file" or "/." not in rest):
-        return head
+    """The scheme of `uri`'s canonical spelling (`s3a` -> `s3`, `wasbs` -> `abfss`). Raises ValueError for what
+    normalize_uri refuses (a remote `file://` host, a bucket-less `s3:///`, `..` above `/`)."""
     return normalize_uri(uri).partition(":")[0]
 
 
