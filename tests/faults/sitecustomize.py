@@ -1,13 +1,12 @@
 """Fault injection for the index crash tests (tests/index/test_index_crash.py).
 
 A job started with this directory first on PYTHONPATH loads this module in every Python process it
-runs (the driver, Spark's Python workers, the data source's commit worker). With
+runs (the driver, which commits the index's change set, and Spark's Python workers). With
 `STATEKEEPER_FAULT=<when>:<table>:<how>` it wraps Statekeeper's Delta commit:
 
 * when: `before` / `after` the commit to <table>, or `raise_after` (the commit lands, then the
   client sees an error, like a lost response);
-* how: `kill_all` SIGKILLs the job's whole session (driver, JVM, workers), `kill_self` only
-  the process committing (Spark's commit worker), `raise` raises OSError.
+* how: `kill_all` SIGKILLs the job's whole session (driver, JVM, workers), `raise` raises OSError.
 
 Before firing it writes `STATEKEEPER_FAULT_MARKER`, so a test knows the fault was reached. Nothing
 here runs unless the variable is set.
@@ -28,8 +27,6 @@ def _fire(how: str, what: str) -> None:
             out.write(f"{what} pid={os.getpid()}\n")
     if how == "kill_all":
         _kill_session(signal.SIGKILL)
-    elif how == "kill_self":
-        os.kill(os.getpid(), signal.SIGKILL)
     raise OSError(f"injected fault: {what}")
 
 

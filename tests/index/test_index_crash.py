@@ -190,10 +190,11 @@ def test_a_commit_that_landed_but_reported_an_error_is_kept(spark, case, tmp_pat
     assert_newest_indexed(case)
 
 
-def test_commit_worker_killed_after_a_commit_keeps_committed_files(spark, case, tmp_path):
-    """Spark's abort() after the commit worker died must not delete what already committed; the
-    failed run's audit row says which tables committed, and the next run repairs."""
-    rc, fired, stderr = crash_run(case.store, case.wh, "after:snapshots:kill_self", tmp_path)
+def test_a_failure_after_a_commit_keeps_committed_files(spark, case, tmp_path):
+    """The change set fails after some tables committed (here an error right after `snapshots` landed): the
+    clean-up must not delete what already committed; the failed run's audit row says which tables committed,
+    and the next run repairs."""
+    rc, fired, stderr = crash_run(case.store, case.wh, "after:snapshots:raise", tmp_path)
     assert fired and rc == 3, (rc, stderr)
     runs = DeltaTable(case.wh.delta_location("index_runs")).to_pyarrow_table().to_pylist()
     failed = [r for r in runs if r["status"] == "failed"]

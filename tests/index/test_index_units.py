@@ -173,3 +173,39 @@ def test_task_writes_files_or_ipc_rows_with_equal_contents(job, tmp_path):
         contents[write_files] = tables
     assert contents[True] == contents[False]
     assert len(contents[True]["snapshots"]) == len(metadata)
+
+
+def test_a_failed_task_deletes_every_data_file_it_wrote(job, tmp_path):
+    """Rows an index task already yielded die with it when it fails: the files of its earlier buckets are
+    deleted by the task itself (nobody else knows them), and only a task that succeeded reports its files."""
+    import pyarrow as pa
+
+    from statekeeper.index.planner import balance, plan_buckets
+    from statekeeper.index.task import IndexTask, encode_previous
+    from statekeeper.storage import StorageConfig
+
+    class Tally:
+        def __init__(self) -> None:
+            self.value: list = []
+
+        def add(self, pairs: list) -> None:
+            self.value.extend(pairs)
+
+    roots, _, _ = job
+    planned = plan_buckets(LocalFileIO(), roots, {})
+    bins = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous)) for b in g]
+            for g in balance(planned, 1)]
+    broken = [[*bins[0], (f"file://{tmp_path}/not-a-root", "0", ["job"], "")]]
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    tally = Tally()
+    task = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, broken, None, written=tally)
+    produced = []
+    with pytest.raises(KeyError):
+        for batch in task(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])):
+            produced.append(batch)
+    assert any("file" in b.column("op").to_pylist() for b in produced)   # a bucket's files were handed out
+    assert not list((tmp_path / "wh").rglob("*.parquet")) and tally.value == []
+
+    ok = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, bins, None, written=tally)
+    list(ok(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])))
+    assert len(tally.value) == len(list((tmp_path / "wh").rglob("*.parquet"))) > 0

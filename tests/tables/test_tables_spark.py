@@ -222,6 +222,68 @@ def test_changeset_commits_files_written_by_the_producer_or_deletes_them(spark, 
     assert _orphan_parquet(warehouse, "events") == set()
 
 
+class _Producer:
+    """A change set producer as the index tasks are: partition 0 writes a data file, reports it to the
+    `written` accumulator and succeeds; partition 1 fails once partition 0 is done (or writes a file too)."""
+
+    def __init__(self, warehouse: Warehouse, written, fail: bool, done: str) -> None:
+        self.warehouse, self.written, self.fail, self.done = warehouse, written, fail, done
+
+    def __call__(self, batches):
+        import os
+        import time
+
+        from statekeeper.tables.changeset import ChangesetRows
+        from statekeeper.tables.files import write_data_file
+
+        for batch in batches:
+            for i in batch.column("id").to_pylist():
+                if i == 1 and self.fail:
+                    deadline = time.monotonic() + 60
+                    while not os.path.exists(self.done) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    raise RuntimeError("injected producer failure")
+                partition = {"root_id": "r", "job_dir": f"j{i}"}
+                f = write_data_file(self.warehouse, SPEC, SPEC.conform(arrow_rows("r", f"j{i}", [i])), partition)
+                self.written.add([(SPEC.name, f.to_json())])
+                rows = ChangesetRows()
+                rows.file(SPEC.name, partition, f)
+                rows.note({"partition": i})
+                open(self.done, "w").close()
+                yield rows.batch()
+
+
+def test_a_changeset_of_producer_written_files_commits_on_the_driver_or_deletes_them_if_the_producer_fails(
+        spark, tmp_path):
+    """Files a producer's tasks wrote are committed from their `file` rows; if the producer's job fails, the
+    files its successful tasks wrote (known only from the accumulator) are deleted, nothing is committed."""
+    from statekeeper.tables.changeset import CHANGESET_SCHEMA, written_files
+
+    engine = DeltaRsEngine()
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine.commit_changeset(changeset_rows(spark, [add("events", arrow_rows("r", "a", [1]),
+                                                        {"root_id": "r", "job_dir": "a"})]),
+                            warehouse, [SPEC], {"events": None})
+
+    written = written_files(spark)
+    failing = spark.range(0, 2, 1, 2).mapInArrow(_Producer(warehouse, written, True, str(tmp_path / "done-1")),
+                                                 CHANGESET_SCHEMA)
+    with pytest.raises(Exception, match="injected producer failure"):
+        engine.commit_changeset(failing, warehouse, [SPEC], {"events": 0}, written=written)
+    assert len(written.value) == 1                    # partition 0 succeeded and wrote its file
+    assert delta_log.latest_version(warehouse, "events") == 0
+    assert _orphan_parquet(warehouse, "events") == set()
+
+    written = written_files(spark)
+    good = spark.range(0, 2, 1, 2).mapInArrow(_Producer(warehouse, written, False, str(tmp_path / "done-2")),
+                                              CHANGESET_SCHEMA)
+    result = engine.commit_changeset(good, warehouse, [SPEC], {"events": 0}, written=written)
+    assert result.committed["events"].version == 1 and result.committed["events"].files_added == 2
+    assert sorted(result.notes, key=lambda n: n["partition"]) == [{"partition": 0}, {"partition": 1}]
+    assert collect(engine.read(spark, warehouse, "events")) == [("r", "a", 1), ("r", "j0", 0), ("r", "j1", 1)]
+    assert _orphan_parquet(warehouse, "events") == set()
+
+
 def test_writes_from_another_python_thread(spark, tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     errors: list[BaseException] = []

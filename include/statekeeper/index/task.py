@@ -56,6 +56,7 @@ class IndexTask:
     # True: write the data files in the task and emit `file` rows (delta-rs engine). False: emit
     # the rows as Arrow IPC `add` rows for engines that write the files themselves (delta-spark).
     write_files: bool = True
+    written: Any = None   # changeset.written_files accumulator: the files this task wrote, once it succeeded
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         roots = Roots(self.roots)
@@ -69,26 +70,37 @@ class IndexTask:
         )
         totals = UnitStats()
         started = time.monotonic()
-        for batch in batches:  # ids of bins (a range: one id per Spark task)
-            for bin_id in batch.column("id").to_pylist():
-                for root_uri, bucket, job_dirs, previous in self.bins[bin_id]:
-                    plan = BucketPlan(by_uri[root_uri], bucket, list(job_dirs), decode_previous(previous),
-                                      self.job_filter)
-                    result = index_bucket(ctx, plan, _MAX_ERRORS_PER_TASK)
-                    totals.add(result.stats, _MAX_ERRORS_PER_TASK)
-                    self._progress(result.stats)
-                    for job_dir, unit in result.units.items():
-                        if unit.outcome == FAILED:
-                            log.warning("unit %s/%s failed: %s", root_uri, job_dir, "; ".join(unit.stats.errors))
-                    if self.write_files:
-                        out = _changes(self.warehouse, ctx.warehouse_io, plan, result.tables, result.removes)
-                    else:
-                        out = _ipc_changes(plan, result.tables, result.removes)
-                    if out is not None:
-                        yield out
+        # Every file this task wrote: until the task succeeds, nobody else knows them, so a failure deletes them
+        # all here (rows already yielded die with the task).
+        written: list[tuple[Any, DataFile]] = []
+        try:
+            for batch in batches:  # ids of bins (a range: one id per Spark task)
+                for bin_id in batch.column("id").to_pylist():
+                    for root_uri, bucket, job_dirs, previous in self.bins[bin_id]:
+                        out = self._bucket(ctx, by_uri[root_uri], bucket, job_dirs, previous, totals, written)
+                        if out is not None:
+                            yield out
+        except BaseException:
+            _abort(self.warehouse, written)
+            raise
+        if self.written is not None and written:
+            self.written.add([(spec.name, f.to_json()) for spec, f in written])
         note = ChangesetRows()
         note.note({"kind": "index_task", "seconds": round(time.monotonic() - started, 3), **totals.to_mapping()})
         yield note.batch()
+
+    def _bucket(self, ctx: UnitContext, root: Any, bucket: str, job_dirs: list[str], previous: str,
+                totals: UnitStats, written: list[tuple[Any, DataFile]]) -> pa.RecordBatch | None:
+        plan = BucketPlan(root, bucket, list(job_dirs), decode_previous(previous), self.job_filter)
+        result = index_bucket(ctx, plan, _MAX_ERRORS_PER_TASK)
+        totals.add(result.stats, _MAX_ERRORS_PER_TASK)
+        self._progress(result.stats)
+        for job_dir, unit in result.units.items():
+            if unit.outcome == FAILED:
+                log.warning("unit %s/%s failed: %s", root.uri, job_dir, "; ".join(unit.stats.errors))
+        if self.write_files:
+            return _changes(self.warehouse, ctx.warehouse_io, plan, result.tables, result.removes, written)
+        return _ipc_changes(plan, result.tables, result.removes)
 
     def _progress(self, stats: UnitStats) -> None:
         if not self.accumulators:
@@ -99,35 +111,34 @@ class IndexTask:
                 acc.add(value)
 
 
+def _abort(warehouse: Warehouse, written: list[tuple[Any, DataFile]]) -> None:
+    from statekeeper.tables import delta_log
+
+    for spec, f in written:
+        delta_log.abort_files(warehouse, spec, [f])
+
+
 def _changes(warehouse: Warehouse, fileio: Any, plan: BucketPlan, tables: dict[str, pa.Table],
-             removes: dict[str, list[DataFile]]) -> pa.RecordBatch | None:
+             removes: dict[str, list[DataFile]], written: list[tuple[Any, DataFile]]) -> pa.RecordBatch | None:
     """Write the bucket's new data files here, in the task, and describe them as `file` rows.
 
     Shipping the rows to the change set writer as Arrow IPC instead cost a third of a full run
     (encode, two JVM hops, decode in a second Python worker) for the same parquet write. A file
-    is uncommitted and invisible until the driver's commit; once its row is handed over, the
-    change set writer owns it (commits it or deletes it with its own adds). A failure before
-    that deletes it here.
+    is uncommitted and invisible until the driver's commit; each is appended to `written`, which the
+    task deletes if it fails, and reports (changeset.written_files) once it succeeded.
     """
-    from statekeeper.tables import delta_log
     from statekeeper.tables.catalog import spec as table_spec
 
     rows = ChangesetRows()
     for name, files in removes.items():
         for f in files:
             rows.remove(name, f)
-    written: list[tuple[Any, DataFile]] = []
-    try:
-        for name, table in tables.items():
-            spec = table_spec(name)
-            for offset in range(0, table.num_rows, _FILE_ROWS):
-                f = write_data_file(warehouse, spec, table.slice(offset, _FILE_ROWS), plan.partition, fileio=fileio)
-                written.append((spec, f))
-                rows.file(name, plan.partition, f)
-    except BaseException:
-        for spec, f in written:
-            delta_log.abort_files(warehouse, spec, [f])
-        raise
+    for name, table in tables.items():
+        spec = table_spec(name)
+        for offset in range(0, table.num_rows, _FILE_ROWS):
+            f = write_data_file(warehouse, spec, table.slice(offset, _FILE_ROWS), plan.partition, fileio=fileio)
+            written.append((spec, f))
+            rows.file(name, plan.partition, f)
     return rows.batch()
 
 

@@ -11,6 +11,7 @@ from statekeeper.jobs.progress import Heartbeat
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine_base import TableEngine, WriteMode
+from statekeeper.tables.spark import release_checkpoint
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
 
@@ -46,19 +47,8 @@ class Materialized:
 
     def __exit__(self, *exc: object) -> None:
         for df in reversed(self._frames):
-            _release(df)
+            release_checkpoint(df)
         self._frames.clear()
-
-
-def _release(df: Any) -> None:
-    """Drop a checkpointed frame's blocks now rather than when the JVM collects its RDD (a test
-    session or a notebook runs many jobs in one driver)."""
-    try:
-        plan = df._jdf.queryExecution().logical()
-        if plan.getClass().getSimpleName() == "LogicalRDD":
-            plan.rdd().unpersist(False)
-    except Exception:  # noqa: BLE001 - best effort: the session may be gone
-        pass
 
 
 @dataclass

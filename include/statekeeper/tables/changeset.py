@@ -9,6 +9,9 @@ delta-spark engine) decode them with `ChangeOp`. The ops:
   the table in the same task; the writer then owns it (commits it or deletes it);
 * `remove` — payload: a DataFile JSON, planned from the table state the producer read;
 * `note`   — payload: JSON handed back to the caller (task counters).
+
+A producer that writes `file`s also adds each to a `WrittenFiles` accumulator as it writes it: if the job
+producing the change set fails before any writer owns its rows, the engine deletes what it names.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
 
 from statekeeper.tables.files import DataFile
 
@@ -69,3 +73,29 @@ class ChangesetRows:
             [pa.array(tables, pa.string()), pa.array([str(o) for o in ops], pa.string()),
              pa.array(partitions, pa.string()), pa.array(payloads, pa.binary())],
             names=["table", "op", "partition", "payload"])
+
+
+class WrittenFiles(AccumulatorParam):
+    """Accumulates (table, DataFile JSON) pairs of data files a producer's tasks wrote.
+
+    Spark merges a task's updates only when the task succeeds, and a producer's failed task deletes what it
+    wrote itself; so after a failed job the value names exactly the uncommitted files no one else deletes."""
+
+    def zero(self, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return []
+
+    def addInPlace(self, a: list[tuple[str, str]], b: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        a.extend(b)
+        return a
+
+
+def written_files(spark: Any) -> Any:
+    """A WrittenFiles accumulator of `spark`'s context."""
+    return spark.sparkContext.accumulator([], WrittenFiles())
+
+
+def decode_written(pairs: list[tuple[str, str]]) -> dict[str, list[DataFile]]:
+    out: dict[str, list[DataFile]] = {}
+    for table, payload in pairs:
+        out.setdefault(table, []).append(DataFile.from_json(payload))
+    return out

@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.arrow_codec import schema_from_text, table_from_ipc
 from statekeeper.tables.changeset import CHANGESET_SCHEMA, ChangeOp
+from statekeeper.tables.changeset_commit import commit_tables, delete_unless_committed
 from statekeeper.tables.errors import TableError
 from statekeeper.tables.files import DataFile, read_data_file, split_partitions, write_data_file
 from statekeeper.tables.spark import spark_schema
@@ -244,32 +245,6 @@ class DeltaWriter(DataSourceArrowWriter):
                                 {self.spec.name: self.read_version})
 
 
-def delete_unless_committed(warehouse: Warehouse, adds: dict[str, tuple[TableSpec, list[DataFile]]],
-                            commit_ids: dict[str, str], read_versions: dict[str, int | None]) -> None:
-    """Delete written data files of tables whose commit the log shows did not happen.
-
-    Spark calls abort() after any failure, including one after commit() landed (a commit worker
-    killed before it reported): deleting then would remove live files and make the table
-    unreadable. When the log cannot be read, the files stay (an uncommitted file is harmless
-    garbage in the warehouse; a deleted committed one is lost data)."""
-    from statekeeper.tables import delta_log
-
-    for name, (spec, files) in adds.items():
-        if not files:
-            continue
-        try:
-            landed = delta_log.find_commit(warehouse, name, commit_ids[name], after=read_versions.get(name))
-        except Exception:  # noqa: BLE001 - unknown outcome: keep the files
-            delta_log.log.exception("cannot tell whether commit %s to %s landed; leaving its %d data file(s) in "
-                                    "place", commit_ids[name], warehouse.table_uri(name), len(files))
-            continue
-        if landed is None:
-            delta_log.abort_files(warehouse, spec, files)
-        else:
-            delta_log.log.warning("abort after commit %s landed as %s version %d: its data files are live and kept",
-                                  commit_ids[name], warehouse.table_uri(name), landed)
-
-
 # ---------------------------------------------------------------------------------------------
 # statekeeper_changeset: several tables, one pass
 # ---------------------------------------------------------------------------------------------
@@ -387,9 +362,6 @@ class ChangesetWriter(DataSourceArrowWriter):
             delta_log.abort_files(self.warehouse, self._spec(name), files)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from statekeeper.tables import delta_log
-        from statekeeper.tables.errors import ConcurrentCommitError
-
         msgs = [m for m in messages if isinstance(m, ChangesetMessage)]
         adds: dict[str, list[DataFile]] = {n: [] for n in self.order}
         removes: dict[str, list[DataFile]] = {n: [] for n in self.order}
@@ -402,27 +374,17 @@ class ChangesetWriter(DataSourceArrowWriter):
             notes.extend(m.notes)
         metadata = json.loads(self.options.get("commit_metadata") or "{}")
         result: dict[str, Any] = {"committed": {}, "notes": notes, "error": None}
-        pending = list(self.order)
+
+        def committed(name: str, outcome: Any) -> None:
+            result["committed"][name] = outcome.to_mapping()
+            _write_result(self.result_path, result)
+
         try:
-            # Check every table before committing any, so a concurrent run is detected before
-            # this one leaves some tables updated and others not.
-            for name in self.order:
-                current = delta_log.latest_version(self.warehouse, name)
-                if current != self.read_versions[name]:
-                    raise ConcurrentCommitError(self.warehouse.table_uri(name), self.read_versions[name], current)
-            for name in self.order:
-                outcome = delta_log.commit(self.warehouse, self.specs[name], adds[name], removes[name],
-                                           read_version=self.read_versions[name], strict=True, metadata=metadata,
-                                           commit_id=self.commit_ids[name])
-                pending.remove(name)
-                result["committed"][name] = outcome.to_mapping()
-                _write_result(self.result_path, result)
+            commit_tables(self.warehouse, [self.specs[n] for n in self.order], self.read_versions, self.commit_ids,
+                          adds, removes, metadata=metadata, on_commit=committed)
         except BaseException as exc:
-            # delta_log.commit already asked the log about the table it was committing; the
-            # tables after it were never attempted. Ask again anyway: deleting is irreversible.
-            self._delete_unless_committed({n: adds[n] for n in pending})
             result["error"] = f"{type(exc).__name__}: {exc}"
-            result["uncommitted"] = pending
+            result["uncommitted"] = [n for n in self.order if n not in result["committed"]]
             _write_result(self.result_path, result)
             raise
         _write_result(self.result_path, result)

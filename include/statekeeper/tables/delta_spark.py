@@ -114,7 +114,7 @@ class DeltaSparkEngine(TableEngine):
 
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                          read_versions: dict[str, int | None], *,
-                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
+                         metadata: dict[str, Any] | None = None, written: Any = None) -> ChangesetResult:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 

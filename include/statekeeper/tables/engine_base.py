@@ -48,6 +48,7 @@ class TableEngine(ABC):
     @abstractmethod
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                          read_versions: dict[str, int | None], *,
-                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
+                         metadata: dict[str, Any] | None = None, written: Any = None) -> ChangesetResult:
         """Apply a change set DataFrame (`datasource.CHANGESET_SCHEMA`) to several tables, each in one
-        commit strictly against `read_versions`."""
+        commit strictly against `read_versions`. `written` is the producer's `changeset.written_files`
+        accumulator when its tasks write data files (`file` rows)."""

@@ -116,3 +116,15 @@ def bucketed(df: Any, spec: Any) -> Any:
     per-job read of a bucket file filters contiguous rows."""
     shaped = df.withColumn("bucket", bucket_of("job_dir")).select(*spec.schema.names)
     return shaped.repartition(*spec.partition_by).sortWithinPartitions("job_dir")
+
+
+def release_checkpoint(df: Any) -> None:
+    """Drop a checkpointed frame's blocks now rather than when the JVM collects its RDD (a test
+    session or a notebook runs many jobs in one driver)."""
+    try:
+        plan = df._jdf.queryExecution().logical()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+    except Exception:  # noqa: BLE001 - best effort: the session may be gone
+        pass
+
