@@ -284,6 +284,20 @@ def test_a_changeset_of_producer_written_files_commits_on_the_driver_or_deletes_
     assert _orphan_parquet(warehouse, "events") == set()
 
 
+def test_a_changeset_with_an_unknown_row_commits_nothing_and_deletes_the_producers_files(spark, tmp_path):
+    """A row the engine cannot read fails the change set before any commit, whatever order the rows arrive
+    in, and the files the producer wrote are deleted, not left uncommitted."""
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    items = [written(warehouse, SPEC, arrow_rows("r", "a", [1]), {"root_id": "r", "job_dir": "a"}),
+             ("events", "rename", "", bytearray(b"{}")),
+             written(warehouse, SPEC, arrow_rows("r", "b", [2]), {"root_id": "r", "job_dir": "b"})]
+    with pytest.raises(Exception, match="unknown change set op 'rename'"):
+        engine.commit_changeset(changeset_rows(spark, items), warehouse, [SPEC], {"events": None})
+    assert delta_log.latest_version(warehouse, "events") is None
+    assert not list((tmp_path / "wh").rglob("*.parquet"))
+
+
 def test_writes_from_another_python_thread(spark, tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     errors: list[BaseException] = []

@@ -127,7 +127,7 @@ class DeltaRsEngine(TableEngine):
         wrote (`written`, a changeset.written_files accumulator) are deleted, as the writer's abort() did."""
         from pyspark.sql import functions as F
 
-        from statekeeper.tables.changeset import ChangeOp, decode_written
+        from statekeeper.tables.changeset import ChangeOp
         from statekeeper.tables.spark import release_checkpoint
 
         # Chosen here so that, whatever happens to the commit, this driver can ask the Delta logs which of the
@@ -137,31 +137,37 @@ class DeltaRsEngine(TableEngine):
         try:
             staged = changes.localCheckpoint(eager=True)
         except BaseException:
-            if written is not None:
-                by_name = {s.name: s for s in specs}
-                for name, files in decode_written(written.value).items():
-                    delta_log.abort_files(warehouse, by_name[name], files)
+            _abort_written(warehouse, specs, written, [])
             raise
         try:
-            rows = staged.select("table", "op", "partition",
-                                 F.when(F.col("op") != ChangeOp.ADD, F.col("payload")).alias("payload")).collect()
+            try:
+                rows = staged.select("table", "op", "partition",
+                                     F.when(F.col("op") != ChangeOp.ADD, F.col("payload")).alias("payload")).collect()
+            except BaseException:
+                _abort_written(warehouse, specs, written, [])
+                raise
             if any(r["op"] == ChangeOp.ADD for r in rows):
                 return self._commit_through_source(staged, warehouse, specs, read_versions, commit_ids, metadata)
             adds: dict[str, list[DataFile]] = {}
             removes: dict[str, list[DataFile]] = {}
             notes: list[Any] = []
-            for r in rows:
-                payload = bytes(r["payload"]).decode()
-                if r["op"] == ChangeOp.NOTE:
-                    notes.append(json.loads(payload))
-                elif r["op"] in (ChangeOp.FILE, ChangeOp.REMOVE):
-                    if r["table"] not in commit_ids:
-                        raise TableError(f"change set names table {r['table']!r}, not one of "
-                                         f"{', '.join(commit_ids)}")
-                    target = adds if r["op"] == ChangeOp.FILE else removes
-                    target.setdefault(r["table"], []).append(DataFile.from_json(payload))
-                else:
-                    raise TableError(f"unknown change set op {r['op']!r}")
+            try:
+                for r in rows:
+                    payload = bytes(r["payload"]).decode()
+                    if r["op"] == ChangeOp.NOTE:
+                        notes.append(json.loads(payload))
+                    elif r["op"] in (ChangeOp.FILE, ChangeOp.REMOVE):
+                        if r["table"] not in commit_ids:
+                            raise TableError(f"change set names table {r['table']!r}, not one of "
+                                             f"{', '.join(commit_ids)}")
+                        target = adds if r["op"] == ChangeOp.FILE else removes
+                        target.setdefault(r["table"], []).append(DataFile.from_json(payload))
+                    else:
+                        raise TableError(f"unknown change set op {r['op']!r}")
+            except BaseException:
+                # Nothing was committed: every file the producer wrote is ours to delete.
+                _abort_written(warehouse, specs, written, rows)
+                raise
             try:
                 committed = commit_tables(warehouse, specs, read_versions, commit_ids, adds, removes,
                                           metadata=metadata or {})
@@ -195,6 +201,27 @@ class DeltaRsEngine(TableEngine):
                 _raise_partial(exc, warehouse, commit_ids, read_versions)
                 raise
         return ChangesetResult({n: CommitResult(**r) for n, r in result["committed"].items()}, result["notes"])
+
+
+def _abort_written(warehouse: Warehouse, specs: list[TableSpec], written: Any, rows: list[Any]) -> None:
+    """Delete the uncommitted files of a change set that will not be committed: those the producer's
+    successful tasks reported (`written`), or, without that accumulator, every `file` row that names one."""
+    from statekeeper.tables.changeset import ChangeOp, decode_written
+
+    by_name = {s.name: s for s in specs}
+    if written is not None:
+        files = decode_written(written.value)
+    else:
+        files = {}
+        for r in rows:
+            if r["op"] == ChangeOp.FILE and r["table"] in by_name:
+                try:
+                    files.setdefault(r["table"], []).append(DataFile.from_json(bytes(r["payload"]).decode()))
+                except Exception:  # noqa: BLE001 - an unreadable row names no file we could delete
+                    continue
+    for name, table_files in files.items():
+        if name in by_name:
+            delta_log.abort_files(warehouse, by_name[name], table_files)
 
 
 def _raise_partial(exc: BaseException, warehouse: Warehouse, commit_ids: dict[str, str],
