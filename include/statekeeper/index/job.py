@@ -149,8 +149,9 @@ class IndexCheckpoints(StatekeeperJob[IndexResult, IndexOptions]):
         t0 = time.monotonic()
         accumulators = {name: spark.sparkContext.accumulator(0) for name in
                         ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
-        # Tasks write the parquet files themselves only for delta-rs, whose change set writer
-        # commits producer-written files; delta-spark writes files from `add` rows.
+        # Tasks write the parquet files themselves only for delta-rs, which commits producer-written
+        # files (and deletes them, from `written`, if the tasks' job fails); delta-spark writes files
+        # from `add` rows.
         write_files = ctx.engine.name == "delta-rs"
         written = written_files(spark) if write_files else None
         task = IndexTask(plan.roots.uris, ctx.storage, ctx.warehouse, ctx.run_id, accumulators, plan.plans,

@@ -6,7 +6,7 @@ delta-spark engine) decode them with `ChangeOp`. The ops:
 
 * `add`    — payload: Arrow IPC rows of one partition (engines that write data files themselves);
 * `file`   — payload: a DataFile JSON of an uncommitted data file the producer already wrote into
-  the table in the same task; the writer then owns it (commits it or deletes it);
+  the table in the same task; the engine then owns it (commits it or deletes it);
 * `remove` — payload: a DataFile JSON, planned from the table state the producer read;
 * `note`   — payload: JSON handed back to the caller (task counters).
 

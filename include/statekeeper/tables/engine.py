@@ -127,47 +127,31 @@ class DeltaRsEngine(TableEngine):
         wrote (`written`, a changeset.written_files accumulator) are deleted, as the writer's abort() did."""
         from pyspark.sql import functions as F
 
-        from statekeeper.tables.changeset import ChangeOp
+        from statekeeper.tables.changeset import ChangeOp, decode_written
         from statekeeper.tables.spark import release_checkpoint
 
         # Chosen here so that, whatever happens to the commit, this driver can ask the Delta logs which of the
         # tables committed.
         batch = uuid.uuid4().hex
         commit_ids = {s.name: f"{batch}.{s.name}" for s in specs}
-        try:
-            staged = changes.localCheckpoint(eager=True)
-        except BaseException:
-            _abort_written(warehouse, specs, written, [])
-            raise
+        staged = None
+        adds: dict[str, list[DataFile]] = {}
         try:
             try:
+                staged = changes.localCheckpoint(eager=True)
                 rows = staged.select("table", "op", "partition",
                                      F.when(F.col("op") != ChangeOp.ADD, F.col("payload")).alias("payload")).collect()
-            except BaseException:
-                _abort_written(warehouse, specs, written, [])
-                raise
-            if any(r["op"] == ChangeOp.ADD for r in rows):
-                return self._commit_through_source(staged, warehouse, specs, read_versions, commit_ids, metadata)
-            adds: dict[str, list[DataFile]] = {}
-            removes: dict[str, list[DataFile]] = {}
-            notes: list[Any] = []
-            try:
-                for r in rows:
-                    payload = bytes(r["payload"]).decode()
-                    if r["op"] == ChangeOp.NOTE:
-                        notes.append(json.loads(payload))
-                    elif r["op"] in (ChangeOp.FILE, ChangeOp.REMOVE):
-                        if r["table"] not in commit_ids:
-                            raise TableError(f"change set names table {r['table']!r}, not one of "
-                                             f"{', '.join(commit_ids)}")
-                        target = adds if r["op"] == ChangeOp.FILE else removes
-                        target.setdefault(r["table"], []).append(DataFile.from_json(payload))
-                    else:
-                        raise TableError(f"unknown change set op {r['op']!r}")
+                through_source = any(r["op"] == ChangeOp.ADD for r in rows)
+                if not through_source:
+                    adds, removes, notes, problem = _read_rows(rows, commit_ids)
+                    if problem:
+                        raise TableError(problem)
             except BaseException:
                 # Nothing was committed: every file the producer wrote is ours to delete.
-                _abort_written(warehouse, specs, written, rows)
+                _abort_files(warehouse, specs, decode_written(written.value) if written is not None else adds)
                 raise
+            if through_source:
+                return self._commit_through_source(staged, warehouse, specs, read_versions, commit_ids, metadata)
             try:
                 committed = commit_tables(warehouse, specs, read_versions, commit_ids, adds, removes,
                                           metadata=metadata or {})
@@ -176,7 +160,8 @@ class DeltaRsEngine(TableEngine):
                 raise
             return ChangesetResult(committed, notes)
         finally:
-            release_checkpoint(staged)
+            if staged is not None:
+                release_checkpoint(staged)
 
     def _commit_through_source(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                                read_versions: dict[str, int | None], commit_ids: dict[str, str],
@@ -203,22 +188,34 @@ class DeltaRsEngine(TableEngine):
         return ChangesetResult({n: CommitResult(**r) for n, r in result["committed"].items()}, result["notes"])
 
 
-def _abort_written(warehouse: Warehouse, specs: list[TableSpec], written: Any, rows: list[Any]) -> None:
-    """Delete the uncommitted files of a change set that will not be committed: those the producer's
-    successful tasks reported (`written`), or, without that accumulator, every `file` row that names one."""
-    from statekeeper.tables.changeset import ChangeOp, decode_written
+def _read_rows(rows: list[Any], tables: dict[str, str]) -> tuple[dict[str, list[DataFile]],
+                                                                  dict[str, list[DataFile]], list[Any], str | None]:
+    """(adds, removes, notes, first problem) of a change set's `file`, `remove` and `note` rows. Every `file` row
+    is read even after a problem, so that the files it names can be deleted."""
+    from statekeeper.tables.changeset import ChangeOp
 
+    adds: dict[str, list[DataFile]] = {}
+    removes: dict[str, list[DataFile]] = {}
+    notes: list[Any] = []
+    problem = None
+    for r in rows:
+        payload = bytes(r["payload"]).decode()
+        if r["op"] == ChangeOp.NOTE:
+            notes.append(json.loads(payload))
+        elif r["op"] in (ChangeOp.FILE, ChangeOp.REMOVE):
+            if r["table"] not in tables:
+                problem = problem or f"change set names table {r['table']!r}, not one of {', '.join(tables)}"
+                continue
+            target = adds if r["op"] == ChangeOp.FILE else removes
+            target.setdefault(r["table"], []).append(DataFile.from_json(payload))
+        else:
+            problem = problem or f"unknown change set op {r['op']!r}"
+    return adds, removes, notes, problem
+
+
+def _abort_files(warehouse: Warehouse, specs: list[TableSpec], files: dict[str, list[DataFile]]) -> None:
+    """Delete uncommitted data files of a change set that will not be committed."""
     by_name = {s.name: s for s in specs}
-    if written is not None:
-        files = decode_written(written.value)
-    else:
-        files = {}
-        for r in rows:
-            if r["op"] == ChangeOp.FILE and r["table"] in by_name:
-                try:
-                    files.setdefault(r["table"], []).append(DataFile.from_json(bytes(r["payload"]).decode()))
-                except Exception:  # noqa: BLE001 - an unreadable row names no file we could delete
-                    continue
     for name, table_files in files.items():
         if name in by_name:
             delta_log.abort_files(warehouse, by_name[name], table_files)
