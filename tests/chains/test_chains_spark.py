@@ -54,7 +54,7 @@ def test_spark_graph_equals_the_pure_rules(spark):
         direct = keep(direct_edges(file_uses(refs, snaps, files)))
         rows = direct.collect()
         trans = {(r["snapshot_uri"], r["target_uri"], r["depth"], tuple(r["via"]))
-                 for r in lineage(direct, keep).collect()}
+                 for r in lineage(direct).collect()}
     got = {(r["snapshot_uri"], r["target_uri"]): {"relation": r["relation"], "files": r["files"],
                                                   "directories": r["directories"], "bytes": r["bytes"],
                                                   "kind": r["target_kind"]}

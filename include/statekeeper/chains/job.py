@@ -77,9 +77,8 @@ class ComputeChains(StatekeeperJob[ChainsResult, ChainsOptions]):
         direct = keep(direct_edges(file_uses(refs, snaps, files)))
         log.info("%s: direct dependencies computed (%.1fs)", ctx.label, time.monotonic() - clock)
         beat.phase("lineage")
-        trans = keep(lineage(direct, keep, self.options.max_depth))
+        edges = keep(_edges(direct, lineage(direct, self.options.max_depth), snaps, ctx.run_id))
         log.info("%s: lineage computed (%.1fs)", ctx.label, time.monotonic() - clock)
-        edges = keep(_edges(direct, trans, snaps, ctx.run_id))
         stats = _edge_counts(edges)
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(self.inputs.versions,

@@ -2,14 +2,14 @@
 
     uses    = file_uses(references, snapshots, files)   statekeeper.layout.spark_locate
     direct  = direct_edges(uses)                        statekeeper.layout.spark_locate
-    trans   = lineage(direct, keep)                     transitive rows, same columns as direct
+    trans   = lineage(direct)                           transitive rows, same columns as direct
 
 Lineage runs statekeeper.chains.graph over the small graph of target directories in one task and
 joins the result back to snapshots here.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,15 +79,17 @@ def node_closure(direct: Any, max_depth: int = 64) -> Any:
                                            "x string, t string, depth int, via array<string>")
 
 
-def lineage(direct: Any, keep: Callable[[Any], Any], max_depth: int = 64) -> Any:
+def lineage(direct: Any, max_depth: int = 64) -> Any:
     """Transitive dependency rows (dependency 'transitive', depth >= 2) with direct_edges' columns;
-    files/directories/bytes are null: the snapshot uses none of those files itself."""
+    files/directories/bytes are null: the snapshot uses none of those files itself.
+
+    Lazy: nothing here runs a Spark job. `direct` should be computed already (the plan reads it four
+    times); the closure's one task runs once, when the caller materializes the result, and a graph
+    with no cross-directory edge gives an empty closure, so no rows, at the cost of that one task.
+    """
     F = _F()
-    foreign = keep(direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS))))
-    if foreign.isEmpty():
-        # No cross-directory dependency at all (e.g. only NO_CLAIM restores): no lineage.
-        return lineage_schema_frame(direct)
-    closure = keep(node_closure(direct, max_depth))
+    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
+    closure = node_closure(direct, max_depth)
     first = foreign.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("target_uri").alias("t1"))
     cand = (first.join(closure.withColumnRenamed("x", "t1"), "t1")
             .where((F.col("t") != F.col("snapshot_dir")) & (F.col("t") != F.col("snapshot_job_location")))
@@ -111,13 +113,3 @@ def lineage(direct: Any, keep: Callable[[Any], Any], max_depth: int = 64) -> Any
                                                          + [StructField("relation", StringType(), True)]))
     return related.select(*direct_edges_columns())
 
-
-def lineage_schema_frame(direct: Any) -> Any:
-    """An empty DataFrame with the lineage rows' columns and types."""
-    F = _F()
-    return direct.limit(0).select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
-                                  *TARGET_ATTRS, "relation", F.lit(Dependency.TRANSITIVE).alias("dependency"),
-                                  "depth", "via",
-                                  F.lit(None).cast("long").alias("files"),
-                                  F.lit(None).cast("long").alias("directories"),
-                                  F.lit(None).cast("long").alias("bytes"))
