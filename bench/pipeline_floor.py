@@ -10,6 +10,10 @@ Spark jobs, stages and tasks it ran (from Spark's event log, which every run her
 one included).
 
 Jobs (the maintenance DAG's, in its order): index (the first run, then over unchanged storage),
+two probes that are no job but show what the 1.5x goal leaves room for on this machine (probe_query: the
+session as the jobs start it, two index tables read as the jobs read them, one grouped count joined to the
+snapshots and collected; probe_python: the same plus one pass of the references through a Python task, as
+every job's locate step makes; not run in --driver rounds),
 chains, validate (with the quality suite, and without it so its cost shows separately), gc (plan
 mode) and compact (dry run); then the DR job end to end (`copy_to_dr`: select, closure, copy, verify,
 rewritten `_metadata`, audit rows) into a fresh local target, reported also against the first index run
@@ -54,9 +58,36 @@ _EMPTY_JOB = """\
 from pyspark.sql import SparkSession
 SparkSession.builder.appName("empty").getOrCreate().stop()
 """
+# The least a job that reads the index can cost: the session as the jobs start it, two index tables read as
+# they read them, the cut check's query (a grouped count joined to the snapshots, collected), and for
+# probe_python one pass of the references through a Python task, as every job's locate step makes one.
+_PROBE_JOB = """\
+import sys
+from pyspark.sql import functions as F
+from statekeeper.entrypoint import spark_session
+from statekeeper.tables.engine import select_engine
+from statekeeper.tables.spark import activate
+from statekeeper.tables.warehouse import Warehouse
+
+
+def same(batches):
+    yield from batches
+
+
+with spark_session("probe") as spark:
+    activate(spark)
+    engine, warehouse = select_engine(spark, "auto"), Warehouse(sys.argv[1])
+    refs, snaps = engine.read(spark, warehouse, "references"), engine.read(spark, warehouse, "snapshots")
+    (refs.groupBy("snapshot_uri").agg(F.count(F.lit(1)).alias("rows"))
+     .join(snaps.select(F.col("uri").alias("snapshot_uri")), "snapshot_uri", "full_outer").collect())
+    if sys.argv[2] == "python":
+        refs.select("snapshot_uri").mapInArrow(same, "snapshot_uri string").collect()
+"""
 # The GC step plans with the DAG's default rules; the newest index run is the one just made.
-STEPS = ("index_first", "index", "chains", "validate", "validate_no_suite", "gc", "compact", "report", "dr_copy",
-         "dr_follow", "dr_follow_idle")
+STEPS = ("index_first", "index", "probe_query", "probe_python", "chains", "validate", "validate_no_suite", "gc",
+         "compact", "report", "dr_copy", "dr_follow", "dr_follow_idle")
+PROBES = ("probe_query", "probe_python")
+_PROBE_WORDS = {"probe_query": "read two tables and run one query", "probe_python": "the same plus one Python task"}
 
 
 @dataclass
@@ -81,6 +112,8 @@ class Submitter:
         self.events = work / "events"
         self.empty = work / "empty_job.py"
         self.empty.write_text(_EMPTY_JOB)
+        self.probe = work / "probe_job.py"
+        self.probe.write_text(_PROBE_JOB)
         self.binary = Path(sys.executable).with_name("spark-submit")
         self.env = {**os.environ, **dag_env(checkout)}
 
@@ -219,6 +252,8 @@ def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[
     return {
         "index_first": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
         "index": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
+        "probe_query": ("", [str(warehouse), "query"]),
+        "probe_python": ("", [str(warehouse), "python"]),
         "chains": ("compute_chains", common),
         "validate": ("validate_checkpoints", [*common, *root_args]),
         "validate_no_suite": ("validate_checkpoints", [*common, *root_args, "--no-quality-suite"]),
@@ -313,7 +348,8 @@ def main(argv: list[str]) -> int:
                                 sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(),
                                         f"unmeasured-{needed}")
                     entry, job_args = _step_args(step, roots, warehouse)
-                    sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, figures[(store, step)], step)
+                    application = checkout / "spark_jobs" / f"{entry}.py" if entry else sub.probe
+                    sub.run(application, job_args, figures[(store, step)], step)
                 if args.driver:
                     # The same steps on a warehouse of their own, in the order a DAG run sends them.
                     shared = SharedDriver(sub, f"driver-{store}-{round_}")
@@ -324,6 +360,8 @@ def main(argv: list[str]) -> int:
                             entry, job_args = _step_args("index_first", roots, warehouse)
                             shared.run(entry, job_args, Figures(), "unmeasured-index")
                         for step in steps:
+                            if step in PROBES:   # not a job the driver knows; its own spark-submit is the figure
+                                continue
                             if step == "dr_follow_idle" and "dr_follow" not in steps:
                                 shared.run(*_step_args("dr_follow", roots, warehouse), Figures(), "unmeasured-follow")
                             if step == "dr_copy":
@@ -350,6 +388,10 @@ def main(argv: list[str]) -> int:
         print("ratio: to the empty spark-submit (goal <= 1.5 on the sample store); vs DAG floor: to the empty job "
               "started as the DAG starts jobs")
         for store in stores:
+            probes = [(step, figures[(store, step)].median()) for step in PROBES if (store, step) in figures]
+            if probes:
+                print(f"{store}: the least a job reading the index costs here: "
+                      + "; ".join(f"{_PROBE_WORDS[step]} {wall:.1f}s ({wall / base:.2f}x)" for step, wall in probes))
             if (store, "dr_copy") in figures and (store, "index_first") in figures:
                 dr, index = figures[(store, "dr_copy")].median(), figures[(store, "index_first")].median()
                 print(f"{store}: the DR job end to end takes {dr:.1f}s, {dr / index:.2f}x the first index run over "
