@@ -75,6 +75,10 @@ def script(entry_point: str, caller: str) -> tuple[Callable[[], argparse.Argumen
     """`parser` and `main` of `spark_jobs/<entry_point>.py`, from its job's `ENTRY` (found through the
     registry); when the script itself runs (`caller`, its `__name__`, is "__main__"), it runs the job and
     exits with its code."""
+    if caller == "__main__":
+        from statekeeper.pyspark_path import prefer_installed_pyspark
+
+        prefer_installed_pyspark()   # a driver of its own: before the job's modules import PySpark
     entry = importlib.import_module(registry.job(entry_point).entry_module).ENTRY
 
     def parser() -> argparse.ArgumentParser:

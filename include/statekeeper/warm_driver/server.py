@@ -267,6 +267,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from statekeeper.pyspark_path import prefer_installed_pyspark
+
+    prefer_installed_pyspark()   # before anything imports PySpark
     from statekeeper.entrypoint import configure_logging, spark_session
 
     args = parser().parse_args(argv)
