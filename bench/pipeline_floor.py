@@ -86,8 +86,8 @@ with spark_session("probe") as spark:
 # The GC step plans with the DAG's default rules; the newest index run is the one just made.
 STEPS = ("index_first", "index", "probe_query", "probe_python", "chains", "validate", "validate_no_suite", "gc",
          "compact", "report", "dr_copy", "dr_follow", "dr_follow_idle")
-PROBES = ("probe_query", "probe_python")
 _PROBE_WORDS = {"probe_query": "read two tables and run one query", "probe_python": "the same plus one Python task"}
+PROBES = tuple(_PROBE_WORDS)
 
 
 @dataclass

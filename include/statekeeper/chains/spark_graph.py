@@ -63,11 +63,11 @@ class ClosureTask:
                 names=["x", "t", "depth", "via"])
 
 
-def node_closure(direct: Any, max_depth: int = 64) -> Any:
-    """(x, t, depth, via): target t reachable from target x through cross-directory dependencies of
-    x's member snapshots (statekeeper.chains.graph.node_closure, run in one Spark task)."""
+def node_closure(foreign: Any, max_depth: int = 64) -> Any:
+    """(x, t, depth, via): target t reachable from target x through the cross-directory dependencies
+    (`foreign`: direct edges of a FOREIGN_RELATIONS relation) of x's member snapshots
+    (statekeeper.chains.graph.node_closure, run in one Spark task)."""
     F = _F()
-    foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
     # Lineage is only ever asked from a target and only expands through targets: keep the edges
     # leaving directories that something depends on.
     targets = foreign.select(F.col("target_uri").alias("x")).distinct()
@@ -89,7 +89,7 @@ def lineage(direct: Any, max_depth: int = 64) -> Any:
     """
     F = _F()
     foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
-    closure = node_closure(direct, max_depth)
+    closure = node_closure(foreign, max_depth)
     first = foreign.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", F.col("target_uri").alias("t1"))
     cand = (first.join(closure.withColumnRenamed("x", "t1"), "t1")
             .where((F.col("t") != F.col("snapshot_dir")) & (F.col("t") != F.col("snapshot_job_location")))
