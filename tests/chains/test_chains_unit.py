@@ -10,6 +10,7 @@ from statekeeper.layout.locate import (
     job_location,
     lineage_nodes,
     location_job_dir,
+    parent_dir,
     relation_of,
     target_of,
     unit_kind,
@@ -98,15 +99,59 @@ def test_annotate_matches_the_scalar_rules():
         (meta(B, "chk-6"), ROOT, B, f"{ROOT}/{B}/chk-6/3", ROOT, B, B, meta(B, "chk-6"), "checkpoint"),
         (meta(B, "chk-6"), ROOT, B, "s3://far/away/4", None, None, None, None, None),
     ]
-    cols = ("snapshot_uri", "root", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
+    cols = ("snapshot_uri", "root", "job_dir", "file_dir", "file_root", "file_job_dir", "file_job_id",
             "parent_snapshot_uri", "parent_snapshot_type")
-    table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+    table = pa.table({c: [parent_dir(r[i]) if c == "file_dir" else r[i] for r in rows] for i, c in enumerate(cols)})
     out = annotate(table).to_pylist()
     assert [r["relation"] for r in out] == [Relation.OTHER_JOB, Relation.OTHER_JOB, Relation.SELF, "external"]
     assert [r["target_uri"] for r in out] == [f"{ROOT}/{A}", f"{ROOT}/{A}", f"{ROOT}/{B}/chk-6", "s3://far/away"]
     assert {r["snapshot_dir"] for r in out} == {f"{ROOT}/{B}/chk-6"}
     assert {r["snapshot_job_location"] for r in out} == {f"{ROOT}/{B}"}
     assert out[0]["target_job_location"] == f"{ROOT}/{A}" and out[3]["target_job_location"] is None
+
+
+def test_annotate_decides_every_row_as_the_scalar_rules_do():
+    # annotate decides each distinct directory, snapshot and (snapshot, target) pair once and indexes the rows
+    # into them: every row must still get what the scalar rules give each of its files, nulls and repeats
+    # included, whatever the table's chunks.
+    snapshots = [(meta(B, "chk-6"), ROOT, B), (meta(A, "chk-4"), ROOT, A), (meta(SP, root=SP_ROOT), SP_ROOT, SP),
+                 (f"{ROOT}/chk-3/_metadata", ROOT, "chk-3")]
+    files = [(f"{ROOT}/{A}/shared/{n}", ROOT, A, A, None, None) for n in range(3)]
+    files += [(f"{ROOT}/{B}/chk-6/x", ROOT, B, B, meta(B, "chk-6"), "checkpoint"),
+              (f"{ROOT}/{B}/chk-6/y", ROOT, B, B, None, None),            # the same directory, no parent snapshot
+              (f"{ROOT}/{A}/chk-4/x", ROOT, A, A, meta(A, "chk-4"), "checkpoint"),
+              (f"{SP_ROOT}/{SP}/d", SP_ROOT, SP, None, meta(SP, root=SP_ROOT), "savepoint"),
+              (f"{SP_ROOT}/backup-1/d", SP_ROOT, "backup-1", None, None, None),
+              (f"{ROOT}/shared/z", ROOT, "shared", None, None, None),
+              ("s3://far/away/4", None, None, None, None, None), ("s3://far/away/5", None, None, None, None, None),
+              ("file:///mnt/other/x", None, None, None, None, None)]
+    rows = [(*s, *f) for i, s in enumerate(snapshots) for j, f in enumerate(files) if (i + j) % 3 != 1] * 2
+    cols = ("snapshot_uri", "root", "job_dir", "file_dir", "file_root", "file_job_dir", "file_job_id",
+            "parent_snapshot_uri", "parent_snapshot_type")
+    whole = pa.table({c: pa.array([parent_dir(r[i]) if c == "file_dir" else r[i] for r in rows], pa.string())
+                      for i, c in enumerate(cols)})
+    chunked = pa.Table.from_batches(whole.to_batches(max_chunksize=7))
+    for table in (whole, chunked, whole.to_batches()[0]):
+        out = annotate(table).to_pylist()
+        assert len(out) == len(rows)
+        for row, got in zip(rows, out, strict=True):
+            s_uri, s_root, s_job = row[:3]
+            t = target_of(*row[3:])
+            expected = {"target_kind": t.kind, "target_uri": t.uri, "target_snapshot_uri": t.snapshot_uri,
+                        "target_root": t.root, "target_root_id": t.root_id, "target_job_dir": t.job_dir,
+                        "target_job_id": t.job_id,
+                        "target_job_location": None if t.root is None else job_location(t.root, t.job_dir),
+                        "relation": relation_of(s_uri, s_root, s_job, t), "snapshot_dir": s_uri[:-len("/_metadata")],
+                        "snapshot_job_location": job_location(s_root, s_job)}
+            assert {k: got[k] for k in expected} == expected, row
+            assert got["file_dir"] == parent_dir(row[3]) and got["snapshot_uri"] == s_uri
+    empty = annotate(whole.slice(0, 0))
+    assert empty.num_rows == 0 and empty.schema.names[len(cols):] == list(expected)
+    with pytest.raises(ValueError, match="not a _metadata URI"):
+        annotate(whole.set_column(0, "snapshot_uri", pa.array([f"{ROOT}/x"] * len(rows))))
+    # an external file whose URI had no parent (the Spark side computes an empty directory) is refused
+    with pytest.raises(ValueError, match="not the parent directory of a file"):
+        annotate(whole.set_column(3, "file_dir", pa.array([""] * len(rows))))
 
 
 # -- lineage --------------------------------------------------------------------------------------

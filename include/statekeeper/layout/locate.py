@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from statekeeper.layout.classify import LocationKind, classify_child, is_flat_checkpoint_dir
 from statekeeper.storage.roots import root_id_of
@@ -47,6 +47,14 @@ def parent_dir(uri: str) -> str:
     if not sep or head.endswith(":/") or head.endswith(":"):
         raise ValueError(f"{uri!r} has no parent directory")
     return head
+
+
+def _directory(directory: str | None) -> str:
+    """`directory` as a target: what `parent_dir` can answer (a computed parent that is empty or a bare
+    scheme means the file's URI had none)."""
+    if not directory or directory.endswith(":/") or directory.endswith(":"):
+        raise ValueError(f"{directory!r} is not the parent directory of a file")
+    return directory
 
 
 def is_flat(job_dir: str) -> bool:
@@ -85,8 +93,17 @@ def target_of(file_uri: str, file_root: str | None, file_job_dir: str | None, fi
     `parent_snapshot_*` describe the indexed snapshot whose `_metadata` sits in the file's parent
     directory, if there is one (the caller joins it in; references do not carry it).
     """
+    return target_in(parent_dir(file_uri), file_root, file_job_dir, file_job_id, parent_snapshot_uri,
+                     parent_snapshot_type, _root_ids)
+
+
+def target_in(directory: str | None, file_root: str | None, file_job_dir: str | None, file_job_id: str | None,
+              parent_snapshot_uri: str | None, parent_snapshot_type: str | None,
+              _root_ids: dict[str, str] | None = None) -> Target:
+    """The target of the files in `directory` (`parent_dir` of their URIs) that have this root, job and
+    parent snapshot: all of them share it, which is what lets the Spark jobs decide it once per directory."""
     if file_root is None or file_job_dir is None:
-        return Target(TargetKind.EXTERNAL, parent_dir(file_uri), None, None, EXTERNAL_ROOT_ID, ROOT_LEVEL, None)
+        return Target(TargetKind.EXTERNAL, _directory(directory), None, None, EXTERNAL_ROOT_ID, ROOT_LEVEL, None)
     if _root_ids is not None:
         rid = _root_ids.get(file_root)
         if rid is None:
@@ -96,7 +113,7 @@ def target_of(file_uri: str, file_root: str | None, file_job_dir: str | None, fi
     job_dir = location_job_dir(file_job_dir)
     if parent_snapshot_uri is not None:
         kind = TargetKind.SAVEPOINT if parent_snapshot_type == SnapshotType.SAVEPOINT else TargetKind.CHECKPOINT
-        return Target(kind, parent_dir(file_uri), parent_snapshot_uri, file_root, rid, job_dir, file_job_id)
+        return Target(kind, _directory(directory), parent_snapshot_uri, file_root, rid, job_dir, file_job_id)
     child = classify_child(None if file_job_dir == ROOT_LEVEL else file_job_dir)
     if child == LocationKind.SAVEPOINT:
         kind = TargetKind.SAVEPOINT
@@ -144,41 +161,70 @@ ANNOTATION_FIELDS = (
     pa.field("snapshot_dir", pa.string()),
     pa.field("snapshot_job_location", pa.string()),
 )
-ANNOTATION_INPUTS = ("snapshot_uri", "root", "job_dir", "file_uri", "file_root", "file_job_dir", "file_job_id",
+# file_dir: the directory holding the file (`parent_dir` of its URI)
+ANNOTATION_INPUTS = ("snapshot_uri", "root", "job_dir", "file_dir", "file_root", "file_job_dir", "file_job_id",
                      "parent_snapshot_uri", "parent_snapshot_type")
+_TARGET_INPUTS = ANNOTATION_INPUTS[3:]
 
 
 def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
     """Append the target and relation columns (and the snapshot's lineage nodes: its directory and
-    job location) to rows carrying ANNOTATION_INPUTS."""
-    cols = {name: table.column(name).to_pylist() for name in ANNOTATION_INPUTS}
-    out: dict[str, list[Any]] = {f.name: [] for f in ANNOTATION_FIELDS}
-    root_ids: dict[str, str] = {}
-    cache: dict[tuple, Target] = {}
-    for s_uri, s_root, s_job, f_uri, f_root, f_job, f_job_id, p_uri, p_type in zip(
-            *(cols[n] for n in ANNOTATION_INPUTS), strict=True):
-        # Files of one directory share a target unless they sit in a snapshot directory.
-        key = (parent_dir(f_uri), f_root, f_job, f_job_id, p_uri, p_type)
-        target = cache.get(key)
-        if target is None:
-            target = target_of(f_uri, f_root, f_job, f_job_id, p_uri, p_type, root_ids)
-            if len(cache) < 100_000:
-                cache[key] = target
-        out["target_kind"].append(target.kind)
-        out["target_uri"].append(target.uri)
-        out["target_snapshot_uri"].append(target.snapshot_uri)
-        out["target_root"].append(target.root)
-        out["target_root_id"].append(target.root_id)
-        out["target_job_dir"].append(target.job_dir)
-        out["target_job_id"].append(target.job_id)
-        out["target_job_location"].append(None if target.root is None else job_location(target.root, target.job_dir))
-        out["relation"].append(relation_of(s_uri, s_root, s_job, target))
-        out["snapshot_dir"].append(snapshot_dir(s_uri))
-        out["snapshot_job_location"].append(job_location(s_root, s_job))
+    job location) to rows carrying ANNOTATION_INPUTS.
+
+    The scalar rules above decide every value, each once per distinct input: a target per distinct file
+    directory (with the files' root, job and parent snapshot), a snapshot's nodes per distinct snapshot, a
+    relation per distinct (snapshot, target) pair; the rows only index into those.
+    """
     result = table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
+    if result.num_rows == 0:
+        for f in ANNOTATION_FIELDS:
+            result = result.append_column(f, pa.array([], f.type))
+        return result
+    cols = {name: result.column(name).combine_chunks() for name in ANNOTATION_INPUTS}
+    t_row, t_first = _distinct(*(cols[n] for n in _TARGET_INPUTS))
+    root_ids: dict[str, str] = {}
+    targets = [target_in(*args, root_ids)
+               for args in zip(*(cols[n].take(t_first).to_pylist() for n in _TARGET_INPUTS), strict=True)]
+    s_row, s_first = _distinct(cols["snapshot_uri"], cols["root"], cols["job_dir"])
+    snapshots = list(zip(*(cols[n].take(s_first).to_pylist() for n in ("snapshot_uri", "root", "job_dir")),
+                         strict=True))
+    pair = pc.add(pc.multiply(s_row, len(targets)), t_row)
+    p_row, p_first = _distinct(pair)
+    relations = [relation_of(*snapshots[p // len(targets)], targets[p % len(targets)])
+                 for p in pair.take(p_first).to_pylist()]
+    per_target = {
+        "target_kind": [t.kind for t in targets], "target_uri": [t.uri for t in targets],
+        "target_snapshot_uri": [t.snapshot_uri for t in targets], "target_root": [t.root for t in targets],
+        "target_root_id": [t.root_id for t in targets], "target_job_dir": [t.job_dir for t in targets],
+        "target_job_id": [t.job_id for t in targets],
+        "target_job_location": [None if t.root is None else job_location(t.root, t.job_dir) for t in targets]}
+    per_snapshot = {"snapshot_dir": [snapshot_dir(s) for s, _, _ in snapshots],
+                    "snapshot_job_location": [job_location(r, j) for _, r, j in snapshots]}
     for f in ANNOTATION_FIELDS:
-        result = result.append_column(f, pa.array(out[f.name], f.type))
+        if f.name in per_target:
+            values, rows = per_target[f.name], t_row
+        elif f.name in per_snapshot:
+            values, rows = per_snapshot[f.name], s_row
+        else:
+            values, rows = relations, p_row
+        result = result.append_column(f, pa.array(values, f.type).take(rows))
     return result
+
+
+def _distinct(*columns: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Per row, the number of its distinct combination of the columns' values (a null is a value here),
+    numbered in order of first appearance; and per combination, the first row that has it."""
+    combined: pa.Array | None = None
+    for column in columns:
+        codes = pc.add(pc.fill_null(pc.dictionary_encode(column).indices.cast(pa.int64()), -1), 1)
+        if combined is not None:
+            # both factors are below the row count: no overflow for any batch that fits in memory
+            codes = pc.add(pc.multiply(combined, pc.max(codes).as_py() + 1), codes)
+        combined = pc.dictionary_encode(codes).indices.cast(pa.int64())
+    assert combined is not None
+    # index_in answers the first position of each value
+    first = pc.index_in(pa.array(range(pc.max(combined).as_py() + 1), pa.int64()), value_set=combined)
+    return combined, first
 
 
 def annotate_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:

@@ -1,19 +1,23 @@
 """Locating referenced files as Spark DataFrame transformations (no driver collects).
 
-    uses    = file_uses(references, snapshots, files)   one row per (snapshot, referenced file), located
+    uses    = file_uses(references, snapshots, files)   one row per (snapshot, referenced file)
     direct  = direct_edges(uses)                        one row per (snapshot, target directory)
 
 The location and relation rules are the pure functions of statekeeper.layout.locate, run inside
-`mapInArrow`. Chains builds lineage on `direct_edges`; validation checks files on `file_uses`.
+`mapInArrow` once per (snapshot, file directory): every file of a directory with the same root, job
+and parent snapshot has the same target, so `direct_edges` sums the files per directory in SQL first
+and hands Python a row per directory, not per file. Chains builds lineage on `direct_edges`;
+validation checks files on `file_uses`.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from statekeeper.layout.locate import ANNOTATION_FIELDS, annotate_batches
+from statekeeper.layout.locate import ANNOTATION_FIELDS, ANNOTATION_INPUTS, annotate_batches
 from statekeeper.tables.vocabulary import Dependency, FileKind, HandleKind
 
 SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
+TARGET_INPUTS = ANNOTATION_INPUTS[3:]   # what a file's target depends on: its directory, root, job, parent snapshot
 TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
                 "target_job_id", "target_job_location")
 
@@ -39,9 +43,10 @@ def file_uses(references: Any, snapshots: Any, files: Any) -> Any:
     extent (largest stated end: size, or segment start + length), segmented (named by a
     segment handle), is_dir (a tag-17 managed
     directory, not a file), relative (named by a tag-6 handle), relative_name (its stored name),
-    handles (how many handles name it), parent_snapshot_uri/type (the indexed snapshot whose
-    directory holds the file, if any), listed_size (its size in `files`, null when the listing
-    does not have it), and locate.ANNOTATION_FIELDS.
+    handles (how many handles name it), file_dir (the directory holding it: `locate.parent_dir`,
+    empty when its URI has none), parent_snapshot_uri/type (the indexed snapshot whose directory
+    holds the file, if any), listed_size (its size in `files`, null when the listing does not have
+    it).
     """
     F = _F()
     refs = references.select(
@@ -62,10 +67,9 @@ def file_uses(references: Any, snapshots: Any, files: Any) -> Any:
         F.col("uri").alias("parent_snapshot_uri"),
         F.col("snapshot_type").alias("parent_snapshot_type"))
     sizes = files.select(F.col("uri").alias("file_uri"), F.col("size").alias("listed_size"))
-    located = (grouped.withColumn("parent_dir", F.regexp_extract("file_uri", "^(.*)/[^/]*$", 1))
-               .join(dirs, "parent_dir", "left").drop("parent_dir")
-               .join(sizes, "file_uri", "left"))
-    return located.mapInArrow(annotate_batches, _with_fields(located.schema, ANNOTATION_FIELDS))
+    return (grouped.withColumn("file_dir", F.regexp_extract("file_uri", "^(.*)/[^/]*$", 1))
+            .join(dirs, F.col("file_dir") == F.col("parent_dir"), "left").drop("parent_dir")
+            .join(sizes, "file_uri", "left"))
 
 
 def direct_edges(uses: Any) -> Any:
@@ -75,16 +79,17 @@ def direct_edges(uses: Any) -> Any:
     the listing does not have (missing or outside every root).
     """
     F = _F()
-    u = uses
     file_bytes = F.coalesce(F.col("listed_size"), F.col("extent"), F.lit(0))
-    # Rows of one target agree on its attributes, except that files below a snapshot directory's
-    # subdirectories do not see the snapshot: prefer the attributes seen with it.
-    best = F.max_by(F.struct(*TARGET_ATTRS, "relation"), F.col("target_snapshot_uri").isNotNull().cast("int"))
-    grouped = (u.groupBy(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri")
-               .agg(best.alias("t"),
-                    F.sum(F.when(~F.col("is_dir"), 1).otherwise(0)).cast("long").alias("files"),
+    per_dir = (uses.groupBy("snapshot_uri", "root", "root_id", "job_dir", *TARGET_INPUTS)
+               .agg(F.sum(F.when(~F.col("is_dir"), 1).otherwise(0)).cast("long").alias("files"),
                     F.sum(F.when(F.col("is_dir"), 1).otherwise(0)).cast("long").alias("directories"),
                     F.sum(F.when(~F.col("is_dir"), file_bytes).otherwise(0)).cast("long").alias("bytes")))
+    located = per_dir.mapInArrow(annotate_batches, _with_fields(per_dir.schema, ANNOTATION_FIELDS))
+    # Directories of one target agree on its attributes, except that files below a snapshot directory's
+    # subdirectories do not see the snapshot: prefer the attributes seen with it.
+    best = F.max_by(F.struct(*TARGET_ATTRS, "relation"), F.col("target_snapshot_uri").isNotNull().cast("int"))
+    grouped = (located.groupBy(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri")
+               .agg(best.alias("t"), *[F.sum(c).cast("long").alias(c) for c in ("files", "directories", "bytes")]))
     return grouped.select(*SNAPSHOT_KEYS, "snapshot_dir", "snapshot_job_location", "target_uri",
                           *[F.col(f"t.{a}").alias(a) for a in TARGET_ATTRS], F.col("t.relation").alias("relation"),
                           F.lit(Dependency.DIRECT).alias("dependency"), F.lit(1).cast("int").alias("depth"),
