@@ -161,10 +161,10 @@ ANNOTATION_FIELDS = (
     pa.field("snapshot_dir", pa.string()),
     pa.field("snapshot_job_location", pa.string()),
 )
-# file_dir: the directory holding the file (`parent_dir` of its URI)
-ANNOTATION_INPUTS = ("snapshot_uri", "root", "job_dir", "file_dir", "file_root", "file_job_dir", "file_job_id",
-                     "parent_snapshot_uri", "parent_snapshot_type")
-_TARGET_INPUTS = ANNOTATION_INPUTS[3:]
+# What a file's target depends on (`target_in`'s arguments): file_dir is the directory holding the file
+# (`parent_dir` of its URI).
+TARGET_INPUTS = ("file_dir", "file_root", "file_job_dir", "file_job_id", "parent_snapshot_uri", "parent_snapshot_type")
+ANNOTATION_INPUTS = ("snapshot_uri", "root", "job_dir", *TARGET_INPUTS)
 
 
 def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -181,10 +181,10 @@ def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
             result = result.append_column(f, pa.array([], f.type))
         return result
     cols = {name: result.column(name).combine_chunks() for name in ANNOTATION_INPUTS}
-    t_row, t_first = _distinct(*(cols[n] for n in _TARGET_INPUTS))
+    t_row, t_first = _distinct(*(cols[n] for n in TARGET_INPUTS))
     root_ids: dict[str, str] = {}
     targets = [target_in(*args, root_ids)
-               for args in zip(*(cols[n].take(t_first).to_pylist() for n in _TARGET_INPUTS), strict=True)]
+               for args in zip(*(cols[n].take(t_first).to_pylist() for n in TARGET_INPUTS), strict=True)]
     s_row, s_first = _distinct(cols["snapshot_uri"], cols["root"], cols["job_dir"])
     snapshots = list(zip(*(cols[n].take(s_first).to_pylist() for n in ("snapshot_uri", "root", "job_dir")),
                          strict=True))
@@ -214,14 +214,14 @@ def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
 def _distinct(*columns: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Per row, the number of its distinct combination of the columns' values (a null is a value here),
     numbered in order of first appearance; and per combination, the first row that has it."""
-    combined: pa.Array | None = None
+    if not columns:
+        raise ValueError("_distinct needs at least one column")
+    combined = pa.repeat(pa.scalar(0, pa.int64()), len(columns[0]))
     for column in columns:
         codes = pc.add(pc.fill_null(pc.dictionary_encode(column).indices.cast(pa.int64()), -1), 1)
-        if combined is not None:
-            # both factors are below the row count: no overflow for any batch that fits in memory
-            codes = pc.add(pc.multiply(combined, pc.max(codes).as_py() + 1), codes)
+        # both factors are below the row count: no overflow for any batch that fits in memory
+        codes = pc.add(pc.multiply(combined, pc.max(codes).as_py() + 1), codes)
         combined = pc.dictionary_encode(codes).indices.cast(pa.int64())
-    assert combined is not None
     # index_in answers the first position of each value
     first = pc.index_in(pa.array(range(pc.max(combined).as_py() + 1), pa.int64()), value_set=combined)
     return combined, first

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekeeper.layout.locate import ANNOTATION_FIELDS, ANNOTATION_INPUTS, annotate_batches
+from statekeeper.layout.locate import ANNOTATION_FIELDS, TARGET_INPUTS, annotate_batches
 from statekeeper.tables.vocabulary import Dependency, FileKind, HandleKind
 
 SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
-TARGET_INPUTS = ANNOTATION_INPUTS[3:]   # what a file's target depends on: its directory, root, job, parent snapshot
 TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
                 "target_job_id", "target_job_location")
 
