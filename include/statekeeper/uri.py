@@ -285,11 +285,16 @@ def _split_canonical(uri: str) -> tuple[str, str]:
     return f"{scheme}:", rest
 
 
+def is_scheme_only(path: str) -> bool:
+    """True for what is left of a URI with no path above its last segment (`s3:/`, `file:`)."""
+    return path.endswith((":/", ":"))
+
+
 def parent_uri(uri: str) -> str:
     """Directory that holds `uri` (normalized)."""
     norm = normalize_uri(uri)
     head, _, _ = norm.rpartition("/")
-    if head.endswith(":/") or head.endswith(":"):
+    if is_scheme_only(head):
         raise ValueError(f"{uri!r} has no parent directory")
     return head
 

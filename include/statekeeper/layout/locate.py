@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from statekeeper.layout.classify import LocationKind, classify_child, is_flat_checkpoint_dir
 from statekeeper.storage.roots import root_id_of
 from statekeeper.tables.vocabulary import Relation, SnapshotType, TargetKind, UnitKind
+from statekeeper.uri import is_scheme_only
 
 METADATA_SUFFIX = "/_metadata"
 # The job_dir of objects directly inside a root (classify_child(None): LocationKind.ROOT_FILES).
@@ -44,7 +45,7 @@ def snapshot_dir(snapshot_uri: str) -> str:
 
 def parent_dir(uri: str) -> str:
     head, sep, _ = uri.rpartition("/")
-    if not sep or head.endswith(":/") or head.endswith(":"):
+    if not sep or is_scheme_only(head):
         raise ValueError(f"{uri!r} has no parent directory")
     return head
 
@@ -52,7 +53,7 @@ def parent_dir(uri: str) -> str:
 def _directory(directory: str | None) -> str:
     """`directory` as a target: what `parent_dir` can answer (a computed parent that is empty or a bare
     scheme means the file's URI had none)."""
-    if not directory or directory.endswith(":/") or directory.endswith(":"):
+    if not directory or is_scheme_only(directory):
         raise ValueError(f"{directory!r} is not the parent directory of a file")
     return directory
 
@@ -164,7 +165,8 @@ ANNOTATION_FIELDS = (
 # What a file's target depends on (`target_in`'s arguments): file_dir is the directory holding the file
 # (`parent_dir` of its URI).
 TARGET_INPUTS = ("file_dir", "file_root", "file_job_dir", "file_job_id", "parent_snapshot_uri", "parent_snapshot_type")
-ANNOTATION_INPUTS = ("snapshot_uri", "root", "job_dir", *TARGET_INPUTS)
+SNAPSHOT_INPUTS = ("snapshot_uri", "root", "job_dir")   # the referencing snapshot and its unit
+ANNOTATION_INPUTS = (*SNAPSHOT_INPUTS, *TARGET_INPUTS)
 
 
 def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -185,9 +187,8 @@ def annotate(table: pa.Table | pa.RecordBatch) -> pa.Table:
     root_ids: dict[str, str] = {}
     targets = [target_in(*args, root_ids)
                for args in zip(*(cols[n].take(t_first).to_pylist() for n in TARGET_INPUTS), strict=True)]
-    s_row, s_first = _distinct(cols["snapshot_uri"], cols["root"], cols["job_dir"])
-    snapshots = list(zip(*(cols[n].take(s_first).to_pylist() for n in ("snapshot_uri", "root", "job_dir")),
-                         strict=True))
+    s_row, s_first = _distinct(*(cols[n] for n in SNAPSHOT_INPUTS))
+    snapshots = list(zip(*(cols[n].take(s_first).to_pylist() for n in SNAPSHOT_INPUTS), strict=True))
     pair = pc.add(pc.multiply(s_row, len(targets)), t_row)
     p_row, p_first = _distinct(pair)
     relations = [relation_of(*snapshots[p // len(targets)], targets[p % len(targets)])

@@ -79,7 +79,7 @@ def direct_edges(uses: Any) -> Any:
     """
     F = _F()
     file_bytes = F.coalesce(F.col("listed_size"), F.col("extent"), F.lit(0))
-    per_dir = (uses.groupBy("snapshot_uri", "root", "root_id", "job_dir", *TARGET_INPUTS)
+    per_dir = (uses.groupBy(*SNAPSHOT_KEYS, *TARGET_INPUTS)
                .agg(F.sum(F.when(~F.col("is_dir"), 1).otherwise(0)).cast("long").alias("files"),
                     F.sum(F.when(F.col("is_dir"), 1).otherwise(0)).cast("long").alias("directories"),
                     F.sum(F.when(~F.col("is_dir"), file_bytes).otherwise(0)).cast("long").alias("bytes")))
