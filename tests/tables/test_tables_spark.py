@@ -422,6 +422,34 @@ def test_partition_values_not_written_verbatim_are_read_through_the_data_source(
     assert collect(engine.read(spark, globbed, "events")) == [("r", "a", 2)]
 
 
+def test_a_table_is_sized_as_read_so_that_a_large_one_is_not_broadcast(spark, tmp_path):
+    """Spark sizes a file scan by its files on disk and broadcasts a join side estimated under its threshold. The
+    tables' zstd parquet takes 10-53x its size when read: unscaled, a 1M-object listing (41 MB of files, 440 MiB
+    hashed) was broadcast into validation's tasks until the JVM ran out of heap. With the threshold between a
+    table's files and its size as read, a join of two reads of it must shuffle, not broadcast."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.tables import parquet_scan
+
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    engine = DeltaRsEngine()
+    engine.write(df_of(spark, arrow_rows("r", "a", list(range(2000)))), warehouse, SPEC)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "wh" / "events").rglob("*.parquet"))
+    spark.conf.unset(parquet_scan.COMPRESSION_FACTOR_CONF)
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(3 * on_disk))
+    try:
+        left, right = (engine.read(spark, warehouse, "events").alias(side) for side in ("l", "r"))
+        estimate = int(left._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+        assert estimate >= float(parquet_scan.COMPRESSION_FACTOR) * on_disk
+        joined = left.join(right, F.col("l.n") == F.col("r.n"))
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+        assert "SortMergeJoin" in plan and "Broadcast" not in plan, plan
+        assert joined.count() == 2000
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+
+
 def _sample(t: pa.DataType, i: int):
     """A value of arrow type `t`, distinct per `i`."""
     from datetime import timedelta
