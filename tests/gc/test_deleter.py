@@ -676,3 +676,16 @@ def test_local_routing_takes_the_listed_path_and_normalizes_every_other_spelling
     why = {r.uri: r.message for r in result.refused}
     assert why.keys() == refused.keys() and all(r.outcome is GcOutcome.FAILED for r in result.refused)
     assert all(refused[uri] in message for uri, message in why.items()), why
+
+
+def test_tasks_running_at_once_share_each_prefixs_starting_rate(s3_config: StorageConfig, s3_bucket: str) -> None:
+    # GC spreads a prefix's keys over the tasks that run at once (statekeeper.gc.execute.placed): each starts the
+    # prefix at its share of S3's 3,500 writes/s, so that together they start at S3's rate, not a multiple of it.
+    put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i:03d}" for i in range(20)])
+    items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    deleter = Deleter(s3_config, [f"s3://{s3_bucket}/cp"], DeleteSettings(tasks_at_once=4))
+    assert Counter(r.outcome for r in deleter.run(items)) == {GcOutcome.DELETED: 20}
+    (report,) = deleter.prefix_report()
+    assert report.lane == f"s3://{s3_bucket}/cp/job1" and report.start_rate == 3500 / 4
+    with pytest.raises(ValueError, match="tasks_at_once"):
+        DeleteSettings(tasks_at_once=0)

@@ -61,7 +61,9 @@ from statekeeper.uri import normalize_uri
 log = logging.getLogger("statekeeper.gc.deleter")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, like DeleteResult: a task makes one of each per planned key, and a frozen dataclass's __init__ costs
+# four times a plain one's (0.78 against 0.17 us for five fields), a tenth of the deleter's CPU per key.
+@dataclass(slots=True)
 class PlannedDelete:
     """One file of a persisted plan, as the index listed it."""
 
@@ -72,7 +74,7 @@ class PlannedDelete:
     delete_order: int = 1  # 0: `_metadata` of expired snapshots, deleted before anything else
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeleteResult:
     uri: str
     outcome: GcOutcome
@@ -84,6 +86,8 @@ class DeleteResult:
 @dataclass(frozen=True)
 class DeleteSettings:
     max_deletes_per_second: float | None = None   # this task's share of the run's global limit; None: unlimited
+    tasks_at_once: int = 1                        # tasks deleting keys of the same prefixes at the same time: each
+                                                  # starts a prefix at this share of the store's rate per prefix
     batch_size: int = 1000                        # keys per delete request (<= 1000; GCS uses <= 100, Azure <= 256)
     requests_in_flight: int = 4                   # object stores: concurrent delete / re-check requests per task
     local_threads: int = 16                       # local/NFS: concurrent lstat + unlink workers per task
@@ -94,8 +98,9 @@ class DeleteSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 1000:
             raise ValueError(f"DeleteSettings.batch_size must be in [1, 1000] (S3 DeleteObjects' limit), got {self.batch_size}")
-        if self.requests_in_flight < 1 or self.local_threads < 1 or self.max_attempts < 1:
-            raise ValueError("DeleteSettings: requests_in_flight, local_threads and max_attempts must be >= 1")
+        if min(self.requests_in_flight, self.local_threads, self.max_attempts, self.tasks_at_once) < 1:
+            raise ValueError("DeleteSettings: requests_in_flight, local_threads, max_attempts and tasks_at_once must "
+                             "be >= 1")
         if self.max_deletes_per_second is not None and self.max_deletes_per_second <= 0:
             raise ValueError("DeleteSettings.max_deletes_per_second must be > 0, or None for no limit")
 
@@ -210,7 +215,16 @@ class _StoreDeletes:
         if len(answers) != len(keys):
             raise StorageError(f"{len(answers)} answers for {len(keys)} deletes in {group}")
         answered = _now()   # the request's answer is when its keys were deleted (a clock read per key cost more)
-        return [self._judge_answer(work, answer, answered) for work, answer in zip(batch, answers, strict=True)]
+        out: list[Answer[list[DeleteResult]]] = []
+        deleted, done = ConditionalOutcome.DELETED, GcOutcome.DELETED
+        for work, answer in zip(batch, answers, strict=True):
+            if answer.outcome is deleted:   # the usual answer, inline: this loop runs once per key of a GC run
+                items = work.item.items
+                out.append(Answer([DeleteResult(items[0].uri, done, None, work.retries, answered)] if len(items) == 1
+                                  else [DeleteResult(i.uri, done, None, work.retries, answered) for i in items]))
+            else:
+                out.append(self._judge_answer(work, answer, answered))
+        return out
 
     def _judge_answer(self, work: Work[_Key], answer: ConditionalDelete,
                       answered: datetime) -> Answer[list[DeleteResult]]:
@@ -455,9 +469,11 @@ class Deleter:
         self._lock = threading.Lock()
         self._throttle = ThrottleLog(log)
         # One pacer for the task: the overall limit (this task's share of --max-deletes-per-second) spans every
-        # store; S3 and OSS job prefixes start at S3's documented rate, the others unpaced until throttled.
+        # store; S3 and OSS job prefixes start at this task's share of S3's documented rate (the tasks running at
+        # once delete keys of the same prefixes), the others unpaced until throttled.
+        s3_rate = S3_WRITES_PER_PREFIX / self.settings.tasks_at_once
         self._pacer = Pacer(PaceSettings(overall=self.settings.max_deletes_per_second),
-                            lane_rate=lambda lane: S3_WRITES_PER_PREFIX if lane.startswith(("s3://", "oss://")) else None)
+                            lane_rate=lambda lane: s3_rate if lane.startswith(("s3://", "oss://")) else None)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"storage": self.storage, "roots": self.roots, "settings": self.settings,
@@ -523,8 +539,8 @@ class Deleter:
             self.on_progress(files, size, retries)
 
     def _emit(self, results: list[DeleteResult]) -> list[DeleteResult]:
-        self._progress(len(results), sum(r.outcome is GcOutcome.DELETED and self._sizes.get(r.uri, 0) or 0
-                                         for r in results), 0)
+        sizes, deleted = self._sizes, GcOutcome.DELETED
+        self._progress(len(results), sum(sizes.get(r.uri, 0) for r in results if r.outcome is deleted), 0)
         return results
 
     def _run_group(self, items: list[PlannedDelete]) -> Iterator[DeleteResult]:
@@ -553,7 +569,11 @@ class Deleter:
             except ValueError as exc:
                 routed.refused.append(_failed(item, f"{item.uri} is not a valid URI ({exc}); not deleted"))
                 continue
-            root = next((r for r, prefix in prefixes if norm == r.uri or norm.startswith(prefix)), None)
+            root = None
+            for candidate, prefix in prefixes:
+                if norm.startswith(prefix) or norm == candidate.uri:
+                    root = candidate
+                    break
             if root is None:
                 routed.refused.append(_failed(item, f"{item.uri} lies outside the configured roots "
                                                     f"({', '.join(self._roots.uris)}); not deleted"))

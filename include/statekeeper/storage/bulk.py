@@ -38,10 +38,11 @@ import itertools
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
 
 from statekeeper.storage.pacing import Pacer, PaceSettings
@@ -65,7 +66,7 @@ class Work(Generic[T]):
     last_error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: one per item of every batch, and a frozen __init__ costs four times as much
 class Answer(Generic[R]):
     """An operation's answer for one item of a batch: its result, or a retriable failure."""
 
@@ -398,10 +399,7 @@ class _Run(Generic[T, R]):
 
 
 def _count_lanes(batch: Sequence[Work]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for work in batch:
-        counts[work.lane] = counts.get(work.lane, 0) + 1
-    return counts
+    return Counter(map(attrgetter("lane"), batch))
 
 
 def log_report(pacer: Pacer, what: str, logger: logging.Logger = log, top: int = 20) -> None:

@@ -31,6 +31,8 @@ from statekeeper.storage.model import (
     delete_in_batches,
 )
 from statekeeper.storage.retry import RetryPolicy, judge
+from statekeeper.storage import s3_delete_body as delete_body
+from statekeeper.storage.s3_delete_body import PrebuiltBodyNotSent
 from statekeeper.storage.s3_stream import S3RangedInput
 from statekeeper.uri import normalize_uri
 
@@ -338,9 +340,8 @@ class S3FileIO(FileIO):
     def _delete_batch(self, bucket: str, keys: list[str]) -> DeleteReport:
         report = DeleteReport()
         try:
-            response = self.client.delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
-        except (ClientError, BotoCoreError) as exc:
+            response = self._send_delete_objects(bucket, keys)
+        except (ClientError, BotoCoreError, PrebuiltBodyNotSent) as exc:
             code = _error_code(exc)[0] if isinstance(exc, ClientError) else type(exc).__name__
             report.failed.extend(DeleteFailure(f"{self.uri_scheme}://{bucket}/{k}", code or "Error", str(exc))
                                  for k in keys)
@@ -371,13 +372,13 @@ class S3FileIO(FileIO):
         cannot be pinned (no key, several buckets, no ETag) and StorageError, caused by the client's error, when
         the request as a whole fails."""
         bucket, keys = self._one_bucket([uri for uri, _ in items])
-        objects = []
-        for key, (uri, etag) in zip(keys, items, strict=True):
+        etags = []
+        for uri, etag in items:
             bare = str(etag).strip('"') if etag else ""
             if not bare:
                 raise ValueError(f"{uri}: no ETag to make the delete conditional on")
-            objects.append({"Key": key, "ETag": f'"{bare}"'})
-        errors = self._delete_objects(bucket, objects)
+            etags.append(f'"{bare}"')
+        errors = self._delete_objects(bucket, keys, etags)
         # Each answer names its URI as given: `scheme://bucket/key`, as _one_bucket checked.
         if not errors:   # the usual answer
             return [ConditionalDelete(uri, ConditionalOutcome.DELETED, 200) for uri, _ in items]
@@ -402,7 +403,7 @@ class S3FileIO(FileIO):
         re-check of a store that ignores delete preconditions, after the re-check. One answer per URI, in order:
         DELETED (S3 reports a key that was already gone as deleted too) or FAILED."""
         bucket, keys = self._one_bucket(list(uris))
-        errors = self._delete_objects(bucket, [{"Key": key} for key in keys])
+        errors = self._delete_objects(bucket, keys)
         out = []
         for key in keys:
             uri = f"{self.uri_scheme}://{bucket}/{key}"
@@ -432,13 +433,20 @@ class S3FileIO(FileIO):
             raise ValueError("no keys to delete")
         return bucket, keys
 
-    def _delete_objects(self, bucket: str, objects: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    def _delete_objects(self, bucket: str, keys: list[str],
+                        etags: list[str] | None = None) -> dict[str, dict[str, Any]]:
         try:
-            response = self.client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"DeleteObjects of {len(objects)} key(s) in {self.uri_scheme}://{bucket} failed: "
+            response = self._send_delete_objects(bucket, keys, etags)
+        except (ClientError, BotoCoreError, PrebuiltBodyNotSent) as exc:
+            raise StorageError(f"DeleteObjects of {len(keys)} key(s) in {self.uri_scheme}://{bucket} failed: "
                                f"{exc}") from exc
         return {e.get("Key"): e for e in response.get("Errors", ())}
+
+    def _send_delete_objects(self, bucket: str, keys: list[str], etags: list[str] | None = None) -> dict[str, Any]:
+        """One quiet DeleteObjects request (only failed keys are answered), its body built by
+        statekeeper.storage.s3_delete_body rather than by botocore's serializer (the GC's hot loop)."""
+        with delete_body.sending(delete_body.delete_objects_body(keys, etags)):
+            return self.client.delete_objects(Bucket=bucket, Delete=delete_body.PLACEHOLDER)
 
     def copy(self, source: str, target: str, *, info: FileInfo | None = None, if_absent: bool = False,
              single_max: int = _COPY_OBJECT_MAX, part_size: int = _PART_SIZE) -> FileInfo:
@@ -589,6 +597,7 @@ def make_s3_client(config: StorageConfig, *, max_attempts: int | None = None,
     # A private session (boto3.client() shares a global default session across threads, and a session caches the
     # credentials it resolved), over the process's one model loader.
     client = boto3.session.Session(botocore_session=_botocore_session()).client("s3", **kwargs)
+    delete_body.install(client)
     if (config.max_attempts if max_attempts is None else max_attempts) > 1:
         client.meta.events.register("needs-retry.s3", _observe_throttling)
     return client
