@@ -228,9 +228,8 @@ class _StoreDeletes:
 
     def _judge_answer(self, work: Work[_Key], answer: ConditionalDelete,
                       answered: datetime) -> Answer[list[DeleteResult]]:
+        """Every answer but DELETED, which `send` judges inline."""
         key = work.item
-        if answer.outcome is ConditionalOutcome.DELETED:
-            return Answer.settled([_result(i, GcOutcome.DELETED, None, work.retries, answered) for i in key.items])
         if answer.outcome is ConditionalOutcome.MISSING:
             return Answer.settled([_gone(i, work.retries) for i in key.items])
         if answer.outcome is ConditionalOutcome.CHANGED:
@@ -425,6 +424,17 @@ class _Routed:
     stores: dict[str, dict[str, _Key]] = field(default_factory=dict)   # scheme -> uri -> key
 
 
+def recheck_mode(storage: StorageConfig, scheme: str) -> DeleteRecheck:
+    """The configured re-check of a canonical object-store scheme (OSS has a setting of its own)."""
+    return DeleteRecheck(storage.oss_delete_recheck if scheme == "oss" else storage.delete_recheck)
+
+
+def deletes_conditionally(storage: StorageConfig, scheme: str) -> bool:
+    """Whether deletes on a canonical object-store scheme are conditional on the planned version: GCS and Azure
+    always, S3 and OSS with `precondition`. Such deletes need the plan's version and no re-check by listing."""
+    return scheme in ("gs", "abfss") or recheck_mode(storage, scheme) is DeleteRecheck.PRECONDITION
+
+
 def _version_problem(scheme: str, etag: str | None) -> str | None:
     if scheme == "gs":
         if not etag:
@@ -510,9 +520,6 @@ class Deleter:
                                                                         else "abfss://c@a.dfs.core.windows.net/x")
         return found
 
-    def _recheck(self, scheme: str) -> DeleteRecheck:
-        return DeleteRecheck(self.storage.oss_delete_recheck if scheme == "oss" else self.storage.delete_recheck)
-
     def _engine(self, kind: str, in_flight: int, window: int | None = None) -> BulkEngine:
         settings = BulkSettings(in_flight=in_flight, retry=self.settings.retry, pace=self._pacer.settings,
                                 window=window)
@@ -561,8 +568,7 @@ class Deleter:
         prefixes = [(root, root.uri.rstrip("/") + "/") for root in self._roots]
         containers = {root.uri: _container(scheme, root.uri) for root in self._roots
                       if (scheme := root.uri.partition(":")[0]) in _BATCH_MAX}
-        needs_version = {scheme: scheme in ("gs", "abfss") or self._recheck(scheme) is DeleteRecheck.PRECONDITION
-                         for scheme in _BATCH_MAX}
+        needs_version = {scheme: deletes_conditionally(self.storage, scheme) for scheme in _BATCH_MAX}
         for item in items:
             try:
                 norm = normalize_uri(item.uri)
@@ -651,8 +657,8 @@ class Deleter:
             yield from self._emit([_failed(i, f"cannot delete {i.uri}: {exc}; not deleted")
                                    for k in keys for i in k.items])
             return
-        mode = self._recheck(scheme)
-        conditional = mode is DeleteRecheck.PRECONDITION or scheme in ("gs", "abfss")
+        mode = recheck_mode(self.storage, scheme)
+        conditional = deletes_conditionally(self.storage, scheme)
         op = _StoreDeletes(backend, scheme, min(self.settings.batch_size, _BATCH_MAX[scheme]), conditional,
                            rechecked=mode is DeleteRecheck.LISTING, policy=self.settings.retry,
                            throttle_log=self._throttle)

@@ -17,9 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete
+from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete, deletes_conditionally
 from statekeeper.storage import StorageConfig
-from statekeeper.storage.model import DeleteRecheck
 from statekeeper.storage.pace_report import prefix_rows
 from statekeeper.tables.arrow_codec import utc_datetimes, utc_timestamps
 from statekeeper.uri import S3_SCHEME_ALIASES
@@ -78,14 +77,10 @@ def _outcomes(results: list[Any]) -> pa.RecordBatch:
 
 
 def spread_schemes(storage: StorageConfig) -> list[str]:
-    """URI schemes whose deletes are conditional on the planned version (no re-check by listing), so that their
-    keys need not stay with their directory's."""
-    out = ["gs", "abfss"]
-    if DeleteRecheck(storage.delete_recheck) is DeleteRecheck.PRECONDITION:
-        out += sorted(S3_SCHEME_ALIASES)
-    if DeleteRecheck(storage.oss_delete_recheck) is DeleteRecheck.PRECONDITION:
-        out.append("oss")
-    return out
+    """URI schemes, as plans may spell them (S3's aliases too), whose deletes are conditional on the planned
+    version (no re-check by listing), so that their keys need not stay with their directory's."""
+    spellings = [(alias, "s3") for alias in sorted(S3_SCHEME_ALIASES)] + [(s, s) for s in ("oss", "gs", "abfss")]
+    return [spelled for spelled, canonical in spellings if deletes_conditionally(storage, canonical)]
 
 
 def placed(plan: Any, storage: StorageConfig, partitions: int) -> Any:

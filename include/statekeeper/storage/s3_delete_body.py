@@ -45,8 +45,9 @@ def _text(value: str) -> str:
     return value
 
 
-def delete_objects_body(keys: Sequence[str], etags: Sequence[str] | None = None, *, quiet: bool = True) -> bytes:
-    """The `<Delete>` document for `keys` (with `etags[i]`, quoted as S3 lists it, as key i's precondition)."""
+def delete_objects_body(keys: Sequence[str], etags: Sequence[str] | None = None) -> bytes:
+    """The quiet `<Delete>` document for `keys` (with `etags[i]`, quoted as S3 lists it, as key i's
+    precondition): only failed keys are answered."""
     if etags is None:
         objects = "".join(f"<Object><Key>{_text(k)}</Key></Object>" for k in keys)
     else:
@@ -54,8 +55,7 @@ def delete_objects_body(keys: Sequence[str], etags: Sequence[str] | None = None,
             raise ValueError(f"{len(etags)} ETags for {len(keys)} keys")
         objects = "".join(f"<Object><Key>{_text(k)}</Key><ETag>{_text(e)}</ETag></Object>"
                           for k, e in zip(keys, etags))
-    quiet_element = "<Quiet>true</Quiet>" if quiet else "<Quiet>false</Quiet>"
-    return f'<Delete xmlns="{_NAMESPACE}">{objects}{quiet_element}</Delete>'.encode()
+    return f'<Delete xmlns="{_NAMESPACE}">{objects}<Quiet>true</Quiet></Delete>'.encode()
 
 
 def _swap_body(params: dict[str, Any], **_: Any) -> None:
