@@ -29,8 +29,10 @@ submission, not the job, and every failure is retried.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import marshal
 import os
 import re
 import shutil
@@ -286,13 +288,32 @@ def _s3_env(login: str | None, password: str | None, extra: dict[str, Any]) -> d
 
 
 def _library_zip(dest_dir: str) -> str:
-    """Zip include/statekeeper so cluster executors import the same code as the driver."""
+    """Zip include/statekeeper so cluster executors import the same code as the driver.
+
+    Each module goes in twice: its source (tracebacks, importlib.resources) and its bytecode beside it,
+    which zipimport takes first. Python never writes bytecode into a zip, so without it the driver and
+    every forked Python worker compiled each module it imported, in every job: in a DR run on the sample
+    store, ~0.5 s of the driver's CPU and ~1.3 s of its workers'. Compiling all of them here costs ~0.3 s.
+    The bytecode is hash-based and unchecked: it was compiled from the source next to it in the same
+    zip, so there is nothing to check; an interpreter of another version rejects its magic number and
+    zipimport compiles the source as before."""
     path = os.path.join(dest_dir, "statekeeper.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for file in (LIBRARY / "statekeeper").rglob("*"):
             if file.is_file() and "__pycache__" not in file.parts:
-                zf.write(file, file.relative_to(LIBRARY))
+                arcname = file.relative_to(LIBRARY).as_posix()
+                zf.write(file, arcname)
+                if file.suffix == ".py":
+                    zf.writestr(arcname + "c", _bytecode(file.read_bytes(), f"{path}/{arcname}"))
     return path
+
+
+def _bytecode(source: bytes, filename: str) -> bytes:
+    """An unchecked hash-based .pyc of `source` (PEP 552): magic, flags, source hash, marshalled code."""
+    code = compile(source, filename, "exec", dont_inherit=True)
+    flags = 0b01    # hash-based; check_source (0b10) unset
+    return (importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source)
+            + marshal.dumps(code))
 
 
 class _StatekeeperSubmit(SparkSubmitOperator):
