@@ -135,7 +135,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         problems: list[str] = []
         if not opts.snapshots:
             problems += self._jobs_without_restorable(jobs)
-        groups = int(candidates.select("group_key").distinct().count())
+        # every group has exactly one rank-0 candidate: counting those needs no shuffle
+        groups = int(candidates.where(F.col("rank") == 0).count())
         totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
         verified: set[str] = set()
         attempts: dict[str, list[str]] = {}
@@ -370,26 +371,29 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         record it all. What the round did, and which copy groups to retry one checkpoint older."""
         from pyspark.sql import functions as F
 
+        from statekeeper.replicate.tasks import in_target_order
+
         started = datetime.now(timezone.utc)
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
         cl, refused = self._closure(ctx, chosen, refs, files)
-        objects = (cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
-                   .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"))
+        # kept in the copy tasks' order: the count is of rows already computed, and the copy starts without a shuffle
+        objects = ctx.keep(in_target_order(
+            cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
+            .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"), parts))
         copied, verified, prefixes = self._transfer(ctx, objects, parts, round_no)
         per_file = ctx.keep(
             cl.where(~F.col("is_dir")).join(copied.drop("source_uri"), "target_uri", "left")
             .join(verified, "target_uri", "left")
             .withColumn("ok", _transferred() & F.coalesce(F.col("verified"), F.lit(False))))
-        external = (cl.where(F.col("external")).groupBy("snapshot_uri")
-                    .agg(F.collect_list(F.struct("source_uri", "target_uri")).alias("external")))
         # follow mode hands over the `_metadata` bytes its discovery parsed; the nightly copy reads the source again
         held = (F.col("metadata_body") if "metadata_body" in chosen.columns
                 else F.lit(None).cast("binary").alias("metadata_body"))
-        base = (chosen.select("snapshot_uri", "metadata_etag", "metadata_mtime", held, "group_key", "selected_by",
-                              "root", "job_dir", "job_id", "checkpoint_id", "snapshot_type")
-                .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
-                .join(refused, "snapshot_uri", "left").join(_per_snapshot(per_file), "snapshot_uri", "left")
-                .join(external, "snapshot_uri", "left"))
+        # kept: the `_metadata` writes and the dr_copies rows both start from it
+        base = ctx.keep(
+            chosen.select("snapshot_uri", "metadata_etag", "metadata_mtime", held, "group_key", "selected_by",
+                          "root", "job_dir", "job_id", "checkpoint_id", "snapshot_type")
+            .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
+            .join(refused, "snapshot_uri", "left").join(_per_snapshot(per_file), "snapshot_uri", "left"))
         ctx.beat.phase(f"writing the rewritten _metadata, last (round {round_no})")
         meta = self._metadata_writes(ctx, base, parts)
         rows = ctx.keep(self._copies(ctx, base, meta, started))
@@ -400,26 +404,30 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
     def _closure(self, ctx: RunContext, chosen: Any, refs: Any, files: Any) -> tuple[Any, Any]:
         """The objects each chosen snapshot needs, mapped to the target (kept), without the snapshots
         refused for naming files outside every root; and those refusals (snapshot_uri, refusal)."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         from statekeeper.replicate.closure import closure
 
-        cl = ctx.keep(closure(chosen, refs, files, self._mapping))
         # Files outside every root are refused unless --include-external (then they go below _external/).
-        refused = (cl.where(F.col("external") & F.lit(not self.options.include_external))
-                   .groupBy("snapshot_uri").agg(F.count(F.lit(1)).alias("n"), F.min("source_uri").alias("example"))
+        outside = F.col("external") & F.lit(not self.options.include_external)
+        cl = ctx.keep(closure(chosen, refs, files, self._mapping)
+                      .withColumn("refused", F.max(outside).over(Window.partitionBy("snapshot_uri"))))
+        refused = (cl.where(outside).groupBy("snapshot_uri")
+                   .agg(F.count(F.lit(1)).alias("n"), F.min("source_uri").alias("example"))
                    .select("snapshot_uri", F.concat(F.lit("references "), F.col("n").cast("string"),
                                                     F.lit(" file(s) outside every indexed root, e.g. "),
                                                     F.col("example"),
                                                     F.lit(": index that location as a root, or pass --include-external"))
                            .alias("refusal")))
-        return cl.join(refused.select("snapshot_uri"), "snapshot_uri", "left_anti"), refused
+        return cl.where(~F.col("refused")).drop("refused"), refused
 
     def _transfer(self, ctx: RunContext, objects: Any, parts: int, round_no: int) -> tuple[Any, Any, Any]:
-        """Copy the distinct objects in Spark tasks (what the target provably has is skipped), then
-        verify what was copied or skipped at the target: both outcomes, kept, and the accumulator of what
-        the copies achieved per target job prefix (complete once the outcomes have been computed)."""
-        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask, in_target_order
+        """Copy the distinct objects (kept, in_target_order) in Spark tasks (what the target provably has is
+        skipped), then verify what was copied or skipped at the target: both outcomes, kept, and the
+        accumulator of what the copies achieved per target job prefix (complete once the outcomes have been
+        computed)."""
+        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask
         from statekeeper.storage.pace_report import PrefixAccumulator
 
         opts = self.options
@@ -438,7 +446,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         checksum = opts.verify is VerifyMode.CHECKSUM
         slots = max(1, sc.defaultParallelism)
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
-        copied = ctx.keep(in_target_order(objects, parts).mapInArrow(
+        copied = ctx.keep(objects.mapInArrow(
             CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
                      opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
         ctx.beat.phase(f"verifying at the target (round {round_no})")
@@ -609,7 +617,8 @@ def _transferred() -> Any:
 
 def _per_snapshot(per_file: Any) -> Any:
     """Per snapshot: its objects and bytes, what this round copied and skipped, how many did not verify
-    (and the first such problem), whether its source changed or vanished, and the targets that verified."""
+    (and the first such problem), whether its source changed or vanished, the targets that verified, and the
+    external files' mapping."""
     from pyspark.sql import functions as F
 
     from statekeeper.storage.transfer import TransferOutcome
@@ -628,7 +637,9 @@ def _per_snapshot(per_file: Any) -> Any:
         F.sum((~F.col("ok")).cast("long")).alias("bad"),
         F.max(source_bad).alias("source_bad"),
         F.min(F.when(~F.col("ok"), problem)).alias("file_problem"),
-        F.collect_list(F.when(F.col("ok"), F.col("target_uri"))).alias("verified_targets"))
+        F.collect_list(F.when(F.col("ok"), F.col("target_uri"))).alias("verified_targets"),
+        # files outside every root copied below _external/ (--include-external): the rewrite maps each
+        F.collect_list(F.when(F.col("external"), F.struct("source_uri", "target_uri"))).alias("external"))
 
 
 def _transfer_counts(copied: Any) -> dict[str, int]:
