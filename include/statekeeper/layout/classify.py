@@ -20,6 +20,10 @@ _CHK = re.compile(r"^chk-(\d+)$")
 _SHARED = "shared"
 _TASKOWNED = "taskowned"
 _FLAT_NAMES = (_SHARED, _TASKOWNED)
+# The first path segment below a root that Flink's flat layout puts there (no job-id level); Spark code
+# matches the same names with rlike.
+FLAT_DIR_PATTERN = rf"^(chk-\d+|{_SHARED}|{_TASKOWNED})$"
+_FLAT_DIR = re.compile(FLAT_DIR_PATTERN)
 # Statekeeper's compaction results: `compacted/<snapshot dir name>/` beside the source snapshot directory
 # (statekeeper.compact.plan), a self-contained snapshot directory like a savepoint.
 _COMPACTED = "compacted"
@@ -58,7 +62,7 @@ class Location:
 def is_flat_checkpoint_dir(name: str) -> bool:
     """`chk-N`, `shared` or `taskowned`: a checkpoint directory written directly in the root, without
     a job-id level (create-subdir=false). The one definition of Flink's flat layout."""
-    return bool(_CHK.match(name)) or name in _FLAT_NAMES
+    return bool(_FLAT_DIR.match(name))
 
 
 def checkpoint_id_of(name: str) -> int | None:

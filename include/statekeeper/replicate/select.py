@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from statekeeper.jobs import selection
+from statekeeper.layout.classify import FLAT_DIR_PATTERN
 from statekeeper.replicate.options import DrOptions, SavepointPolicy
+from statekeeper.tables.catalog import ROOT_LEVEL_JOB_DIR
 from statekeeper.tables.vocabulary import DrSelectedBy, SnapshotStatus, SnapshotType, UnitKind
 
 CANDIDATE_COLUMNS = ("group_key", "rank", "selected_by", "snapshot_uri", "root", "root_id", "job_dir", "bucket",
@@ -22,9 +24,14 @@ def restorable_snapshots(results: Any, snapshots: Any) -> Any:
     from pyspark.sql import functions as F
 
     ok = selection.verdicts(results).where(F.col("restorable")).select("snapshot_uri").distinct()
+    # A checkpoint written straight into the root (chk-N without a job-id level) belongs to the root's own
+    # job directory, "." as validation_jobs names it: by its chk-N name no job matched it, and the run copied
+    # nothing and called that a success.
+    job_dir = (F.when(F.col("job_dir").rlike(FLAT_DIR_PATTERN), F.lit(ROOT_LEVEL_JOB_DIR))
+               .otherwise(F.col("job_dir")).alias("job_dir"))
     return (snapshots.where(F.col("status") == SnapshotStatus.OK.value)
             .join(ok.withColumnRenamed("snapshot_uri", "uri"), "uri", "left_semi")
-            .select(F.col("uri").alias("snapshot_uri"), "root", "root_id", "job_dir", "bucket", "job_id",
+            .select(F.col("uri").alias("snapshot_uri"), "root", "root_id", job_dir, "bucket", "job_id",
                     "checkpoint_id", "snapshot_type", "metadata_etag", "metadata_mtime"))
 
 
