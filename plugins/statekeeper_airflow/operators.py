@@ -385,9 +385,9 @@ class _StatekeeperSubmit(SparkSubmitOperator):
 
     @contextmanager
     def prepared_submission(self) -> Iterator[Submission]:
-        """Resolve the connections and set env_vars, conf, properties_file, py_files and
-        application_args for the provider's hook; inside the block the storage variables are in this
-        process's environment. Everything written is removed when the block ends."""
+        """Resolve the connections and set env_vars, conf, properties_file and application_args for the
+        provider's hook (py_files: `_spark_submit`, only when the task submits); inside the block the storage
+        variables are in this process's environment. Everything written is removed when the block ends."""
         spark_conn = self._spark_connection()
         # The task's own settings, put back when the block ends: an operator executed again in one process (a
         # retry, dag.test) would otherwise start from the last submission's conf, with its JVM options and the
@@ -431,7 +431,6 @@ class _StatekeeperSubmit(SparkSubmitOperator):
                     {DRIVER_ENV_PREFIX[kind] + k: v for k, v in storage_env.items()}, base=base)
                 self.properties_file = str(sub.properties_file)
             self.application_args = [str(a) for a in self.job_args] + ["--result-json", str(sub.result_file)]
-            self.py_files = _library_zip(str(tmp))
             with scoped_environ(sub.process_env):
                 yield sub
         finally:
@@ -509,6 +508,9 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
 
     def _spark_submit(self, context: Any, sub: Submission) -> None:
         self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
+        # Built here, not for a task the run's shared driver takes: that driver imports the checkout's
+        # library (it outlives any task's files), so the zip and its ~0.3 s of compiling would be for nothing.
+        self.py_files = _library_zip(str(sub.tmp_dir))
         try:
             super().execute(context)
         except AirflowException as exc:

@@ -340,6 +340,8 @@ def test_an_operator_executed_again_submits_as_the_first_time(cluster_connection
     for _ in range(2):
         op.execute({})
         seen.append(_driver_java_options((record / "argv").read_text()))
+        # the library zip is built when the task submits (not beforehand), and shipped
+        assert "--py-files" in (record / "argv").read_text() and "statekeeper.zip" in (record / "argv").read_text()
         assert (op.conf, op.env_vars, op.properties_file, op.application_args, op.py_files) == own
     for java in seen:
         assert java.count("-XX:ArchiveClassesAtExit=") == 1 and java.count("-XX:TieredStopAtLevel=1") == 1, java
