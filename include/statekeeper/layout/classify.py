@@ -16,13 +16,13 @@ METADATA_NAME = "_metadata"
 _INPROGRESS_PREFIX = "._metadata.inprogress."
 JOB_ID_PATTERN = r"^[0-9a-f]{32}$"   # a job directory's name: the job id, 32 lowercase hex
 _JOB_ID = re.compile(JOB_ID_PATTERN)
-_CHK = re.compile(r"^chk-(\d+)$")
+_CHK_NAME = r"chk-(\d+)"
+_CHK = re.compile(rf"^{_CHK_NAME}$")
 _SHARED = "shared"
 _TASKOWNED = "taskowned"
-_FLAT_NAMES = (_SHARED, _TASKOWNED)
 # The first path segment below a root that Flink's flat layout puts there (no job-id level); Spark code
 # matches the same names with rlike.
-FLAT_DIR_PATTERN = rf"^(chk-\d+|{_SHARED}|{_TASKOWNED})$"
+FLAT_DIR_PATTERN = rf"^(?:{_CHK_NAME}|{_SHARED}|{_TASKOWNED})$"
 _FLAT_DIR = re.compile(FLAT_DIR_PATTERN)
 # Statekeeper's compaction results: `compacted/<snapshot dir name>/` beside the source snapshot directory
 # (statekeeper.compact.plan), a self-contained snapshot directory like a savepoint.
@@ -202,7 +202,7 @@ def may_hold_snapshot_below(relative_dir: str) -> bool:
     inner = segs[1:] if _JOB_ID.match(top) else segs
     if not inner:
         return True
-    if inner is not segs and (_CHK.match(inner[0]) or inner[0] in _FLAT_NAMES):
+    if inner is not segs and is_flat_checkpoint_dir(inner[0]):
         return False
     return True
 
