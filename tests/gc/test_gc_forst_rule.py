@@ -113,4 +113,24 @@ def test_the_sweep_plans_dead_database_files_and_quiet_changelog_files_only(tabl
 def test_a_directory_of_database_files_without_a_snapshot_is_ownerless(tables):
     files, snapshots, _ = tables
     rows = plan.ownerless_dirs(files, snapshots, plan.OwnerlessRule()).collect()
-    assert {(r["job_dir"], r["verdict"]) for r in rows} == {(GONE, "held_back")}
+    assert {(r["job"], r["verdict"]) for r in rows} == {(GONE, "held_back")}
+
+
+def test_in_a_root_that_is_the_jobs_own_directory_the_databases_are_judged_by_the_whole_job(spark):
+    # chk-N/ and shared/ straight in the root (create-subdir off, or a root given at the job's directory): the
+    # databases' files are old, but the job wrote a checkpoint an hour ago, so it is running; by shared/'s own
+    # files the superseded attempt was dead and, with --inactive-after, the newest one too
+    def flat(rel: str, kind: FileKind, mtime: datetime) -> tuple:
+        return (f"file:///f/{rel}", "file:///f", "f", rel.split("/")[0], "00", rel, kind.value, None, None, 10,
+                mtime.replace(tzinfo=None), None)
+
+    files = spark.createDataFrame([
+        flat(f"shared/op_{OP1}_attempt_0/db/old-0", FileKind.FORST_WORKING, OLD),
+        flat(f"shared/op_{OP1}_attempt_1/db/new-1", FileKind.FORST_WORKING, OLD),
+        flat("chk-7/_metadata", FileKind.CHECKPOINT_METADATA, RECENT)], FILES)
+    snapshots = spark.createDataFrame([("file:///f/chk-7/_metadata", "f", "chk-7", "checkpoint",
+                                        RECENT.replace(tzinfo=None))], SNAPSHOTS)
+    verdicts = forst.database_verdicts(files, snapshots, plan.active_jobs(files, GRACE), NOW - timedelta(days=2))
+    assert {(r["attempt"], r["verdict"]) for r in verdicts.collect()} == {(0, DatabaseVerdict.LIVE),
+                                                                        (1, DatabaseVerdict.LIVE)}
+    assert plan.ownerless_dirs(files, snapshots, plan.OwnerlessRule()).collect() == []

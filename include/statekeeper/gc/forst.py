@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from statekeeper.layout.forst import DATABASE_PATTERN
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.tables.vocabulary import DatabaseVerdict, FileKind, SnapshotType
 
 DATABASE_COLUMNS = ("root_id", "job_dir", "database", "operator", "attempt")
@@ -50,34 +51,37 @@ def database_files(files: Any, *, named_only: bool = True) -> Any:
 
 
 def job_last_checkpoint(files: Any, snapshots: Any) -> Any:
-    """(root_id, job_dir, last_written): the newest checkpoint `_metadata` of each job directory, else its
-    newest object (a directory left with data files and no checkpoint)."""
+    """(root_id, job, last_written): the newest checkpoint `_metadata` of each job directory (`job_of`), else
+    its newest object (a directory left with data files and no checkpoint)."""
     from pyspark.sql import functions as F
 
+    job = ["root_id", job_of("job_dir").alias("job")]
     newest_checkpoint = (snapshots.where(F.col("snapshot_type") == SnapshotType.CHECKPOINT.value)
-                         .groupBy("root_id", "job_dir").agg(F.max("metadata_mtime").alias("checkpoint")))
-    newest_object = files.groupBy("root_id", "job_dir").agg(F.max("mtime").alias("object"))
-    return (newest_object.join(newest_checkpoint, ["root_id", "job_dir"], "left")
-            .select("root_id", "job_dir", F.coalesce("checkpoint", "object").alias("last_written")))
+                         .groupBy(*job).agg(F.max("metadata_mtime").alias("checkpoint")))
+    newest_object = files.groupBy(*job).agg(F.max("mtime").alias("object"))
+    return (newest_object.join(newest_checkpoint, ["root_id", "job"], "left")
+            .select("root_id", "job", F.coalesce("checkpoint", "object").alias("last_written")))
 
 
 def database_verdicts(files: Any, snapshots: Any, active: Any, inactive_cutoff: datetime | None) -> Any:
     """(DATABASE_COLUMNS, verdict) of every ForSt database under the roots (DatabaseVerdict).
 
-    `active`: (root_id, job_dir) of the job directories holding an object younger than the grace period
-    (`statekeeper.gc.plan.active_jobs`); `inactive_cutoff`: now - `--inactive-after`, or None."""
+    `active`: (root_id, job) of the job directories holding an object younger than the grace period
+    (`statekeeper.gc.plan.active_jobs`); `inactive_cutoff`: now - `--inactive-after`, or None. A database's
+    job is its job directory's (`job_of`): in a root that is a job's own directory, the activity and the
+    checkpoints of the whole root, not of its shared/ alone."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    dbs = database_files(files).select(*DATABASE_COLUMNS).distinct()
-    subtask = Window.partitionBy("root_id", "job_dir", "operator")
+    dbs = database_files(files).select(*DATABASE_COLUMNS).distinct().withColumn("job", job_of("job_dir"))
+    subtask = Window.partitionBy("root_id", "job", "operator")
     dbs = dbs.withColumn("newest_attempt", F.max("attempt").over(subtask))
-    quiet = active.select("root_id", "job_dir").withColumn("active", F.lit(True))
-    dbs = dbs.join(quiet, ["root_id", "job_dir"], "left")
+    quiet = active.select("root_id", "job").withColumn("active", F.lit(True))
+    dbs = dbs.join(quiet, ["root_id", "job"], "left")
     is_quiet = ~F.coalesce(F.col("active"), F.lit(False))
     inactive = F.lit(False)
     if inactive_cutoff is not None:
-        dbs = dbs.join(job_last_checkpoint(files, snapshots), ["root_id", "job_dir"], "left")
+        dbs = dbs.join(job_last_checkpoint(files, snapshots), ["root_id", "job"], "left")
         inactive = F.coalesce(F.col("last_written") < F.lit(inactive_cutoff), F.lit(False))
     verdict = (F.when(is_quiet & (F.col("attempt") < F.col("newest_attempt")),
                       F.lit(DatabaseVerdict.SUPERSEDED.value))
@@ -95,7 +99,7 @@ def dead_database_files(files: Any, verdicts: Any) -> Any:
 
 
 def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
-    """One row per job directory with a ForSt database: its databases (all, dead), their bytes, the
+    """One row per job directory (`job_of`) with a ForSt database: its databases (all, dead), their bytes, the
     unreferenced files and bytes of dead databases the plan reclaims, and of the others, left alone.
 
     `live`: (file_uri) of every file that stays referenced; `planned`: the sweep's rows (uri, before the
@@ -116,7 +120,7 @@ def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
     def bytes_if(cond: Any) -> Any:
         return F.sum(F.when(cond, F.col("size")).otherwise(0))
 
-    return (rows.groupBy("root", "root_id", "job_dir")
+    return (rows.groupBy("root", "root_id", job_of("job_dir").alias("job_dir"))
             .agg(F.countDistinct(F.when(F.col("database") != "", F.col("database"))).alias("databases"),
                  F.countDistinct(F.when(dead, F.col("database"))).alias("dead_databases"),
                  F.sum("size").alias("bytes"),

@@ -32,6 +32,8 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.jobs.result import JobResult
+from statekeeper.layout.locate import job_location
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.registry import GC
 from statekeeper.units import human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
@@ -106,7 +108,8 @@ class GcResult(JobResult):
         top = sorted(self.breakdown, key=lambda r: (-r.bytes, r.root, r.job_dir, r.reason))[:20]
         if top:
             lines.append("  reclaimable by job directory and reason (largest first):")
-            lines.extend(f"    {r.root}/{r.job_dir} {r.reason}: {r.files} file(s), {human_size(r.bytes)}" for r in top)
+            lines.extend(f"    {job_location(r.root, r.job_dir)} {r.reason}: {r.files} file(s), {human_size(r.bytes)}"
+                         for r in top)
             if len(self.breakdown) > len(top):
                 lines.append(f"    ... {len(self.breakdown) - len(top)} more rows in gc_runs.breakdown")
         if self.failed:
@@ -157,7 +160,7 @@ class GcResult(JobResult):
                  f"alone as possibly live: {human_size(unjudged)}"]
         for f in sorted(self.forst, key=lambda f: (-(f.dead_bytes + f.unjudged_bytes), f.root, f.job_dir))[:20]:
             if f.dead_files or f.unjudged_files:
-                lines.append(f"    {f.root}/{f.job_dir}: {f.dead_databases}/{f.databases} database(s) dead, "
+                lines.append(f"    {job_location(f.root, f.job_dir)}: {f.dead_databases}/{f.databases} database(s) dead, "
                              f"{f.dead_files} file(s) {human_size(f.dead_bytes)} reclaimable; "
                              f"{f.unjudged_files} file(s) {human_size(f.unjudged_bytes)} left alone")
         if unjudged:
@@ -169,7 +172,7 @@ class GcResult(JobResult):
     @staticmethod
     def _dir_lines(dirs: list[OwnerlessDir]) -> list[str]:
         top = sorted(dirs, key=lambda d: (-d.bytes, d.root, d.job_dir))
-        lines = [f"    {d.root}/{d.job_dir}: {d.files} file(s), {human_size(d.bytes)}" for d in top[:20]]
+        lines = [f"    {job_location(d.root, d.job_dir)}: {d.files} file(s), {human_size(d.bytes)}" for d in top[:20]]
         if len(top) > 20:
             lines.append(f"    ... {len(top) - 20} more in gc_runs.ownerless")
         return lines
@@ -306,8 +309,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         from pyspark.sql import functions as F
 
         agg = plan.agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b")).first()
-        rows = (plan.groupBy("root", "job_dir", "reason").agg(F.count(F.lit(1)).alias("files"),
-                                                            F.sum("size").alias("bytes"))
+        rows = (plan.groupBy("root", job_of("job_dir").alias("job_dir"), "reason")
+                .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc()).limit(_BREAKDOWN_ROWS).collect())
         return {"planned": int(agg["n"] or 0), "planned_bytes": int(agg["b"] or 0),
                 "breakdown": tuple(Reclaim(r["root"], r["job_dir"], r["reason"], int(r["files"]), int(r["bytes"] or 0))
@@ -315,10 +318,10 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
 
     @staticmethod
     def _ownerless(held: Any) -> tuple[OwnerlessDir, ...]:
-        """One row per ownerless directory with unreferenced files (at most 1000, largest first)."""
+        """One row per ownerless job directory (its `job`) with unreferenced files (at most 1000, largest first)."""
         from pyspark.sql import functions as F
 
-        rows = (held.groupBy("root", "job_dir", "verdict").agg(F.count(F.lit(1)).alias("files"),
+        rows = (held.groupBy("root", F.col("job").alias("job_dir"), "verdict").agg(F.count(F.lit(1)).alias("files"),
                                                                F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
         return tuple(OwnerlessDir.from_row(r) for r in rows)

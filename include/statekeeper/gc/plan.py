@@ -17,6 +17,11 @@ nothing reachable names, older than the grace period, of a Flink layout kind GC 
 
 A job directory "looks active" when any object in it is younger than the grace period.
 
+Every rule about a job groups by the job's directory (`spark_locate.job_of`: "." for the chk-N/, shared/
+and taskowned/ of a root that is itself a job's directory), never by the index's unit name: by that name
+each chk-N of such a root was a job of its own, shared/ a job without a snapshot, and taskowned/ a job
+judged by its own newest file, so a running job's task-owned files and the grace window's history went.
+
 **Ownerless job directories.** A job restored in CLAIM or LEGACY mode from another job's checkpoint
 keeps using the old job's `shared/` files, and in CLAIM mode Flink deletes the restored `chk-N/`
 once the new job subsumes it: the old job's directory is left with data files and no `_metadata`.
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.tables.catalog import GC_ACTIONS
 from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason, OwnerlessVerdict
 
@@ -77,16 +83,25 @@ class OwnerlessRule:
     older_than_cutoff: datetime | None = None    # or: the directory's newest object is older than this
 
 
+# A job: its root and its directory (job_of), the key of every job-level rule.
+JOB_KEY = ("root_id", "job")
+
+
+def with_job(df: Any) -> Any:
+    """`df` (with root_id, job_dir) plus `job`, the job directory its unit belongs to."""
+    return df.withColumn("job", job_of("job_dir"))
+
+
 def _values(kinds: tuple[FileKind, ...]) -> list[str]:
     return [k.value for k in kinds]
 
 
 def active_jobs(files: Any, grace_cutoff: datetime) -> Any:
-    """(root_id, job_dir) of every job directory holding an object younger than the grace period."""
+    """JOB_KEY of every job directory holding an object younger than the grace period."""
     from pyspark.sql import functions as F
 
-    return (files.groupBy("root_id", "job_dir").agg(F.max("mtime").alias("newest"))
-            .where(F.col("newest") >= F.lit(grace_cutoff)).select("root_id", "job_dir"))
+    return (with_job(files).groupBy(*JOB_KEY).agg(F.max("mtime").alias("newest"))
+            .where(F.col("newest") >= F.lit(grace_cutoff)).select(*JOB_KEY))
 
 
 def reachable_files(inputs: SweepInputs, expired: Any, active: Any) -> Any:
@@ -98,39 +113,39 @@ def reachable_files(inputs: SweepInputs, expired: Any, active: Any) -> Any:
     live = remaining.select("file_uri")
     if inputs.history is not None:
         # Only active jobs need the window's history (a stopped job starts no new checkpoint).
-        live = live.unionByName(inputs.history.join(active, ["root_id", "job_dir"], "left_semi").select("file_uri"))
+        live = live.unionByName(with_job(inputs.history).join(active, list(JOB_KEY), "left_semi").select("file_uri"))
     return live.distinct()
 
 
 def ownerless_dirs(files: Any, snapshots: Any, rule: OwnerlessRule) -> Any:
-    """(root_id, job_dir, verdict) of every ownerless job directory: a data file and no snapshot row.
+    """(JOB_KEY, verdict) of every ownerless job directory: a data file and no snapshot row.
     `verdict` (OwnerlessVerdict) says whether the rule lets its files be planned."""
     from pyspark.sql import functions as F
 
-    dirs = (files.groupBy("root_id", "job_dir")
+    dirs = (with_job(files).groupBy(*JOB_KEY)
             .agg(F.max(F.col("kind").isin(_values(DATA_KINDS))).alias("has_data"), F.max("mtime").alias("newest"))
             .where(F.col("has_data"))
-            .join(snapshots.select("root_id", "job_dir").distinct(), ["root_id", "job_dir"], "left_anti"))
+            .join(with_job(snapshots).select(*JOB_KEY).distinct(), list(JOB_KEY), "left_anti"))
     verdict = F.lit(OwnerlessVerdict.HELD_BACK.value)
     if rule.older_than_cutoff is not None:
         verdict = F.when(F.col("newest") < F.lit(rule.older_than_cutoff),
                          F.lit(OwnerlessVerdict.OLDER_THAN.value)).otherwise(verdict)
     if rule.roots_complete:
         verdict = F.lit(OwnerlessVerdict.ROOTS_COMPLETE.value)
-    return dirs.select("root_id", "job_dir", verdict.alias("verdict"))
+    return dirs.select(*JOB_KEY, verdict.alias("verdict"))
 
 
 def held_back(swept: Any, ownerless: Any) -> Any:
-    """The rows of `swept` (`sweep_all`) in ownerless directories, with the directory's `verdict`."""
-    return swept.join(ownerless, ["root_id", "job_dir"], "inner")
+    """The rows of `swept` (`sweep_all`) in ownerless directories, with the directory's `job` and `verdict`."""
+    return with_job(swept).join(ownerless, list(JOB_KEY), "inner")
 
 
 def withhold(swept: Any, ownerless: Any) -> Any:
     """`swept` without the files of every ownerless directory the rule holds back."""
     from pyspark.sql import functions as F
 
-    held = ownerless.where(F.col("verdict") == OwnerlessVerdict.HELD_BACK.value).select("root_id", "job_dir")
-    return swept.join(held, ["root_id", "job_dir"], "left_anti").select(*GC_ACTIONS.schema.names)
+    held = ownerless.where(F.col("verdict") == OwnerlessVerdict.HELD_BACK.value).select(*JOB_KEY)
+    return with_job(swept).join(held, list(JOB_KEY), "left_anti").select(*GC_ACTIONS.schema.names)
 
 
 def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime,
@@ -156,8 +171,8 @@ def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: d
                      .select("root_id", "job_dir", "checkpoint_id").distinct()
                      .withColumn("has_metadata", F.lit(True)))
 
-    pool = (files.join(live.withColumnRenamed("file_uri", "uri"), "uri", "left_anti")
-            .join(active, ["root_id", "job_dir"], "left")
+    pool = (with_job(files).join(live.withColumnRenamed("file_uri", "uri"), "uri", "left_anti")
+            .join(active, list(JOB_KEY), "left")
             .join(expired_meta, "uri", "left")
             .join(expired_uses, "uri", "left")
             .join(with_metadata, ["root_id", "job_dir", "checkpoint_id"], "left")

@@ -3,8 +3,9 @@
 One rule set, expressed as Spark column logic over `snapshots` (a window per job directory: no
 job's snapshots ever leave their partition, nothing is collected):
 
-* checkpoints are ranked per (root, job_dir) by checkpoint id, newest first; rank 1 (the newest)
-  is never expired;
+* checkpoints are ranked per job directory (root, `spark_locate.job_of`: the chk-N/ of a root that is a
+  job's own directory are that one job's) by checkpoint id, newest first; rank 1 (the newest) is never
+  expired;
 * `retain_last N`: ranks above N expire;
 * `inactive_after D` / `inactive_retain K`: in a job whose newest checkpoint's `_metadata` is older
   than D, ranks above K expire;
@@ -20,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from statekeeper.gc.options import RetentionPolicy
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.tables.vocabulary import LayoutKind, SnapshotType
 
 
@@ -47,7 +49,7 @@ def expired_snapshots(snapshots: Any, policy: RetentionPolicy, now: datetime, gr
     frames = []
 
     if policy.retain_last is not None or policy.inactive_after is not None:
-        by_job = Window.partitionBy("root_id", "job_dir")
+        by_job = Window.partitionBy("root_id", job_of("job_dir"))
         ranked = (snapshots.where(~is_savepoint)
                   .withColumn("rank", F.row_number().over(
                       by_job.orderBy(F.col("checkpoint_id").desc_nulls_last(), F.col("metadata_mtime").desc())))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekeeper.layout.locate import ANNOTATION_FIELDS, TARGET_INPUTS, annotate_batches
+from statekeeper.layout.classify import FLAT_DIR_PATTERN
+from statekeeper.layout.locate import ANNOTATION_FIELDS, ROOT_LEVEL, TARGET_INPUTS, annotate_batches
 from statekeeper.tables.vocabulary import Dependency, FileKind, HandleKind
 
 SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
@@ -25,6 +26,18 @@ def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
+
+
+def job_of(column: str = "job_dir") -> Any:
+    """`locate.location_job_dir` as a Spark column: the job directory a unit of the index belongs to.
+
+    The index names a unit by the first path segment below its root, so a root holding one job's chk-N/,
+    shared/ and taskowned/ directly (create-subdir off, or a root given at a job's own directory) has a
+    unit per checkpoint and one for shared/; they are all the root's job, ".". Rules about a job (its
+    checkpoints' ranking, whether it looks active, whether it has a snapshot) group by this, never by the
+    unit's name."""
+    F = _F()
+    return F.when(F.col(column).rlike(FLAT_DIR_PATTERN), F.lit(ROOT_LEVEL)).otherwise(F.col(column))
 
 
 def _with_fields(schema: Any, fields: Any) -> Any:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from statekeeper.jobs import selection
-from statekeeper.layout.classify import FLAT_DIR_PATTERN
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.replicate.options import DrOptions, SavepointPolicy
-from statekeeper.tables.catalog import ROOT_LEVEL_JOB_DIR
 from statekeeper.tables.vocabulary import DrSelectedBy, SnapshotStatus, SnapshotType, UnitKind
 
 CANDIDATE_COLUMNS = ("group_key", "rank", "selected_by", "snapshot_uri", "root", "root_id", "job_dir", "bucket",
@@ -27,8 +26,7 @@ def restorable_snapshots(results: Any, snapshots: Any) -> Any:
     # A checkpoint written straight into the root (chk-N without a job-id level) belongs to the root's own
     # job directory, "." as validation_jobs names it: by its chk-N name no job matched it, and the run copied
     # nothing and called that a success.
-    job_dir = (F.when(F.col("job_dir").rlike(FLAT_DIR_PATTERN), F.lit(ROOT_LEVEL_JOB_DIR))
-               .otherwise(F.col("job_dir")).alias("job_dir"))
+    job_dir = job_of("job_dir").alias("job_dir")
     return (snapshots.where(F.col("status") == SnapshotStatus.OK.value)
             .join(ok.withColumnRenamed("snapshot_uri", "uri"), "uri", "left_semi")
             .select(F.col("uri").alias("snapshot_uri"), "root", "root_id", job_dir, "bucket", "job_id",

@@ -43,6 +43,24 @@ from statekeeper.tables.vocabulary import (
 
 
 _UNREAD = object()   # a cached read not made yet (None is a valid answer)
+# Columns naming a directory below a root. The index names a unit by its directory (a root that is a job's
+# own directory has a unit per chk-N and one for shared/); the page shows jobs, as validation_jobs names
+# them (`spark_locate.job_of`).
+_DIRECTORY_COLUMNS = ("job_dir", "file_job_dir")
+
+
+def job_frames(frames: dict[str, Any]) -> dict[str, Any]:
+    """`frames` with every directory column naming the job directory, so that per-directory views, lineage
+    and health join and count the same job, whatever level its root was given at."""
+    from statekeeper.layout.spark_locate import job_of
+
+    out = {}
+    for name, df in frames.items():
+        for column in _DIRECTORY_COLUMNS:
+            if column in df.columns:
+                df = df.withColumn(column, job_of(column))
+        out[name] = df
+    return out
 
 
 class Gatherer:

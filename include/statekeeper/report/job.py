@@ -25,7 +25,7 @@ from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import PinnedInputs
 from statekeeper.jobs.result import JobResult
 from statekeeper.registry import REPORT
-from statekeeper.report.gather import Gatherer
+from statekeeper.report.gather import Gatherer, job_frames
 from statekeeper.report.idle import idle_job_dirs
 from statekeeper.report.model import ReportData, TrendPoint
 from statekeeper.report.options import ReportOptions
@@ -103,8 +103,8 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         from statekeeper.tables.reader import TableReader
 
         inputs, limits = self.inputs, self.options.limits
-        frames = {**inputs.read(ctx.spark, ctx.engine, ctx.warehouse),
-                  **inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)}
+        frames = job_frames({**inputs.read(ctx.spark, ctx.engine, ctx.warehouse),
+                             **inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)})
         reader = TableReader(ctx.warehouse)
         versions = {**inputs.versions, **inputs.optional}
         for name in AUDIT_SOURCES:
