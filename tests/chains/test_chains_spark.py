@@ -67,3 +67,19 @@ def test_spark_graph_equals_the_pure_rules(spark):
     expected = pure_lineage(idx, want)
     assert trans == expected
     assert any(d >= 3 for _, _, d, _ in expected), "the synthetic chains should be at least 3 jobs deep"
+
+
+def test_the_spark_columns_of_a_units_job_equal_the_pure_functions(spark):
+    from statekeeper.layout.locate import job_location, location_job_dir, unit_kind
+    from statekeeper.layout.spark_locate import job_location_of, job_of, unit_kind_of
+
+    names = [".", "chk-5", "chk-0012", "chk-", "chk-5x", "CHK-5", "shared", "shared2", "taskowned", "taskowned/x",
+             "a" * 32, "A" * 32, "a" * 31, "0b15a46fcc04b7f827959ed5f4862eff", "savepoint-0b15a4-0123456789ab",
+             "savepoint-0b15a4-0123456789a", "compacted", "dstl", "odd dir%41+x", "job_x_op_y"]
+    roots = ["file:///r", "s3://b/root/", "file:///r//"]
+    rows = [(root, name) for root in roots for name in names]
+    got = (spark.createDataFrame(rows, "root string, job_dir string")
+           .select("root", "job_dir", job_of().alias("job"), unit_kind_of().alias("kind"),
+                   job_location_of().alias("location")).collect())
+    assert {(r["root"], r["job_dir"]): (r["job"], r["kind"], r["location"]) for r in got} == {
+        (root, name): (location_job_dir(name), str(unit_kind(name)), job_location(root, name)) for root, name in rows}

@@ -8,6 +8,7 @@ from typing import Any
 from statekeeper.compact.options import CompactOptions
 from statekeeper.compact.plan import Placement
 from statekeeper.jobs import selection
+from statekeeper.layout.spark_locate import job_location_of, job_of
 from statekeeper.tables.vocabulary import (CompactionStatus, HandleKind, LayoutKind, SnapshotStatus, SnapshotType,
                                            Slot)
 from statekeeper.units import MiB
@@ -62,9 +63,13 @@ def candidates(opts: CompactOptions, snaps: Any, inline: Any, files: Any, result
     refused = F.lit(None).cast("string")
     newest_checkpoint = F.lit(None).cast("long")
     if opts.placement is Placement.IN_PLACE:
-        newest = files.groupBy("root", "job_dir").agg(F.max("mtime").alias("job_newest_mtime"))
-        newest_chk = snaps.groupBy("root", "job_dir").agg(F.max("dir_checkpoint_id").alias("_newest_chk"))
-        chosen = chosen.join(newest, ["root", "job_dir"], "left").join(newest_chk, ["root", "job_dir"], "left")
+        # per job, not per unit of the index: in a root that is the job's own directory, chk-N/ and shared/
+        # are units of one job, and the job runs when any of them was written
+        job = job_of("job_dir").alias("job")
+        newest = files.groupBy("root", job).agg(F.max("mtime").alias("job_newest_mtime"))
+        newest_chk = snaps.groupBy("root", job).agg(F.max("dir_checkpoint_id").alias("_newest_chk"))
+        chosen = (chosen.withColumn("job", job_of("job_dir"))
+                  .join(newest, ["root", "job"], "left").join(newest_chk, ["root", "job"], "left"))
         newest_checkpoint = F.col("_newest_chk")
         is_checkpoint = ((F.col("layout_kind") == LayoutKind.CHECKPOINT_METADATA.value)
                          & (F.coalesce("snapshot_type", F.lit("")) != SnapshotType.SAVEPOINT.value))
@@ -72,7 +77,7 @@ def candidates(opts: CompactOptions, snaps: Any, inline: Any, files: Any, result
         refused = F.when(is_checkpoint & active, F.format_string(
             "--in-place refused: job directory %s wrote an object at %s, within --quiet-period; the job may be "
             "running and its JobManager owns this checkpoint. Stop the job (or wait), re-index, then re-run; or "
-            "compact into a new directory (the default)", F.col("job_dir"),
+            "compact into a new directory (the default)", job_location_of(),
             F.date_format("job_newest_mtime", "yyyy-MM-dd'T'HH:mm:ssX")))
     return chosen.select("uri", "metadata_size", "metadata_etag", "root", "job_dir", "job_id", "checkpoint_id",
                          "snapshot_type", "layout_kind", "movable_bytes", refused.alias("refused"),

@@ -28,7 +28,8 @@ _FLAT_DIR = re.compile(FLAT_DIR_PATTERN)
 # (statekeeper.compact.plan), a self-contained snapshot directory like a savepoint.
 _COMPACTED = "compacted"
 # savepoint-<first 6 chars of the job id>-<12 random hex> (AbstractFsCheckpointStorageAccess).
-_SAVEPOINT_DIR = re.compile(r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$")
+SAVEPOINT_DIR_PATTERN = r"^savepoint-([0-9a-f]{6})-([0-9a-f]{12})$"
+_SAVEPOINT_DIR = re.compile(SAVEPOINT_DIR_PATTERN)
 # FLIP-306 managed directories (FileMergingSnapshotManagerBase).
 _FM_SHARED = re.compile(r"^job_[A-Za-z0-9_-]+_op_[A-Za-z0-9_-]+$")
 _FM_TASKOWNED = re.compile(r"^job_[A-Za-z0-9_-]+_tm_.+$")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekeeper.layout.classify import FLAT_DIR_PATTERN
+from statekeeper.layout.classify import FLAT_DIR_PATTERN, JOB_ID_PATTERN, SAVEPOINT_DIR_PATTERN
 from statekeeper.layout.locate import ANNOTATION_FIELDS, ROOT_LEVEL, TARGET_INPUTS, annotate_batches
-from statekeeper.tables.vocabulary import Dependency, FileKind, HandleKind
+from statekeeper.tables.vocabulary import Dependency, FileKind, HandleKind, UnitKind
 
 SNAPSHOT_KEYS = ("snapshot_uri", "root", "root_id", "job_dir")
 TARGET_ATTRS = ("target_kind", "target_snapshot_uri", "target_root", "target_root_id", "target_job_dir",
@@ -38,6 +38,23 @@ def job_of(column: str = "job_dir") -> Any:
     unit's name."""
     F = _F()
     return F.when(F.col(column).rlike(FLAT_DIR_PATTERN), F.lit(ROOT_LEVEL)).otherwise(F.col(column))
+
+
+def job_location_of(root: str = "root", job_dir: str = "job_dir") -> Any:
+    """`locate.job_location` as a Spark column: the URI of the directory that plays the job (the root itself
+    for a flat layout)."""
+    F = _F()
+    return (F.when(job_of(job_dir) == F.lit(ROOT_LEVEL), F.col(root))
+            .otherwise(F.concat(F.regexp_replace(F.col(root), "/+$", ""), F.lit("/"), F.col(job_dir))))
+
+
+def unit_kind_of(job_dir: str = "job_dir") -> Any:
+    """`locate.unit_kind` as a Spark column: job, savepoint or directory."""
+    F = _F()
+    unit = F.col(job_dir)
+    return (F.when((job_of(job_dir) == F.lit(ROOT_LEVEL)) | unit.rlike(JOB_ID_PATTERN), F.lit(UnitKind.JOB.value))
+            .when(unit.rlike(SAVEPOINT_DIR_PATTERN), F.lit(UnitKind.SAVEPOINT.value))
+            .otherwise(F.lit(UnitKind.DIRECTORY.value)))
 
 
 def _with_fields(schema: Any, fields: Any) -> Any:

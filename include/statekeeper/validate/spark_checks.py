@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from statekeeper.layout.locate import job_location, location_job_dir, unit_kind
+from statekeeper.layout.spark_locate import job_location_of, job_of, unit_kind_of
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.vocabulary import (
     FOREIGN_RELATIONS,
@@ -165,9 +165,7 @@ def job_health(results: Any) -> Any:
     """
     F = _F()
     s = results.where(F.col("check") == Check.SNAPSHOT)
-    s = _append(s, location_job_dir, ("job_dir",), "loc_job_dir")
-    s = _append(s, unit_kind, ("job_dir",), "kind")
-    s = _append(s, job_location, ("root", "job_dir"), "location")
+    s = s.select("*", job_of().alias("loc_job_dir"), unit_kind_of().alias("kind"), job_location_of().alias("location"))
     rank = F.struct((F.col("snapshot_type") == SnapshotType.CHECKPOINT).cast("int").alias("c"),
                     F.coalesce("snapshot_checkpoint_id", F.lit(-1)).alias("id"), F.col("snapshot_uri").alias("uri"))
     newest = F.max(F.struct(rank.alias("k"), F.col("restorable").alias("ok"),

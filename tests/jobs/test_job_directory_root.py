@@ -1,4 +1,4 @@
-"""GC judges a job as a job, whatever level its root is given at.
+"""GC, the report and in-place compaction judge a job as a job, whatever level its root is given at.
 
 A root may be a job's own directory: Flink writes checkpoints that way with `create-subdir` off, and a team
 that gives GC one root per job points it at `<checkpoints>/<job id>`. chk-N/, shared/ and taskowned/ then
@@ -15,8 +15,9 @@ over its parent plans: the shared orphan and the dead upload, not the taskowned 
 job's), not the shared files only the removed checkpoint named (the grace window's history, in a job
 that looks active), and, with `--retain-last 1`, the older checkpoint. The report over the job's own
 directory shows what the report over its parent shows, with the job named "." (its storage, health and
-`_metadata` series as one job, no lineage edge from its chk-N/ to its own shared/). Then GC deletes, and
-the newest checkpoint restores in Flink.
+`_metadata` series as one job, no lineage edge from its chk-N/ to its own shared/). In-place compaction of
+the newest checkpoint is refused while the job's shared/ is being written, though its chk-N/ is old. Then
+GC deletes, and the newest checkpoint restores in Flink.
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
+from statekeeper.compact.plan import BACKUP_NAME
 from statekeeper.tables import Warehouse
+from tests.compact.support import CompactPipeline, compactions
 from tests.gc.support import Pipeline, actions, local, relocated, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -69,11 +72,11 @@ def views(spark, flink_fixture, tmp_path_factory) -> dict:
     store = local(relocated(fx, base / "store"))
     job_dir = local(uri(store) + uri(fx.job("A")["job_dir"])[len(uri(fx.root)):])
     _age(store, 10)
-    planted = {"shared/orphan-1": 10, "chk-99/dead-upload": 10, "taskowned/orphan-2": 10}
+    planted = {"shared/orphan-1": 10, "chk-1/dead-upload": 10, "taskowned/orphan-2": 10}
     for rel, days in planted.items():
         _plant(job_dir / rel, days)
-    nested = Pipeline(spark, Warehouse(str(base / "wh-nested")), [uri(job_dir.parent)], base / "nested")
-    flat = Pipeline(spark, Warehouse(str(base / "wh-flat")), [uri(job_dir)], base / "flat")
+    nested = CompactPipeline(spark, Warehouse(str(base / "wh-nested")), [uri(job_dir.parent)], base / "nested")
+    flat = CompactPipeline(spark, Warehouse(str(base / "wh-flat")), [uri(job_dir)], base / "flat")
     for p in (nested, flat):
         p.base.mkdir()
         p.refresh()
@@ -93,7 +96,7 @@ def test_a_job_directory_as_root_gets_the_plan_its_parent_gets(views):
         assert _plan(flat, job_dir, *args) == want, args
         # what GC over the parent plans, spelled out: the leftovers of a running job, never its task-owned
         # files or what the grace window's index runs saw referenced
-        assert want.get("shared/orphan-1") == "orphan" and want.get("chk-99/dead-upload") == "failed_checkpoint", want
+        assert want.get("shared/orphan-1") == "orphan" and want.get("chk-1/dead-upload") == "failed_checkpoint", want
         assert "taskowned/orphan-2" not in want, want
         assert not any(rel.startswith(views["removed"] + "/") for rel in want), want
     expired = _plan(nested, job_dir, "--retain-last", "1")
@@ -132,6 +135,23 @@ def test_the_report_over_the_job_directory_shows_one_job_as_over_its_parent(view
     assert len(series(nested)) == 2 and series(flat) == series(nested)
     same = lambda d: {k: v for k, v in d.items() if "run_id" not in k and not k.endswith("_at")}  # noqa: E731
     assert same(flat["totals"]) == same(nested["totals"]) and same(flat["gc"]) == same(nested["gc"])
+
+
+def test_in_place_compaction_is_refused_while_the_job_writes_its_shared_files(views):
+    # the newest checkpoint is old, and an upload of the next one is in flight in shared/: the job runs. By its
+    # chk-N/ alone (the unit the index names) the job looked stopped and its newest checkpoint was rewritten.
+    flat, newest = views["flat"], views["newest"]
+    then = time.time() - 10 * DAY
+    os.utime(newest / "_metadata", (then, then))
+    _plant(views["job_dir"] / "shared" / "in-flight", 0)
+    flat.refresh()
+    assert flat.validate() == 0
+    original = (newest / "_metadata").read_bytes()
+    code, result = flat.compact("--snapshot", uri(newest), "--in-place")
+    row, = compactions(flat.warehouse, result["run_id"])
+    assert code == 1 and row["status"] == "refused", (result, row)
+    assert "--quiet-period" in row["problem"] and uri(views["job_dir"]) in row["problem"], row
+    assert (newest / "_metadata").read_bytes() == original and not (newest / BACKUP_NAME).exists()
 
 
 def test_deleting_over_the_job_directory_keeps_the_newest_checkpoint_restorable(views):
