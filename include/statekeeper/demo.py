@@ -163,7 +163,9 @@ def gc_summary(warehouse: str, run_id: str, label: str) -> str:
     else:
         head += f"; deleted {run['deleted']}, kept after re-check {run['changed_skipped']}, failed {run['failed']}"
     lines = [head]
-    lines += [f"  {b['root']}/{b['job_dir']} {b['reason']}: {b['files']} file(s), {b['bytes']:,} bytes"
+    from statekeeper.layout.locate import job_location
+
+    lines += [f"  {job_location(b['root'], b['job_dir'])} {b['reason']}: {b['files']} file(s), {b['bytes']:,} bytes"
               for b in run["breakdown"]]
     lines += [f"  blocked: {b}" for b in run["blocked"]]
     return "\n".join(lines)
