@@ -110,7 +110,8 @@ def _report(p: Pipeline) -> dict:
 
     assert validate(["--warehouse", p.warehouse.uri, "--progress-interval", "0", "--no-quality-suite"]) == 0
     out = p.base / "report"
-    BuildReport(p.spark).warehouse(p.warehouse.uri).progress_interval(0).configure(ReportOptions(out=str(out))).execute()
+    (BuildReport(p.spark).warehouse(p.warehouse.uri).progress_interval(0)
+     .configure(ReportOptions(out=str(out))).execute())
     return json.loads((out / "report.json").read_text())
 
 

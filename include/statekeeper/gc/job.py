@@ -160,8 +160,8 @@ class GcResult(JobResult):
                  f"alone as possibly live: {human_size(unjudged)}"]
         for f in sorted(self.forst, key=lambda f: (-(f.dead_bytes + f.unjudged_bytes), f.root, f.job_dir))[:20]:
             if f.dead_files or f.unjudged_files:
-                lines.append(f"    {job_location(f.root, f.job_dir)}: {f.dead_databases}/{f.databases} database(s) dead, "
-                             f"{f.dead_files} file(s) {human_size(f.dead_bytes)} reclaimable; "
+                lines.append(f"    {job_location(f.root, f.job_dir)}: {f.dead_databases}/{f.databases} database(s) "
+                             f"dead, {f.dead_files} file(s) {human_size(f.dead_bytes)} reclaimable; "
                              f"{f.unjudged_files} file(s) {human_size(f.unjudged_bytes)} left alone")
         if unjudged:
             lines.append("    (a database is judged only once its job wrote nothing for the grace period and a "
@@ -321,8 +321,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         """One row per ownerless job directory (its `job`) with unreferenced files (at most 1000, largest first)."""
         from pyspark.sql import functions as F
 
-        rows = (held.groupBy("root", F.col("job").alias("job_dir"), "verdict").agg(F.count(F.lit(1)).alias("files"),
-                                                               F.sum("size").alias("bytes"))
+        rows = (held.groupBy("root", F.col("job").alias("job_dir"), "verdict")
+                .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
         return tuple(OwnerlessDir.from_row(r) for r in rows)
 

@@ -28,6 +28,7 @@ from statekeeper.report.model import (
     TrendPoint,
 )
 from statekeeper.layout.locate import unit_kind
+from statekeeper.layout.spark_locate import job_of
 from statekeeper.report.options import Limits
 from statekeeper.tables.reader import TableReader
 from statekeeper.tables.vocabulary import (
@@ -52,8 +53,6 @@ _DIRECTORY_COLUMNS = ("job_dir", "file_job_dir")
 def job_frames(frames: dict[str, Any]) -> dict[str, Any]:
     """`frames` with every directory column naming the job directory, so that per-directory views, lineage
     and health join and count the same job, whatever level its root was given at."""
-    from statekeeper.layout.spark_locate import job_of
-
     out = {}
     for name, df in frames.items():
         for column in _DIRECTORY_COLUMNS:
