@@ -122,7 +122,7 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         from statekeeper.validate.quality import QualitySuite
 
         # GX is imported and set up in the background while Spark does the checks.
-        suite = QualitySuite(ctx.warehouse, ctx.run_id) if self.options.quality_suite else None
+        suite = QualitySuite(ctx.spark, ctx.warehouse, ctx.run_id) if self.options.quality_suite else None
         try:
             return self._validated(ctx, suite)
         except BaseException:
@@ -131,9 +131,13 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
             raise
 
     def _validated(self, ctx: RunContext, suite: Any) -> ValidationResult:
+        from statekeeper.validate.quality import cross_table_assets
+
         beat, log = ctx.beat, ctx.log
         clock = time.monotonic()
         tables = self._read_cut(ctx)
+        if suite is not None:
+            self._table_metrics(ctx, suite, tables)
 
         beat.phase("locating references")
         uses, stat, statted = self._located(ctx, tables)
@@ -142,11 +146,11 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         beat.phase("checks")
         found, results, jobs = self._checked(ctx, uses, stat, tables)
         log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
+        if suite is not None:
+            suite.submit(cross_table_assets(tables, found, stat))
+            suite.close()
         counts = _counts(results, found, jobs)
         unrestorable = self._unrestorable(jobs, results)
-        if suite is not None:
-            self._quality_metrics(ctx, suite, tables, found, stat)
-            log.info("%s: quality metrics computed (%.1fs)", ctx.label, time.monotonic() - clock)
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(self.inputs.versions,
                                                                                   sort_keys=True)})
@@ -207,15 +211,15 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
                         .select(*VALIDATION_JOBS.schema.names))
         return found, results, jobs
 
-    def _quality_metrics(self, ctx: RunContext, suite: Any, tables: dict[str, Any], found: Any, stat: Any) -> None:
-        """The suite's metrics over the index tables (and the chains tables, when present), in Spark."""
-        from statekeeper.validate.quality import build_assets
+    def _table_metrics(self, ctx: RunContext, suite: Any, tables: dict[str, Any]) -> None:
+        """The suite's metrics of the index tables (and the chains tables, when present), computed in
+        Spark beside the checks."""
+        from statekeeper.validate.quality import table_assets
 
-        ctx.beat.phase("quality suite")
         extra = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
         specs = {n: table_spec(n) for n in ("files", "snapshots", "references", "inline_state",
                                             "dependencies", "pins")}
-        suite.submit(build_assets({**tables, **extra}, specs, found, stat))
+        suite.submit(table_assets({**tables, **extra}, specs))
 
     @staticmethod
     def _unrestorable(jobs: Any, results: Any) -> tuple[UnrestorableJob, ...]:

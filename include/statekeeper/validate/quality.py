@@ -77,12 +77,8 @@ def _true(column: str) -> tuple[str, dict[str, Any]]:
     return ("ExpectColumnValuesToBeInSet", {"column": column, "value_set": [True]})
 
 
-def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any, stat: Any) -> list[Asset]:
-    """The suite's DataFrames: the tables as read, plus two derived views for cross-table rules.
-
-    `found` are this run's findings (FINDING_COLUMNS), `stat` the stat results of files outside
-    the indexed roots (file_uri, stat_status, ...).
-    """
+def table_assets(tables: dict[str, Any], specs: dict[str, TableSpec]) -> list[Asset]:
+    """The suite's DataFrames of the tables as read (the rules of each table on its own)."""
     files, snaps, refs = tables["files"], tables["snapshots"], tables["references"]
     assets = [
         Asset("files", files, [_columns(specs["files"]),
@@ -113,15 +109,19 @@ def build_assets(tables: dict[str, Any], specs: dict[str, TableSpec], found: Any
                 _columns(specs[name]), *_not_null(*key),
                 ("ExpectCompoundColumnsToBeUnique", {"column_list": key}),
                 *_non_negative("files", "directories", "bytes", "depth")]))
+    return assets
 
-    return assets + _cross_table_assets(files, snaps, refs, found, stat)
 
-
-def _cross_table_assets(files: Any, snaps: Any, refs: Any, found: Any, stat: Any) -> list[Asset]:
+def cross_table_assets(tables: dict[str, Any], found: Any, stat: Any) -> list[Asset]:
     """Derived views for the rules across tables: every referenced file is accounted for (listed,
-    stat'ed or reported), every referencing snapshot is indexed, a checkpoint's id is its directory's."""
+    stat'ed or reported), every referencing snapshot is indexed, a checkpoint's id is its directory's.
+
+    `found` are this run's findings (FINDING_COLUMNS), `stat` the stat results of files outside
+    the indexed roots (file_uri, stat_status, ...).
+    """
     from pyspark.sql import functions as F
 
+    files, snaps, refs = tables["files"], tables["snapshots"], tables["references"]
     assets = []
     reported = found.where(F.col("subject").isNotNull()).select(F.col("subject").alias("file_uri")).distinct() \
         .withColumn("reported", F.lit(True))
@@ -145,43 +145,61 @@ def _cross_table_assets(files: Any, snaps: Any, refs: Any, found: Any, stat: Any
 
 
 class QualitySuite:
-    """The GX side of the suite, prepared in a background thread while Spark does the checks.
+    """The suite run beside the validation: GX in one background thread, the metrics in another.
 
     `import great_expectations` alone takes 5-12 s on the 2-core machine (it imports scipy, altair,
     SQLAlchemy, pandas), and rendering the Data Docs 3-4 s (Jinja compiles its templates in every
-    process). Neither needs Spark, so a validation run starts the suite first (the constructor), hands it the
-    metrics Spark computed (`submit`) and collects the report (`result`) after its own tables are
-    written. GX decides each expectation with its own `_validate` over those metrics, and builds its
-    results and Data Docs as its engine would.
+    process). Neither needs Spark, so a validation run starts the suite first (the constructor). The
+    tables' own metrics need nothing the checks compute: they are submitted as soon as the tables are
+    read and Spark computes them beside the checks (a validation's Spark jobs are one-task stages on
+    a small warehouse, so the second core is mostly idle); the cross-table assets follow the checks.
+    `close` hands every metric to GX, which decides each expectation with its own `_validate` and
+    builds its results and Data Docs as its engine would, while the job writes its own tables.
     """
 
-    def __init__(self, warehouse: Warehouse, run_id: str) -> None:
+    def __init__(self, spark: Any, warehouse: Warehouse, run_id: str) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self._warehouse, self._run_id = warehouse, run_id
-        # One worker: the evaluation queues behind the preparation.
+        self._spark, self._warehouse, self._run_id = spark, warehouse, run_id
+        # One worker each: GX's evaluation queues behind its preparation, metric batches run in order.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekeeper-gx")
+        self._metrics_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekeeper-quality-metrics")
         self._prepared = self._pool.submit(_prepare_gx)
+        self._declared: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
+        self._computed: list[Any] = []
         self._report: Any = None
 
     def submit(self, assets: list[Asset]) -> None:
-        """Compute the assets' metrics in Spark (this thread), then evaluate them in the background."""
+        """Compute these assets' metrics in Spark, in the background (in submission order)."""
+        self._declared.extend((a.name, a.expectations) for a in assets)
+        self._computed.append(self._metrics_pool.submit(self._compute, assets))
+
+    def _compute(self, assets: list[Asset]) -> dict[str, Any]:
+        from statekeeper.tables.spark import activate
         from statekeeper.validate.quality_metrics import compute
 
-        metrics = compute([(a.name, a.df, a.expectations) for a in assets])
-        declared = [(a.name, a.expectations) for a in assets]
-        self._report = self._pool.submit(_evaluate, self._prepared, declared, metrics, self._warehouse, self._run_id)
+        activate(self._spark)  # a new thread has no active session on the JVM side
+        return compute([(a.name, a.df, a.expectations) for a in assets])
+
+    def close(self) -> None:
+        """Every asset is submitted: evaluate them in GX once their metrics are in."""
+        self._report = self._pool.submit(_evaluate, self._prepared, list(self._declared), list(self._computed),
+                                         self._warehouse, self._run_id)
 
     def result(self) -> QualityReport:
-        """The report; re-raises what failed in the background (GX's import included)."""
+        """The report; re-raises what failed in the background (GX's import and the metrics included)."""
         try:
             return self._report.result()
         finally:
-            self._pool.shutdown(wait=False)
+            self._shutdown(cancel=False)
 
     def abandon(self) -> None:
         """The run failed before the suite was collected: do not keep the process waiting on GX."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._shutdown(cancel=True)
+
+    def _shutdown(self, *, cancel: bool) -> None:
+        self._metrics_pool.shutdown(wait=False, cancel_futures=cancel)
+        self._pool.shutdown(wait=False, cancel_futures=cancel)
 
 
 @dataclass
@@ -211,9 +229,12 @@ def _prepare_gx() -> _Gx:
 RESULT_FORMAT = {"result_format": "SUMMARY"}
 
 
-def _evaluate(prepared: Any, declared: list[tuple[str, list[tuple[str, dict[str, Any]]]]], metrics: dict[str, Any],
+def _evaluate(prepared: Any, declared: list[tuple[str, list[tuple[str, dict[str, Any]]]]], computed: list[Any],
               warehouse: Warehouse, run_id: str) -> QualityReport:
     """GX's verdict on every asset from the Spark-computed metrics; results and Data Docs published."""
+    metrics: dict[str, Any] = {}
+    for batch in computed:
+        metrics.update(batch.result())
     g: _Gx = prepared.result()
     from great_expectations.core.run_identifier import RunIdentifier
 
