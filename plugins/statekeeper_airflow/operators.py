@@ -57,6 +57,7 @@ from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_startup,
                                      with_java_options, without_options)
+from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.warm_driver.client import Declined, DriverClient
 from statekeeper.warm_driver.protocol import DriverGone, fingerprint, library_digest, run_key, socket_path
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
@@ -97,6 +98,8 @@ STORAGE_CONN_TYPES = {
 LOCAL_DRIVER_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
+    # Local workers inherit PYTHONPATH with the library (_driver_env): they import PySpark's bytecode.
+    **LOCAL_WORKER_CONF,
 }
 # Spark's WebUI binds to $SPARK_LOCAL_IP, else 0.0.0.0 (it has no conf key for its host).
 LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}

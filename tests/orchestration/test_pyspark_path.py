@@ -73,3 +73,13 @@ def test_a_spark_submit_driver_imports_the_installed_package(tmp_path):
     assert lines["BEFORE"] == "True", "spark-submit no longer puts pyspark.zip on the driver's path"
     assert ".zip" not in lines["PYSPARK"] and ".zip" not in lines["PY4J"], lines
     assert Path(lines["PYSPARK"]).parent.name == "pyspark" and Path(lines["PYSPARK"]).is_file()
+
+
+def test_a_sessions_python_workers_import_the_installed_package(spark):
+    """Executors' Python workers fork from statekeeper.pyspark_daemon, which applies the same rule before
+    PySpark is imported: a task sees PySpark from the installed package, not from SPARK_HOME's zip (Spark
+    puts the zip first on the workers' path; from it, every worker compiled PySpark from source)."""
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "statekeeper.pyspark_daemon"
+    seen = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
+    assert len(seen) == 1 and ".zip" not in seen[0], seen
+    assert Path(seen[0]).parent.name == "pyspark" and Path(seen[0]).is_file()
