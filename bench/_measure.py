@@ -1,7 +1,9 @@
-"""Wall time and peak RSS of one child process, measured exactly.
+"""Wall time, CPU time and peak RSS of one child process, measured exactly.
 
 The command runs under a fresh Python wrapper whose only child it is, so the wrapper's
-RUSAGE_CHILDREN.ru_maxrss is that command's peak resident set (kernel-accounted, no polling).
+RUSAGE_CHILDREN.ru_maxrss is that command's peak resident set (kernel-accounted, no polling), and its
+user + system time the CPU of the command and every descendant that was waited for (a spark-submit's
+JVM, its Python driver and the Python workers).
 """
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ _WRAPPER = (
     "t = time.perf_counter()\n"
     "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
     "wall = time.perf_counter() - t\n"
-    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
-    "print(json.dumps({'returncode': p.returncode, 'wall_s': wall, 'peak_rss': rss,\n"
+    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "rss, cpu = ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime\n"
+    "print(json.dumps({'returncode': p.returncode, 'wall_s': wall, 'peak_rss': rss, 'cpu_s': cpu,\n"
     "                  'stdout': p.stdout[-20000:], 'stderr': p.stderr[-4000:]}))\n"
 )
 
@@ -28,6 +31,7 @@ class Measurement:
     peak_rss: int  # bytes
     stdout: str
     stderr: str
+    cpu_s: float = 0.0
 
     def json_line(self) -> dict:
         """The last stdout line of the command, parsed as JSON (benchmarked programs report so)."""
@@ -41,4 +45,4 @@ def measure(argv: list[str], *, env: dict | None = None, timeout: float = 3600) 
     if out.returncode != 0:
         raise RuntimeError(f"measurement wrapper failed: {out.stderr[-2000:]}")
     d = json.loads(out.stdout.strip().splitlines()[-1])
-    return Measurement(d["returncode"], d["wall_s"], d["peak_rss"], d["stdout"], d["stderr"])
+    return Measurement(d["returncode"], d["wall_s"], d["peak_rss"], d["stdout"], d["stderr"], d["cpu_s"])

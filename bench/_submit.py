@@ -12,13 +12,41 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _operators(checkout: Path):
-    for path in (str(checkout / "include"), str(checkout / "plugins")):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    from statekeeper_airflow import operators
+_OPERATORS: dict[Path, object] = {}
 
+
+def _operators(checkout: Path):
+    """The operator module of `checkout`: its library zip, Spark settings and JVM start-up.
+
+    The first checkout asked for is imported as any module (its paths stay on sys.path). A second one (a
+    before/after run has two) is imported beside it with its own copy of the library: from the module
+    cache it would be the first checkout's operator, whose zip holds the first checkout's library, and
+    the "before" jobs would run the "after" code."""
+    key = checkout.resolve()
+    if key in _OPERATORS:
+        return _OPERATORS[key]
+    if not _OPERATORS:
+        for path in (str(key / "include"), str(key / "plugins")):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        from statekeeper_airflow import operators
+    else:
+        saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _is_library(name)}
+        path = list(sys.path)
+        sys.path[:0] = [str(key / "include"), str(key / "plugins")]
+        try:
+            from statekeeper_airflow import operators
+        finally:
+            for name in [name for name in sys.modules if _is_library(name)]:
+                del sys.modules[name]
+            sys.modules.update(saved)
+            sys.path[:] = path
+    _OPERATORS[key] = operators
     return operators
+
+
+def _is_library(module: str) -> bool:
+    return module.split(".")[0] in ("statekeeper", "statekeeper_airflow")
 
 
 def library_zip(checkout: Path, dest: Path) -> Path:

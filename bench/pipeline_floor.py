@@ -27,10 +27,14 @@ step sent to it in the round's order. The driver's start-up is reported on its o
 against the same empty spark-submit, and the round's total against the steps' own spark-submits.
 
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
-                                   [--dag] [--driver] [--checkout PATH]
+                                   [--dag] [--driver] [--checkout PATH] [--against PATH]
 
 --checkout runs the jobs of another checkout (e.g. a worktree of an older commit) with this
-benchmark, so a before/after comparison uses the same measurement.
+benchmark, so a before/after comparison uses the same measurement. --against PATH runs the jobs of
+a second checkout (the "before", e.g. `git worktree add /tmp/before HEAD~1`) in the same rounds,
+interleaved with --checkout's (the order alternates round by round, so a drift of the machine falls on
+both), each with its own library zip and settings, and prints both medians of wall and CPU time per job
+and their ratios.
 """
 from __future__ import annotations
 
@@ -93,6 +97,7 @@ PROBES = tuple(_PROBE_WORDS)
 @dataclass
 class Figures:
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)   # user + system of the whole process tree
     rss: list[int] = field(default_factory=list)
     sites: list[list[tuple[str, str, float]]] = field(default_factory=list)  # per run: (phase, call site, s) per Spark job
     spark: list[tuple[int, int, int]] = field(default_factory=list)  # jobs, stages, tasks
@@ -100,6 +105,9 @@ class Figures:
 
     def median(self) -> float:
         return statistics.median(self.walls) if self.walls else float("nan")
+
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpus) if self.cpus else float("nan")
 
 
 class Submitter:
@@ -133,6 +141,7 @@ class Submitter:
                     "spark.eventLog.compress": "false", "spark.app.name": f"statekeeper-{label}"}
             m = measure([*self.command(conf), str(application), *args], env=self.env)
         figures.walls.append(m.wall_s)
+        figures.cpus.append(m.cpu_s)
         figures.rss.append(m.peak_rss)
         figures.codes.append(m.returncode)
         counts, sites = _read_events(events)
@@ -235,6 +244,39 @@ def _print_sites(label: str, sites: list[tuple[str, str, float]]) -> None:
         print(f"  {len(secs):4d} {sum(secs):6.1f}s  {site:64.64}  {phase[:50]}")
 
 
+def _run_steps(sub: Submitter, steps: list[str], roots: list[str], warehouse: Path,
+               figures: dict[str, Figures]) -> None:
+    """One round of `steps` of `sub`'s checkout on a fresh warehouse, each into its Figures."""
+    jobs = sub.checkout / "spark_jobs"
+    if "index_first" not in steps:  # every other job reads an index: make one, unmeasured
+        entry, job_args = _step_args("index_first", roots, warehouse)
+        sub.run(jobs / f"{entry}.py", job_args, Figures(), "unmeasured-index")
+    for step in steps:
+        if step == "dr_follow_idle" and "dr_follow" not in steps:   # idle: after a first round
+            entry, job_args = _step_args("dr_follow", roots, warehouse)
+            sub.run(jobs / f"{entry}.py", job_args, Figures(), "unmeasured-follow")
+        if step == "dr_copy":   # the DR job reads chains and validation too: made unmeasured if missing
+            for needed in ("chains", "validate"):
+                if needed not in steps:
+                    entry, job_args = _step_args(needed, roots, warehouse)
+                    sub.run(jobs / f"{entry}.py", job_args, Figures(), f"unmeasured-{needed}")
+        entry, job_args = _step_args(step, roots, warehouse)
+        sub.run(jobs / f"{entry}.py" if entry else sub.probe, job_args, figures[step], step)
+
+
+def _print_before_after(before: Path, after: Path, figures: dict[tuple[str, str], Figures],
+                        before_figures: dict[tuple[str, str], Figures]) -> None:
+    print(f"\nbefore/after, interleaved: before = {before}, after = {after}; medians of "
+          f"{len(next(iter(figures.values())).walls)} run(s) each, wall and CPU (user + system of the job's processes)")
+    print(f"{'store':7} {'job':18} {'before s':>9} {'after s':>8} {'after/before':>12} "
+          f"{'before CPU':>10} {'after CPU':>9} {'after/before':>12}  exit")
+    for key, f in figures.items():
+        b = before_figures[key]
+        print(f"{key[0]:7} {key[1]:18} {b.median():9.1f} {f.median():8.1f} {f.median() / b.median():12.3f} "
+              f"{b.cpu_median():10.1f} {f.cpu_median():9.1f} {f.cpu_median() / b.cpu_median():12.3f}  "
+              f"{sorted(set(b.codes))} {sorted(set(f.codes))}")
+
+
 def _sample_roots(checkout: Path) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-c", "from statekeeper.demo import sample_store_roots; import json; "
@@ -295,6 +337,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--driver", action="store_true", help="also run each round's steps in one shared driver, as a DAG "
                                                          "run on a local master runs them")
     p.add_argument("--checkout", type=Path, default=REPO, help="run the jobs of this checkout")
+    p.add_argument("--against", type=Path, default=None,
+                   help="also run this checkout's jobs (the before), interleaved round by round, and compare")
     p.add_argument("--jobs", action="store_true", help="also list each job's Spark jobs by phase and Python call "
                                                        "site (from the last run's event log)")
     args = p.parse_args(argv)
@@ -303,9 +347,15 @@ def main(argv: list[str]) -> int:
     if unknown:
         p.error(f"unknown steps {sorted(unknown)}")
     checkout = args.checkout.resolve()
+    if args.against is not None and args.driver:
+        p.error("--against compares the jobs' own spark-submits; run --driver without it")
     work = Path(tempfile.mkdtemp(prefix="statekeeper-bench-floor-"))
     try:
         sub = Submitter(checkout, work)
+        before = None
+        if args.against is not None:
+            (work / "before").mkdir()
+            before = Submitter(args.against.resolve(), work / "before")
         stores: dict[str, list[str]] = {}
         for store in args.stores.split(","):
             if store == "sample":
@@ -318,38 +368,29 @@ def main(argv: list[str]) -> int:
                 p.error(f"unknown store {store!r}")
         empty_job, empty_dag, driver_start = Figures(), Figures(), Figures()
         figures = {(store, step): Figures() for store in stores for step in steps}
+        before_figures = {(store, step): Figures() for store in stores for step in steps}
         in_driver = {(store, step): Figures() for store in stores for step in steps}
         if args.driver and not (checkout / "spark_jobs" / "spark_driver.py").is_file():
             p.error(f"{checkout} has no shared driver (spark_jobs/spark_driver.py)")
-        print(f"jobs of {checkout}; {args.repeat} round(s); work dir {work}", flush=True)
+        print(f"jobs of {checkout}" + (f", interleaved with those of {before.checkout}" if before else "")
+              + f"; {args.repeat} round(s); work dir {work}", flush=True)
         # Not measured: the first local run writes the JVM's class-data-sharing archive when it exits
         # (in the DAG that is the index job, as here).
         warm = work / "warm-up"
         (warm / "checkpoints").mkdir(parents=True)
         entry, job_args = _step_args("index_first", [(warm / "checkpoints").as_uri()], warm / "warehouse")
+        for warm_sub in ([before] if before else []):
+            warm_sub.run(warm_sub.checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
         sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
         for round_ in range(args.repeat):
             for store, roots in stores.items():
-                warehouse = work / f"warehouse-{store}-{round_}"
                 started = time.perf_counter()
                 sub.run(sub.empty, [], empty_job, "empty", dag_settings=False)
                 sub.run(sub.empty, [], empty_dag, "empty-dag-settings")
-                if "index_first" not in steps:  # every other job reads an index: make one, unmeasured
-                    entry, job_args = _step_args("index_first", roots, warehouse)
-                    sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "unmeasured-index")
-                for step in steps:
-                    if step == "dr_follow_idle" and "dr_follow" not in steps:   # idle: after a first round
-                        entry, job_args = _step_args("dr_follow", roots, warehouse)
-                        sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "unmeasured-follow")
-                    if step == "dr_copy":   # the DR job reads chains and validation too: made unmeasured if missing
-                        for needed in ("chains", "validate"):
-                            if needed not in steps:
-                                entry, job_args = _step_args(needed, roots, warehouse)
-                                sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(),
-                                        f"unmeasured-{needed}")
-                    entry, job_args = _step_args(step, roots, warehouse)
-                    application = checkout / "spark_jobs" / f"{entry}.py" if entry else sub.probe
-                    sub.run(application, job_args, figures[(store, step)], step)
+                pairs = [(sub, figures), (before, before_figures)] if before else [(sub, figures)]
+                for runner, into in (pairs if round_ % 2 == 0 else pairs[::-1]):
+                    _run_steps(runner, steps, roots, runner.work / f"warehouse-{store}-{round_}",
+                               {step: into[(store, step)] for step in steps})
                 if args.driver:
                     # The same steps on a warehouse of their own, in the order a DAG run sends them.
                     shared = SharedDriver(sub, f"driver-{store}-{round_}")
@@ -421,6 +462,8 @@ def main(argv: list[str]) -> int:
                 own_total = sum(figures[(store, step)].median() for step in steps)
                 print(f"{store}: the {len(steps)} steps take {shared_total:.1f}s with the driver's start-up, "
                       f"{own_total:.1f}s each as its own spark-submit ({shared_total / own_total:.2f}x)")
+        if before is not None:
+            _print_before_after(before.checkout, checkout, figures, before_figures)
         if args.jobs:
             for (store, step), f in figures.items():
                 _print_sites(f"{store} {step}", f.sites[-1])
