@@ -250,7 +250,6 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     """The active session (tests, notebooks, spark-submit) or a new one that is stopped afterwards."""
     from pyspark.sql import SparkSession
 
-    from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
     from statekeeper.tables.spark import configure_builder
 
     spark = SparkSession.getActiveSession()
@@ -263,9 +262,6 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     builder = configure_builder(builder)
     if master.startswith("local") and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = _map_class_archive(builder)
-        # This process starts the JVM with the library on its PYTHONPATH (configure_builder).
-        for key, value in LOCAL_WORKER_CONF.items():
-            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     _fit_shuffle_partitions(spark)
     try:

@@ -76,9 +76,11 @@ def test_a_spark_submit_driver_imports_the_installed_package(tmp_path):
 
 
 def test_a_sessions_python_workers_import_the_installed_package(spark):
-    """Executors' Python workers fork from statekeeper.pyspark_daemon, which applies the same rule before
-    PySpark is imported: a task sees PySpark from the installed package, not from SPARK_HOME's zip (Spark
-    puts the zip first on the workers' path; from it, every worker compiled PySpark from source)."""
+    """A session on a local master whose JVM this process starts (configure_builder, as the test session and a
+    job run with --master local[N] are built): its Python workers fork from statekeeper.pyspark_daemon, which
+    applies the same rule before PySpark is imported. A task sees PySpark from the installed package, not from
+    SPARK_HOME's zip (Spark puts the zip first on the workers' path; from it, every worker compiled PySpark
+    from source)."""
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "statekeeper.pyspark_daemon"
     seen = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
     assert len(seen) == 1 and ".zip" not in seen[0], seen

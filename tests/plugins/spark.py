@@ -39,7 +39,6 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                         c1_only: bool = False):
     from pyspark.sql import SparkSession
 
-    from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
     from statekeeper.tables.spark import configure_builder
 
     log4j = quiet_log4j(work_dir)
@@ -66,9 +65,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                        f"-Dlog4j2.configurationFile=file:{log4j}" + (f" {C1_ONLY}" if c1_only else ""))
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
-               .config("spark.python.worker.reuse", "true")
-               # Workers import PySpark with its bytecode (configure_builder puts the library on their path).
-               .config("spark.python.daemon.module", LOCAL_WORKER_CONF["spark.python.daemon.module"]))
+               .config("spark.python.worker.reuse", "true"))
     session = configure_builder(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
