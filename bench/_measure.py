@@ -31,7 +31,7 @@ class Measurement:
     peak_rss: int  # bytes
     stdout: str
     stderr: str
-    cpu_s: float = 0.0
+    cpu_s: float   # user + system of the command and its waited-for descendants
 
     def json_line(self) -> dict:
         """The last stdout line of the command, parsed as JSON (benchmarked programs report so)."""

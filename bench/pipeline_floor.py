@@ -379,15 +379,14 @@ def main(argv: list[str]) -> int:
         warm = work / "warm-up"
         (warm / "checkpoints").mkdir(parents=True)
         entry, job_args = _step_args("index_first", [(warm / "checkpoints").as_uri()], warm / "warehouse")
-        for warm_sub in ([before] if before else []):
-            warm_sub.run(warm_sub.checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
-        sub.run(checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
+        pairs = [(sub, figures), (before, before_figures)] if before else [(sub, figures)]
+        for runner, _ in pairs:
+            runner.run(runner.checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
         for round_ in range(args.repeat):
             for store, roots in stores.items():
                 started = time.perf_counter()
                 sub.run(sub.empty, [], empty_job, "empty", dag_settings=False)
                 sub.run(sub.empty, [], empty_dag, "empty-dag-settings")
-                pairs = [(sub, figures), (before, before_figures)] if before else [(sub, figures)]
                 for runner, into in (pairs if round_ % 2 == 0 else pairs[::-1]):
                     _run_steps(runner, steps, roots, runner.work / f"warehouse-{store}-{round_}",
                                {step: into[(store, step)] for step in steps})

@@ -149,6 +149,8 @@ def gc_summary(warehouse: str, run_id: str, label: str) -> str:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
+    from statekeeper.layout.locate import job_location
+
     gc_runs = DeltaTable(f"{warehouse.rstrip('/')}/gc_runs").to_pyarrow_table()
     rows = sorted(gc_runs.filter(pc.equal(pc.field("airflow_run_id"), run_id)).to_pylist(),
                   key=lambda r: r["finished_at"])
@@ -163,8 +165,6 @@ def gc_summary(warehouse: str, run_id: str, label: str) -> str:
     else:
         head += f"; deleted {run['deleted']}, kept after re-check {run['changed_skipped']}, failed {run['failed']}"
     lines = [head]
-    from statekeeper.layout.locate import job_location
-
     lines += [f"  {job_location(b['root'], b['job_dir'])} {b['reason']}: {b['files']} file(s), {b['bytes']:,} bytes"
               for b in run["breakdown"]]
     lines += [f"  blocked: {b}" for b in run["blocked"]]
