@@ -92,6 +92,9 @@ STEPS = ("index_first", "index", "probe_query", "probe_python", "chains", "valid
          "compact", "report", "dr_copy", "dr_follow", "dr_follow_idle")
 _PROBE_WORDS = {"probe_query": "read two tables and run one query", "probe_python": "the same plus one Python task"}
 PROBES = tuple(_PROBE_WORDS)
+# Jobs that refuse to run without tables another job derives: the DR job reads chains and validation,
+# compaction validation (it never compacts a snapshot validation calls broken).
+_READS_DERIVED = {"dr_copy": ("chains", "validate"), "compact": ("validate",)}
 
 
 @dataclass
@@ -255,11 +258,10 @@ def _run_steps(sub: Submitter, steps: list[str], roots: list[str], warehouse: Pa
         if step == "dr_follow_idle" and "dr_follow" not in steps:   # idle: after a first round
             entry, job_args = _step_args("dr_follow", roots, warehouse)
             sub.run(jobs / f"{entry}.py", job_args, Figures(), "unmeasured-follow")
-        if step == "dr_copy":   # the DR job reads chains and validation too: made unmeasured if missing
-            for needed in ("chains", "validate"):
-                if needed not in steps:
-                    entry, job_args = _step_args(needed, roots, warehouse)
-                    sub.run(jobs / f"{entry}.py", job_args, Figures(), f"unmeasured-{needed}")
+        for needed in _READS_DERIVED.get(step, ()):   # made unmeasured when the round does not measure them
+            if needed not in steps:
+                entry, job_args = _step_args(needed, roots, warehouse)
+                sub.run(jobs / f"{entry}.py", job_args, Figures(), f"unmeasured-{needed}")
         entry, job_args = _step_args(step, roots, warehouse)
         sub.run(jobs / f"{entry}.py" if entry else sub.probe, job_args, figures[step], step)
 
@@ -404,11 +406,10 @@ def main(argv: list[str]) -> int:
                                 continue
                             if step == "dr_follow_idle" and "dr_follow" not in steps:
                                 shared.run(*_step_args("dr_follow", roots, warehouse), Figures(), "unmeasured-follow")
-                            if step == "dr_copy":
-                                for needed in ("chains", "validate"):
-                                    if needed not in steps:
-                                        shared.run(*_step_args(needed, roots, warehouse), Figures(),
-                                                   f"unmeasured-{needed}")
+                            for needed in _READS_DERIVED.get(step, ()):
+                                if needed not in steps:
+                                    shared.run(*_step_args(needed, roots, warehouse), Figures(),
+                                               f"unmeasured-{needed}")
                             shared.run(*_step_args(step, roots, warehouse), in_driver[(store, step)], step)
                     finally:
                         shared.stop()
