@@ -60,7 +60,13 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# A venv made by uv (or without pip) gets pip from ensurepip first.
 	@test -x $(UV) || { $(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip >/dev/null; $(PY) -m pip install -q uv==0.13.9; }
-	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements.lock
+	@# Offline first: online, uv re-fetches the pyspark sdist from this index on every install, rebuilds it (~20 s)
+	@# and keeps each build as a new cache revision, about 1 GB each; fresh clones on a shared machine filled its disk
+	@# that way (CI: "No space left on device"). The offline install takes the cached build; only a cold or
+	@# incomplete cache goes online, and `uv cache prune` then drops the revisions nothing uses any more.
+	$(UV) pip install -q --offline --compile-bytecode --python $(PY) -r requirements.lock 2>/dev/null \
+	  || { echo "uv cache incomplete for requirements.lock: installing online"; \
+	       $(UV) pip install -q --compile-bytecode --python $(PY) -r requirements.lock && $(UV) cache prune -q; }
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
