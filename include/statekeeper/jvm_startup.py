@@ -10,7 +10,8 @@ archive's name is a digest of what the JVM checks it against (the JDK binary, th
 time of each of Spark's jars, the task's extra class path), so a new JDK, other jars or another
 installation of the same jars get a new archive; a JVM that still cannot use
 one says so in one warning line and starts as it would without it. Each use of an archive sets its
-mtime; archives unused for UNUSED_DAYS are removed when another is published (`prune`).
+mtime; archives unused for UNUSED_DAYS, and all but the MAX_ARCHIVES last used, are removed when another
+is published (`prune`).
 
 Cluster executors are started by the cluster manager, so none of this applies to them: whether their
 JVMs (and a cluster driver's) run C1 only is the deployment's choice, through Spark's
@@ -35,6 +36,9 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 ARCHIVE_WRITE_OPTION = "-XX:ArchiveClassesAtExit="
 ARCHIVE_MAP_OPTION = "-XX:SharedArchiveFile="
 UNUSED_DAYS = 14   # an archive no local driver mapped for this long is removed when another is published
+# An age alone did not bound the cache: a machine that clones the project afresh for every CI run writes an
+# archive per clone (a new venv path), 28 of them (3 GB) in two days here, each useless once its clone is gone.
+MAX_ARCHIVES = 6
 _ARCHIVE_PREFIX = "spark-driver-"   # archives are <prefix><digest>.jsa; a JVM's private file is .<archive>.<id>.tmp
 # Spark settings that change the driver's class path, hence the archive.
 _CLASS_PATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
@@ -74,9 +78,10 @@ class JvmStartup:
 
 
 def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
-    """Remove archives no driver has used for UNUSED_DAYS (a mapped archive's mtime is set at each use) and
-    private files of JVMs that never published (killed while writing) older than a day. Each archive is
-    about 150 MB, and every new class path (another checkout's venv, a reinstall, other jars) writes one.
+    """Remove archives no driver has used for UNUSED_DAYS (a mapped archive's mtime is set at each use), all
+    but the MAX_ARCHIVES most recently used (`keep` counts among them), and private files of JVMs that never
+    published (killed while writing) older than a day. Each archive is about 150 MB, and every new class
+    path (another checkout's venv, a reinstall, other jars) writes one.
     A JVM that mapped a removed archive keeps its mapping; one that starts with it gone says so in one
     warning line and runs without it. Returns what was removed."""
     now = time.time()
@@ -85,6 +90,7 @@ def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
         entries = list(directory.iterdir())
     except OSError:
         return removed
+    archives: list[tuple[float, Path]] = []
     for path in entries:
         if path == keep:
             continue
@@ -95,10 +101,20 @@ def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
         else:
             continue
         try:
-            if now - path.lstat().st_mtime > limit:
+            mtime = path.lstat().st_mtime
+            if now - mtime > limit:
                 path.unlink()
                 removed.append(path)
+            elif limit > 86400:
+                archives.append((mtime, path))
         except OSError:   # gone meanwhile, or not ours to remove: left alone
+            continue
+    archives.sort(reverse=True)
+    for _, path in archives[MAX_ARCHIVES - (keep is not None):]:
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
             continue
     return removed
 

@@ -173,3 +173,25 @@ def test_archives_unused_for_two_weeks_are_removed_when_another_is_published(tmp
     assert f"-XX:SharedArchiveFile={first.archive}" in js.local_startup({}, env).options
     assert time.time() - first.archive.stat().st_mtime < 3600
     assert js.prune(jvm) == []
+
+
+def test_only_the_most_recently_used_archives_are_kept(tmp_path):
+    """Two weeks of age did not bound the cache where every CI run is a fresh clone (a new venv path, a new
+    archive each): it held 28 archives (3 GB) after two days. The newest published one always stays."""
+    js = _startup()
+    env = _env(tmp_path)
+    jvm = tmp_path / "cache" / "jvm"
+    jvm.mkdir(parents=True)
+    now = time.time()
+    older = []
+    for n in range(js.MAX_ARCHIVES + 2):
+        path = jvm / f"spark-driver-{n:016d}.jsa"
+        path.write_bytes(b"x")
+        os.utime(path, (now - 3600 * (n + 1), now - 3600 * (n + 1)))   # n = 0 used last
+        older.append(path)
+    published = js.local_startup({}, env)
+    published.pending.write_bytes(b"archive")
+    assert published.publish() is True
+    kept = sorted(p.name for p in jvm.iterdir())
+    assert kept == sorted([published.archive.name, *(p.name for p in older[:js.MAX_ARCHIVES - 1])])
+    assert js.prune(jvm) == []   # the published archive counts among the MAX_ARCHIVES kept
