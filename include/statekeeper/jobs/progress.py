@@ -37,6 +37,14 @@ class Heartbeat:
         except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run
             pass
 
+    def name_jobs(self, name: str) -> None:
+        """Name the Spark jobs of the calling thread only (a part run beside others,
+        statekeeper.jobs.side_by_side): the job description is a property of the thread that starts a job."""
+        try:
+            self._context.setJobDescription(f"{self._prefix}: {name}")
+        except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run
+            pass
+
     @property
     def phase_seconds(self) -> float:
         return time.monotonic() - self._since

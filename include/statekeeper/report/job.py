@@ -15,6 +15,7 @@ instead of failing the report: the report of a store whose validation failed is 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import PinnedInputs
 from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.registry import REPORT
 from statekeeper.report.gather import Gatherer, job_frames
 from statekeeper.report.idle import idle_job_dirs
@@ -78,9 +80,11 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         return {"index_run_id": self.inputs.cut.run_id}
 
     def _run(self, ctx: RunContext) -> ReportResult:
+        from statekeeper.report import charts
         from statekeeper.report.render import render
 
         clock = time.monotonic()
+        threading.Thread(target=charts.prepare, name="statekeeper-charts", daemon=True).start()
         data = self._gather(ctx)
         ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
 
@@ -113,19 +117,23 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         g = Gatherer(frames, reader, limits, keep=ctx.keep)
 
         ctx.beat.phase("storage per directory")
-        totals, storage = g.storage()
-        ctx.beat.phase("lineage")
-        nodes, edges, edge_count, edge_bytes = g.lineage()
-        ctx.beat.phase("health")
-        health, jobs, unrestorable, uncovered, validation_run = g.health()
-        ctx.beat.phase("_metadata and inline state")
-        series, operators = g.metadata()
-        ctx.beat.phase("gc, dr, compaction")
-        gc, compaction, dr = g.gc(), g.compaction(), g.dr()
+        g.directories()   # kept: every part below reads it (and cross_uses), none builds it again
         now = datetime.now(timezone.utc)
-        ctx.beat.phase("idle job directories")
         idle_before = now - self.options.inactive_after
-        idle, idle_count, idle_bytes = idle_job_dirs(g, idle_before, limits.idle_jobs)
+        parts = run_side_by_side(ctx.spark, ctx.beat, {
+            "storage per directory": g.storage,
+            "lineage": g.lineage,
+            "health": g.health,
+            "_metadata and inline state": g.metadata,
+            "gc, dr, compaction": lambda: (g.gc(), g.compaction(), g.dr(), g.dr_verified_jobs()),
+            "idle job directories": lambda: idle_job_dirs(g, idle_before, limits.idle_jobs),
+        })
+        totals, storage = parts["storage per directory"]
+        nodes, edges, edge_count, edge_bytes = parts["lineage"]
+        health, jobs, unrestorable, uncovered, validation_run = parts["health"]
+        series, operators = parts["_metadata and inline state"]
+        gc, compaction, dr, dr_verified = parts["gc, dr, compaction"]
+        idle, idle_count, idle_bytes = parts["idle job directories"]
         current = TrendPoint(ctx.run_id, now, totals.total_bytes, totals.pinned_bytes, totals.reclaimable_bytes,
                              totals.inline_bytes, unrestorable)
         return ReportData(
@@ -134,7 +142,7 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
             lineage_edge_count=edge_count, lineage_edge_bytes=edge_bytes, health=health, jobs=jobs,
             jobs_unrestorable=unrestorable, jobs_not_validated=uncovered, validation_run_id=validation_run,
             metadata_series=series, operators=operators, gc=gc, compaction=compaction, dr=dr,
-            dr_verified_jobs=g.dr_verified_jobs(), trend=g.trend(current), notes=self._notes(inputs, frames),
+            dr_verified_jobs=dr_verified, trend=g.trend(current), notes=self._notes(inputs, frames),
             limits=limits.__dict__.copy(), airflow_run_id=self._airflow_run_id, idle_before=idle_before,
             idle_jobs=idle, idle_count=idle_count, idle_bytes=idle_bytes)
 
