@@ -20,6 +20,7 @@ import pyarrow as pa
 from statekeeper.gc.deleter import Deleter, DeleteSettings, PlannedDelete, deletes_conditionally
 from statekeeper.storage import StorageConfig
 from statekeeper.storage.pace_report import prefix_rows
+from statekeeper.tables.spark import ascii_lower
 from statekeeper.tables.arrow_codec import utc_datetimes, utc_timestamps
 from statekeeper.uri import S3_SCHEME_ALIASES
 
@@ -89,7 +90,7 @@ def placed(plan: Any, storage: StorageConfig, partitions: int) -> Any:
     from pyspark.sql import functions as F
 
     parent = F.regexp_replace(F.col("relative_path"), r"/[^/]*$", "")
-    scheme = F.lower(F.substring_index(F.col("uri"), ":", 1))
+    scheme = ascii_lower(F.substring_index(F.col("uri"), ":", 1))
     place = F.when(scheme.isin(*spread_schemes(storage)), F.col("relative_path")).otherwise(parent)
     # No sort within the partitions: the deleter orders by delete_order (and by key where it lists) itself.
     return (plan.select("uri", "size", "mtime", "etag", "delete_order", "root_id", "bucket", "relative_path")

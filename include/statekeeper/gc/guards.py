@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from statekeeper.tables.spark import ascii_lower
+
 _EXAMPLES = 10
 
 
@@ -129,7 +131,7 @@ def spelling_problems(references: Any, roots: list[str], equal_schemes: tuple[st
     from pyspark.sql import functions as F
 
     stored = F.col("stored_path")
-    scheme = F.lower(F.regexp_extract(stored, r"^([A-Za-z][A-Za-z0-9+.\-]*)://", 1))
+    scheme = ascii_lower(F.regexp_extract(stored, r"^([A-Za-z][A-Za-z0-9+.\-]*)://", 1))
     authority = F.regexp_extract(stored, r"^[A-Za-z][A-Za-z0-9+.\-]*://([^/]*)", 1)
     canonical_scheme = F.regexp_extract(F.col("file_uri"), r"^([a-z0-9+.\-]+)://", 1)
     canonical_authority = F.regexp_extract(F.col("file_uri"), r"^[a-z0-9+.\-]+://([^/]*)", 1)
@@ -147,11 +149,11 @@ def spelling_problems(references: Any, roots: list[str], equal_schemes: tuple[st
     container = F.regexp_extract(authority, r"^(.*)@[^@]*$", 1)
     canonical_container = F.regexp_extract(canonical_authority, r"^(.*)@[^@]*$", 1)
     case = (scheme != "") & F.when(azure, container != canonical_container).otherwise(authority != canonical_authority)
-    lowered = F.concat(canonical_scheme, F.lit("://"), F.lower(canonical_authority), canonical_path)
+    lowered = F.concat(canonical_scheme, F.lit("://"), ascii_lower(canonical_authority), canonical_path)
     # Outside every root as spelled, but a root's bucket under another bucket store's scheme: the listing
     # cannot match it whatever it names, and it may name the root's objects (e.g. Flink's s3:// filesystem
     # pointed at an OSS or GCS endpoint), so its files would look unreferenced.
-    scheme_free = F.concat(F.lower(canonical_authority), canonical_path)
+    scheme_free = F.concat(ascii_lower(canonical_authority), canonical_path)
     root_case = F.lit(False)
     other_store = F.lit(False)
     for root in roots:

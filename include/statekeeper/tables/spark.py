@@ -114,6 +114,19 @@ def activate(spark: Any) -> None:
     SparkSession._activeSession = spark  # type: ignore[attr-defined]
 
 
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def ascii_lower(column: Any) -> Any:
+    """`column` with A-Z lowered and every other character as it is: the case rule of URI schemes, bucket,
+    container and host names, which are ASCII. Not `lower()`: Spark 4's lower is collation-aware, and its
+    first use in a JVM loads ICU (178 classes and their data), 0.9-1.0 s of CPU a fresh job pays for a
+    guard over a few hundred rows."""
+    from pyspark.sql import functions as F
+
+    return F.translate(column, _UPPER, _UPPER.lower())
+
+
 def bucket_of(job_dir: Any) -> Any:
     """Spark expression for `statekeeper.tables.catalog.job_bucket(job_dir)`: CRC-32 of the UTF-8
     name modulo JOB_BUCKETS, two digits."""
