@@ -32,6 +32,7 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
 from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.layout.locate import job_location
 from statekeeper.layout.spark_locate import job_of
 from statekeeper.registry import GC
@@ -251,30 +252,42 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         opts = self.options
         snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
         grace_cutoff = now - opts.older_than
-        ctx.beat.phase("retention policy")
-        expired = ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff))
-        ctx.beat.phase("sweep")
         inputs = sweep.SweepInputs(files, snaps, refs, self._history(ctx, grace_cutoff))
         rule = sweep.OwnerlessRule(opts.roots_complete, None if opts.ownerless_older_than is None
                                    else now - opts.ownerless_older_than)
-        active = ctx.keep(sweep.active_jobs(files, grace_cutoff))
-        live = ctx.keep(sweep.reachable_files(inputs, expired, active))
         inactive_cutoff = None if opts.policy.inactive_after is None else now - opts.policy.inactive_after
-        databases = ctx.keep(forst.database_verdicts(files, snaps, active, inactive_cutoff))
+        # Kept in three waves, each frame beside those it does not depend on.
+        first = run_side_by_side(ctx.spark, ctx.beat, {
+            "retention policy": lambda: ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff)),
+            "sweep: active jobs": lambda: ctx.keep(sweep.active_jobs(files, grace_cutoff)),
+            "sweep: ownerless directories": lambda: ctx.keep(sweep.ownerless_dirs(files, snaps, rule))})
+        expired, active = first["retention policy"], first["sweep: active jobs"]
+        ownerless = first["sweep: ownerless directories"]
+        second = run_side_by_side(ctx.spark, ctx.beat, {
+            "sweep: reachable files": lambda: ctx.keep(sweep.reachable_files(inputs, expired, active)),
+            "sweep: ForSt databases": lambda: ctx.keep(forst.database_verdicts(files, snaps, active, inactive_cutoff))})
+        live, databases = second["sweep: reachable files"], second["sweep: ForSt databases"]
+        ctx.beat.phase("sweep")
         swept = ctx.keep(sweep.sweep_all(inputs, expired, run_id=ctx.run_id, grace_cutoff=grace_cutoff, live=live,
                                          dead_databases=forst.dead_database_files(files, databases)))
-        ownerless = ctx.keep(sweep.ownerless_dirs(files, snaps, rule))
         planned = sweep.withhold(swept, ownerless)
         ctx.beat.phase("writing the plan to gc_actions")
         commit = _write_actions(ctx, planned, ctx.run_id, **{"statekeeper.sourceVersions":
                                                              json.dumps(self.inputs.versions, sort_keys=True)})
         plan = ctx.keep(ctx.engine.read(ctx.spark, ctx.warehouse, GC_ACTIONS.name, version=commit.version,
                                         partitions={"run_id": [ctx.run_id]}))
-        return plan, dict(self._totals(plan), expired_snapshots=int(expired.count()),
-                          not_judged=int(sweep.not_judged(files).count()),
+        # What the Result says of the plan: summaries of kept frames, none depending on another.
+        said = run_side_by_side(ctx.spark, ctx.beat, {
+            "summing the plan": lambda: self._totals(plan),
+            "summing what the plan leaves": lambda: {
+                "expired_snapshots": int(expired.count()), "not_judged": int(sweep.not_judged(files).count())},
+            "ownerless directories": lambda: self._ownerless(sweep.held_back(swept, ownerless)),
+            "ForSt databases": lambda: self._forst(forst.per_job(files, live, databases, swept)),
+            "locations outside the roots": lambda: self._external(refs)})
+        return plan, dict(said["summing the plan"], **said["summing what the plan leaves"],
                           table_versions={GC_ACTIONS.name: commit.version},
-                          ownerless=self._ownerless(sweep.held_back(swept, ownerless)),
-                          forst=self._forst(forst.per_job(files, live, databases, swept)), **self._external(refs))
+                          ownerless=said["ownerless directories"], forst=said["ForSt databases"],
+                          **said["locations outside the roots"])
 
     # -- pieces ---------------------------------------------------------------------------------
 
@@ -284,9 +297,12 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         cut = self.inputs.cut
         out = guards.index_blockers(self._newest_index, cut.run_id, cut.finished_at, self.options.index_not_before)
         out += guards.chains_blockers(self.inputs.stale, "dependencies" in self.inputs.optional)
-        out += guards.snapshot_blockers(snaps, self.inputs.roots, ctx.storage)
-        out += guards.spelling_blockers(refs, self.inputs.roots, self.options.schemes())
-        return out
+        found = run_side_by_side(ctx.spark, ctx.beat, {
+            "fail-closed checks: unreadable _metadata":
+                lambda: guards.snapshot_blockers(snaps, self.inputs.roots, ctx.storage),
+            "fail-closed checks: reference spellings":
+                lambda: guards.spelling_blockers(refs, self.inputs.roots, self.options.schemes())})
+        return out + [b for blockers in found.values() for b in blockers]
 
     def _history(self, ctx: RunContext, grace_cutoff: datetime) -> Any:
         """`references` of every other succeeded index run that finished inside the grace window."""

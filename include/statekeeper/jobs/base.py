@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 from statekeeper import __version__
 from statekeeper.jobs.inputs import PinnedInputs, check_consistent, pin_inputs
 from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.registry import JobSpec
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.errors import TableError
@@ -182,9 +183,16 @@ class StatekeeperJob(Generic[R, O]):
         """DataFrames of the SOURCES at their pinned versions (those in `keep` computed once and kept),
         refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent)."""
         frames = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
-        frames = {name: ctx.keep(df) if name in keep else df for name, df in frames.items()}
-        check_consistent(frames["snapshots"], frames["references"], self.inputs.versions)
-        return frames
+
+        def check() -> None:   # on the frames as read: the kept ones are being computed beside it
+            check_consistent(frames["snapshots"], frames["references"], self.inputs.versions)
+
+        if not keep:
+            check()
+            return frames
+        parts = {f"reading {name}": (lambda df=df: ctx.keep(df)) for name, df in frames.items() if name in keep}
+        kept = run_side_by_side(ctx.spark, ctx.beat, {"checking the cut": check, **parts})
+        return {name: kept.get(f"reading {name}", df) for name, df in frames.items()}
 
     # -- the Result ------------------------------------------------------------------------------
 
