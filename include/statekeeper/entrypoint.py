@@ -20,7 +20,6 @@ import argparse
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -250,7 +249,7 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     """The active session (tests, notebooks, spark-submit) or a new one that is stopped afterwards."""
     from pyspark.sql import SparkSession
 
-    from statekeeper.tables.spark import configure_builder
+    from statekeeper.tables.spark import configure_builder, starts_a_local_jvm
 
     spark = SparkSession.getActiveSession()
     if spark is not None:
@@ -260,7 +259,7 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     if master:
         builder = builder.master(master)
     builder = configure_builder(builder)
-    if master.startswith("local") and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+    if starts_a_local_jvm(builder):
         builder = _map_class_archive(builder)
     spark = builder.getOrCreate()
     _fit_shuffle_partitions(spark)

@@ -94,7 +94,8 @@ def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
     for path in entries:
         if path == keep:
             continue
-        if path.name.startswith(_ARCHIVE_PREFIX) and path.name.endswith(".jsa"):
+        archive = path.name.startswith(_ARCHIVE_PREFIX) and path.name.endswith(".jsa")
+        if archive:
             limit = UNUSED_DAYS * 86400
         elif path.name.startswith(f".{_ARCHIVE_PREFIX}") and path.name.endswith(".tmp"):
             limit = 86400
@@ -105,7 +106,7 @@ def prune(directory: Path, *, keep: Path | None = None) -> list[Path]:
             if now - mtime > limit:
                 path.unlink()
                 removed.append(path)
-            elif limit > 86400:
+            elif archive:
                 archives.append((mtime, path))
         except OSError:   # gone meanwhile, or not ours to remove: left alone
             continue

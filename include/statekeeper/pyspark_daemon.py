@@ -14,8 +14,9 @@ Chosen with `spark.python.daemon.module` (LOCAL_WORKER_CONF), and only where the
 workers' path when Spark starts the daemon: a local master whose JVM has the library on its PYTHONPATH
 (the operator's local submissions, LOCAL_DRIVER_CONF; a session on a local master whose JVM this
 process starts, statekeeper.tables.spark.configure_builder: a job run as
-`python spark_jobs/<job>.py --master local[N]`, the test session). A cluster's executors get the --py-files archive on their path only when a task runs,
-so there the daemon could not be imported ("No module named 'statekeeper'") and Spark's own stays.
+`python spark_jobs/<job>.py --master local[N]`, the test session). A cluster's executors get the
+--py-files archive on their path only when a task runs, so there the daemon could not be imported
+("No module named 'statekeeper'") and Spark's own stays.
 Spark passes the worker module as the first argument, which `pyspark.daemon` reads from `sys.argv`.
 """
 from __future__ import annotations

@@ -32,14 +32,11 @@ class Heartbeat:
 
     def phase(self, name: str, extra: Callable[[], str] | None = None) -> None:
         self._phase, self._extra, self._since = name, extra, time.monotonic()
-        try:
-            self._context.setJobDescription(f"{self._prefix}: {name}")
-        except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run
-            pass
+        self.name_jobs(name)
 
     def name_jobs(self, name: str) -> None:
-        """Name the Spark jobs of the calling thread only (a part run beside others,
-        statekeeper.jobs.side_by_side): the job description is a property of the thread that starts a job."""
+        """Name the Spark jobs the calling thread starts: the job description is a property of the thread
+        (`phase` names the main thread's; a part run beside others, statekeeper.jobs.side_by_side, its own)."""
         try:
             self._context.setJobDescription(f"{self._prefix}: {name}")
         except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run

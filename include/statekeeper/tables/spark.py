@@ -55,7 +55,7 @@ def configure_builder(builder: Any) -> Any:
         # of the driver's host, and spark.executorEnv.PYTHONPATH would replace the PYTHONPATH the
         # cluster's executors start with (a standalone worker's, an image's) instead of adding to it.
         builder = builder.config("spark.executorEnv.PYTHONPATH", worker_pythonpath())
-    if _starts_a_local_jvm(builder):
+    if starts_a_local_jvm(builder):
         # The JVM this process starts has the library first on the PYTHONPATH its local workers inherit
         # (above): they can fork from statekeeper.pyspark_daemon and import PySpark's bytecode.
         from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
@@ -72,7 +72,7 @@ def configure_builder(builder: Any) -> Any:
             .config("spark.sql.session.timeZone", "UTC"))
 
 
-def _starts_a_local_jvm(builder: Any) -> bool:
+def starts_a_local_jvm(builder: Any) -> bool:
     """Whether the session built from `builder` runs on a local master in a JVM this process starts
     (not under spark-submit, whose JVM, and its environment, already exist)."""
     master = dict(getattr(builder, "_options", {})).get("spark.master", "")
