@@ -28,6 +28,7 @@ from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import VALIDATION_TABLES
 from statekeeper.jobs.result import JobResult
+from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.registry import DR
 from statekeeper.units import human_size
 from statekeeper.replicate.closure import mapped
@@ -131,10 +132,15 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
 
         opts = self.options
         self._create_local_targets()
-        candidates = ctx.keep(select.candidates(opts, results, jobs, snaps))
-        problems: list[str] = []
+        # Each only reads the validation tables or dr_files: side by side, not one small Spark job after another.
+        parts = {"choosing snapshots": lambda: ctx.keep(select.candidates(opts, results, jobs, snaps)),
+                 # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
+                 "reading what the targets hold": lambda: self._known_targets(ctx)}
         if not opts.snapshots:
-            problems += self._jobs_without_restorable(jobs)
+            parts["finding jobs with nothing to copy"] = lambda: self._jobs_without_restorable(jobs)
+        found = run_side_by_side(ctx.spark, ctx.beat, parts)
+        candidates, known = found["choosing snapshots"], found["reading what the targets hold"]
+        problems: list[str] = list(found.get("finding jobs with nothing to copy", []))
         # every group has exactly one rank-0 candidate: counting those needs no shuffle
         groups = int(candidates.where(F.col("rank") == 0).count())
         totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
@@ -144,8 +150,6 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         chosen = candidates.where(F.col("rank") == 0)
         versions: dict[str, int] = {}
         prefixes: dict[str, list[Any]] = {}
-        # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
-        known = self._known_targets(ctx)
         for round_no in range(opts.max_fallbacks + 1):
             # Every group has a rank-0 candidate: the first round is empty only when there are no groups.
             attempted = groups if round_no == 0 else int(chosen.count())
