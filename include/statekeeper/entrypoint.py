@@ -21,7 +21,7 @@ import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,7 +262,7 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     if starts_a_local_jvm(builder):
         builder = _map_class_archive(builder)
     spark = builder.getOrCreate()
-    _fit_shuffle_partitions(spark)
+    _fit_local_master(spark)
     try:
         yield spark
     finally:
@@ -279,17 +279,25 @@ def _map_class_archive(builder: Any) -> Any:
     return builder.config("spark.driver.extraJavaOptions", with_java_options(conf, option)) if option else builder
 
 
-def _fit_shuffle_partitions(spark: Any) -> None:
-    """On a local master, size shuffles to the machine unless the user chose a number.
+def local_master_settings(conf: Mapping[str, str], parallelism: int) -> dict[str, str]:
+    """Session settings a local master gets where the deployment chose none (`conf`: what spark-submit,
+    spark-defaults.conf or the builder set). A cluster keeps Spark's defaults and adaptive coalescing.
 
-    Spark's default of 200 shuffle partitions is meant for clusters; on local[2] every join of a small
-    warehouse ran hundreds of near-empty tasks (the chains and validation jobs spent most of a minute
-    scheduling them). A cluster keeps Spark's defaults and adaptive coalescing.
+    Shuffle partitions sized to the machine: Spark's default of 200 is meant for clusters; on local[2]
+    every join of a small warehouse ran hundreds of near-empty tasks (the chains and validation jobs
+    spent most of a minute scheduling them). Whether the driver compiles its code is decided per run, by
+    the store's size (statekeeper.jobs.codegen).
     """
-    conf = spark.sparkContext.getConf()
-    if conf.contains("spark.sql.shuffle.partitions") or not conf.get("spark.master", "").startswith("local"):
-        return
-    spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
+    if not conf.get("spark.master", "").startswith("local"):
+        return {}
+    wanted = {"spark.sql.shuffle.partitions": str(max(4, 2 * parallelism))}
+    return {key: value for key, value in wanted.items() if key not in conf}
+
+
+def _fit_local_master(spark: Any) -> None:
+    conf = dict(spark.sparkContext.getConf().getAll())
+    for key, value in local_master_settings(conf, spark.sparkContext.defaultParallelism).items():
+        spark.conf.set(key, value)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                         c1_only: bool = False):
     from pyspark.sql import SparkSession
 
+    from statekeeper.entrypoint import local_master_settings
     from statekeeper.tables.spark import configure_builder
 
     log4j = quiet_log4j(work_dir)
@@ -51,7 +52,6 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
                .config("spark.default.parallelism", str(cores))
                # One session serves the whole suite (hundreds of jobs): keep only recent job and SQL
                # execution history, whose plan descriptions (with cached relations nested in them)
@@ -66,6 +66,9 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                .config("spark.sql.warehouse.dir", str(work_dir / "spark-warehouse"))
                .config("spark.local.dir", str(work_dir / "spark-local"))
                .config("spark.python.worker.reuse", "true"))
+    # shuffles sized to the cores, as a step's own session on a local master gets them
+    for key, value in local_master_settings({"spark.master": f"local[{cores}]"}, cores).items():
+        builder = builder.config(key, value)
     session = configure_builder(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -125,6 +125,7 @@ class StatekeeperJob(Generic[R, O]):
     # -- the run ---------------------------------------------------------------------------------
 
     def execute(self) -> R:
+        from statekeeper.jobs.codegen import fit_codegen
         from statekeeper.jobs.context import RunContext
         from statekeeper.jobs.progress import Heartbeat
         from statekeeper.tables.engine import select_engine
@@ -147,6 +148,10 @@ class StatekeeperJob(Generic[R, O]):
         self._progress = {}
         if self.SOURCES:
             self._inputs = pin_inputs(warehouse, self.SOURCES, self.OPTIONAL_SOURCES)
+        objects = self._inputs.cut.objects if self._inputs is not None else None
+        if fit_codegen(self._spark, objects):
+            self.log.info("%s: Spark's driver-side code interpreted, not compiled: a store of %d objects",
+                          ctx.label, objects)
         self._prepare(ctx)
         self.log.info("%s: warehouse %s, engine %s%s, %s", ctx.label, warehouse.uri, engine.name, self._read_line(),
                       self._options)

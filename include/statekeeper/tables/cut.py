@@ -46,6 +46,7 @@ class IndexCut:
     finished_at: datetime
     versions: dict[str, int] = field(default_factory=dict)
     roots: tuple[str, ...] = ()     # the roots the run indexed
+    objects: int = 0                # the objects it listed below them
 
     def version(self, table: str) -> int | None:
         return self.versions.get(table)
@@ -77,7 +78,7 @@ def latest_cut(warehouse: Warehouse, statuses: Iterable[str] = (IndexRunStatus.S
     io_ = warehouse.file_io()
     files = sorted(state.files, key=lambda f: (f.modification_time, f.path), reverse=True)
     best: dict[str, Any] | None = None
-    columns = ["run_id", "status", "finished_at", "table_versions", "roots"]
+    columns = ["run_id", "status", "finished_at", "table_versions", "roots", "objects_listed"]
     for start in range(0, len(files), _FILES_PER_READ):
         for f in files[start:start + _FILES_PER_READ]:
             table = read_data_file(warehouse, INDEX_RUNS.schema, (), f.path, {}, fileio=io_,
@@ -91,7 +92,7 @@ def latest_cut(warehouse: Warehouse, statuses: Iterable[str] = (IndexRunStatus.S
     if best is None:
         return None
     return IndexCut(best["run_id"], best["status"], best["finished_at"], dict(best["table_versions"]),
-                    tuple(best["roots"] or ()))
+                    tuple(best["roots"] or ()), int(best["objects_listed"] or 0))
 
 
 def pin_cut(warehouse: Warehouse, names: Iterable[str]) -> tuple[IndexCut, dict[str, int]]:
