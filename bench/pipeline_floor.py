@@ -27,7 +27,7 @@ step sent to it in the round's order. The driver's start-up is reported on its o
 against the same empty spark-submit, and the round's total against the steps' own spark-submits.
 
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
-                                   [--dag] [--driver] [--checkout PATH] [--against PATH]
+                                   [--dag] [--driver] [--checkout PATH] [--against PATH] [--events DIR]
 
 --checkout runs the jobs of another checkout (e.g. a worktree of an older commit) with this
 benchmark, so a before/after comparison uses the same measurement. --against PATH runs the jobs of
@@ -122,6 +122,7 @@ class Submitter:
         self.work = work
         self.zip = library_zip(checkout, work)
         self.events = work / "events"
+        self.keep_events: Path | None = None
         self.empty = work / "empty_job.py"
         self.empty.write_text(_EMPTY_JOB)
         self.probe = work / "probe_job.py"
@@ -152,7 +153,10 @@ class Submitter:
         figures.spark.append(counts)
         figures.sites.append(sites)
         if m.returncode not in (0, 1):
-            raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}")
+            # the job's log goes to stdout, its JVM's warnings to stderr
+            raise RuntimeError(f"{label} exited {m.returncode}:\n{m.stderr[-3000:]}\n{m.stdout[-6000:]}")
+        if self.keep_events is not None:
+            shutil.copytree(events, self.keep_events / events.relative_to(self.events), dirs_exist_ok=True)
         shutil.rmtree(events, ignore_errors=True)
 
 
@@ -342,6 +346,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--checkout", type=Path, default=REPO, help="run the jobs of this checkout")
     p.add_argument("--against", type=Path, default=None,
                    help="also run this checkout's jobs (the before), interleaved round by round, and compare")
+    p.add_argument("--events", type=Path, default=None,
+                   help="keep each run's Spark event log below this directory (<label>-<n>/), to read its timeline")
     p.add_argument("--jobs", action="store_true", help="also list each job's Spark jobs by phase and Python call "
                                                        "site (from the last run's event log)")
     args = p.parse_args(argv)
@@ -359,6 +365,10 @@ def main(argv: list[str]) -> int:
         if args.against is not None:
             (work / "before").mkdir()
             before = Submitter(args.against.resolve(), work / "before")
+        if args.events is not None:
+            sub.keep_events = args.events.resolve()
+            if before is not None:
+                before.keep_events = args.events.resolve() / "before"
         stores: dict[str, list[str]] = {}
         for store in args.stores.split(","):
             if store == "sample":
