@@ -288,15 +288,18 @@ def local_master_settings(conf: Mapping[str, str], parallelism: int) -> dict[str
     spent most of a minute scheduling them). Whether the driver compiles its code is decided per run, by
     the store's size (statekeeper.jobs.codegen).
     """
-    if not conf.get("spark.master", "").startswith("local"):
+    from statekeeper.tables.spark import on_local_master
+
+    if not on_local_master(conf):
         return {}
     wanted = {"spark.sql.shuffle.partitions": str(max(4, 2 * parallelism))}
     return {key: value for key, value in wanted.items() if key not in conf}
 
 
 def _fit_local_master(spark: Any) -> None:
-    conf = dict(spark.sparkContext.getConf().getAll())
-    for key, value in local_master_settings(conf, spark.sparkContext.defaultParallelism).items():
+    from statekeeper.tables.spark import deployment_conf
+
+    for key, value in local_master_settings(deployment_conf(spark), spark.sparkContext.defaultParallelism).items():
         spark.conf.set(key, value)
 
 

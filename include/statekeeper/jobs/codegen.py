@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from statekeeper.tables.spark import deployment_conf, on_local_master
+
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 INTERPRETED = "NO_CODEGEN"
 # Interpreting won at 100,000 objects for two steps of three and lost for GC; it lost far more at a million.
@@ -30,7 +32,7 @@ def driver_interprets(conf: Mapping[str, str], store_objects: int | None) -> boo
     """Interpret (True), compile as Spark does by default (False), or leave the session alone (None), for
     a run over a store of `store_objects` objects (None: the run reads no index, so its size is unknown).
     `conf` is what the deployment set (spark-submit, spark-defaults.conf, the session's builder)."""
-    if FACTORY_MODE in conf or not conf.get("spark.master", "").startswith("local"):
+    if FACTORY_MODE in conf or not on_local_master(conf):
         return None
     return store_objects is not None and store_objects < INTERPRETED_BELOW_OBJECTS
 
@@ -38,7 +40,7 @@ def driver_interprets(conf: Mapping[str, str], store_objects: int | None) -> boo
 def fit_codegen(spark: Any, store_objects: int | None) -> bool | None:
     """Set the session for a run (driver_interprets) and say what was set. Spark's default is restored
     rather than left as an earlier run in a shared session (the warm driver, a notebook) chose it."""
-    interprets = driver_interprets(dict(spark.sparkContext.getConf().getAll()), store_objects)
+    interprets = driver_interprets(deployment_conf(spark), store_objects)
     if interprets:
         spark.conf.set(FACTORY_MODE, INTERPRETED)
     elif interprets is False:

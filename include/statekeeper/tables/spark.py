@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +76,17 @@ def configure_builder(builder: Any) -> Any:
 def starts_a_local_jvm(builder: Any) -> bool:
     """Whether the session built from `builder` runs on a local master in a JVM this process starts
     (not under spark-submit, whose JVM, and its environment, already exist)."""
-    master = dict(getattr(builder, "_options", {})).get("spark.master", "")
-    return master.startswith("local") and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    return on_local_master(dict(getattr(builder, "_options", {}))) and not os.environ.get("PYSPARK_GATEWAY_PORT")
+
+
+def deployment_conf(spark: Any) -> dict[str, str]:
+    """What the deployment set for `spark` (spark-submit, spark-defaults.conf, the session's builder): keys a
+    run must leave as they are. What a run set at runtime (spark.conf.set) is not in it."""
+    return dict(spark.sparkContext.getConf().getAll())
+
+
+def on_local_master(conf: Mapping[str, str]) -> bool:
+    return conf.get("spark.master", "").startswith("local")
 
 
 def spark_schema(schema: Any) -> Any:
