@@ -1,0 +1,63 @@
+"""Every job that reads the index refuses a torn cut and writes nothing from it.
+
+The cut check runs side by side with a job's first reads (statekeeper.jobs.base._read_cut_beside): a
+torn cut must still stop the run before any table is written. The cut here is torn the way a run that
+died between two commits would leave it if the audit row had landed anyway: `references` holds one
+row more than its snapshot's `reference_count`, and the newest succeeded `index_runs` row names it.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from statekeeper.tables import Warehouse
+from statekeeper.tables.catalog import spec
+from statekeeper.tables.engine import DeltaRsEngine
+from statekeeper.tables.reader import TableReader
+
+pytestmark = pytest.mark.spark
+
+VERSION = "2.3.0"
+DERIVED = ("dependencies", "pins", "validation_results", "validation_jobs", "gc_plans")
+
+
+def _tear(spark, warehouse: Warehouse) -> str:
+    """Append a duplicate reference and an audited index run naming it; the torn snapshot's URI."""
+    reader = TableReader(warehouse)
+    refs = reader.read("references")
+    row = refs.slice(0, 1)
+    engine = DeltaRsEngine()
+    torn = engine.append_rows(spark, warehouse, spec("references"), row).version
+    newest = reader.newest("index_runs")
+    audit = spec("index_runs")
+    forged = {**newest, "run_id": "torn-cut", "finished_at": datetime.now(timezone.utc),
+              "table_versions": {**dict(newest["table_versions"]), "references": torn}}
+    engine.append_rows(spark, warehouse, audit, pa.Table.from_pylist([forged], schema=audit.schema))
+    return row.column("snapshot_uri")[0].as_py()
+
+
+def _versions(warehouse: Warehouse) -> dict[str, int | None]:
+    reader = TableReader(warehouse)
+    return {name: reader.version(name) for name in DERIVED}
+
+
+def test_chains_validation_and_gc_refuse_a_torn_cut(spark, prepared_store, tmp_path: Path, request) -> None:
+    co = prepared_store("chain_claim", VERSION).checkout(tmp_path, request.node.nodeid)
+    pipeline = co.pipeline
+    torn = _tear(spark, pipeline.warehouse)
+    before = _versions(pipeline.warehouse)
+
+    # a failed run (exit 3, its audit row says why), not a usage error: the arguments are right
+    assert pipeline.chains() == 3
+    assert pipeline.validate() == 3
+    code, result = pipeline.gc("--mode", "plan")
+    assert code == 3
+    assert "not a consistent cut" in result["error"] and torn in result["error"]
+    assert _versions(pipeline.warehouse) == before   # nothing written from the torn cut
+    reader = TableReader(pipeline.warehouse)
+    for audit in ("chains_runs", "validation_runs"):
+        run = reader.newest(audit)
+        assert run["status"] == "failed" and "not a consistent cut" in run["error"], (audit, run)
