@@ -1,9 +1,10 @@
 """Every job that reads the index refuses a torn cut and writes nothing from it.
 
-The cut check runs side by side with a job's first reads (statekeeper.jobs.base._read_cut_beside): a
-torn cut must still stop the run before any table is written. The cut here is torn the way a run that
-died between two commits would leave it if the audit row had landed anyway: `references` holds one
-row more than its snapshot's `reference_count`, and the newest succeeded `index_runs` row names it.
+The cut's check (statekeeper.jobs.inputs.check_consistent) runs beside the reads some jobs keep
+(StatekeeperJob._read_cut): a torn cut must still stop the run before any table is written. The cut
+here is torn the way a run that died between two commits would leave it if the audit row had landed
+anyway: `references` holds one row more than its snapshot's `reference_count`, and the newest
+succeeded `index_runs` row names it.
 """
 from __future__ import annotations
 

@@ -65,16 +65,17 @@ class ComputeChains(StatekeeperJob[ChainsResult, ChainsOptions]):
         from statekeeper.layout.spark_locate import direct_edges, file_uses
 
         keep, beat, log = ctx.keep, ctx.beat, ctx.log
+        tables = self._read_cut(ctx)
+        snaps, refs, files = tables["snapshots"], tables["references"], tables["files"]
         clock = time.monotonic()
-        tables, first = self._read_cut_beside(ctx, {
-            "direct dependencies": lambda t: keep(direct_edges(file_uses(t["references"], t["snapshots"], t["files"]))),
-            "unparsed snapshots": lambda t: _unparsed(t["snapshots"])})
-        snaps, direct = tables["snapshots"], first["direct dependencies"]
-        total, unparsed, examples = first["unparsed snapshots"]
+        total, unparsed, examples = _unparsed(snaps)
         if unparsed:
             log.warning("%s: %d snapshot(s) could not be parsed; their references are unknown (%s)",
                         ctx.label, unparsed, ", ".join(examples))
-        log.info("%s: cut checked, direct dependencies computed (%.1fs)", ctx.label, time.monotonic() - clock)
+
+        beat.phase("direct dependencies")
+        direct = keep(direct_edges(file_uses(refs, snaps, files)))
+        log.info("%s: direct dependencies computed (%.1fs)", ctx.label, time.monotonic() - clock)
         beat.phase("lineage")
         edges = keep(_edges(direct, lineage(direct, self.options.max_depth), snaps, ctx.run_id))
         log.info("%s: lineage computed (%.1fs)", ctx.label, time.monotonic() - clock)

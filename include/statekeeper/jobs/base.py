@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
@@ -188,29 +187,17 @@ class StatekeeperJob(Generic[R, O]):
     def _read_cut(self, ctx: Any, *, keep: tuple[str, ...] = ()) -> dict[str, Any]:
         """DataFrames of the SOURCES at their pinned versions (those in `keep` computed once and kept),
         refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent)."""
-        return self._read_cut_beside(ctx, {}, keep=keep)[0]
-
-    def _read_cut_beside(self, ctx: Any, beside: Mapping[str, Callable[[dict[str, Any]], Any]], *,
-                         keep: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
-        """`_read_cut`, and the job's first parts (each a function of the frames, by its phase name) run
-        side by side with the cut's check: on a small store the check and a first pass are each a
-        chain of small Spark jobs, and one after the other they leave a core idle. A part must only
-        read (the run writes nothing before this returns, and a torn cut raises here after every
-        part has ended). Returns the frames and each part's result."""
         frames = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
 
         def check() -> None:   # on the frames as read: the kept ones are being computed beside it
             check_consistent(frames["snapshots"], frames["references"], self.inputs.versions)
 
-        if not keep and not beside:
+        if not keep:
             check()
-            return frames, {}
-        parts: dict[str, Callable[[], Any]] = {
-            f"reading {name}": (lambda df=df: ctx.keep(df)) for name, df in frames.items() if name in keep}
-        parts.update({name: (lambda part=part: part(frames)) for name, part in beside.items()})
-        done = run_side_by_side(ctx.spark, ctx.beat, {"checking the cut": check, **parts})
-        return ({name: done.get(f"reading {name}", df) for name, df in frames.items()},
-                {name: done[name] for name in beside})
+            return frames
+        parts = {f"reading {name}": (lambda df=df: ctx.keep(df)) for name, df in frames.items() if name in keep}
+        kept = run_side_by_side(ctx.spark, ctx.beat, {"checking the cut": check, **parts})
+        return {name: kept.get(f"reading {name}", df) for name, df in frames.items()}
 
     # -- the Result ------------------------------------------------------------------------------
 

@@ -135,11 +135,12 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
 
         beat, log = ctx.beat, ctx.log
         clock = time.monotonic()
-        first: dict[str, Any] = {"locating references": lambda t: self._located(ctx, t)}
-        if suite is not None:   # submitted only: the suite computes its metrics in the background
-            first["quality metrics of the tables"] = lambda t: self._table_metrics(ctx, suite, t)
-        tables, done = self._read_cut_beside(ctx, first)
-        uses, stat, statted = done["locating references"]
+        tables = self._read_cut(ctx)
+        if suite is not None:
+            self._table_metrics(ctx, suite, tables)
+
+        beat.phase("locating references")
+        uses, stat, statted = self._located(ctx, tables)
         log.info("%s: references located, %d file(s) outside the indexed roots looked at (%.1fs)",
                  ctx.label, statted, time.monotonic() - clock)
         beat.phase("checks")
