@@ -214,7 +214,9 @@ def _prepare_gx() -> _Gx:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     for name in ("great_expectations", "great_expectations.core", "great_expectations.data_context"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    import great_expectations as gx
+    from statekeeper.validate.gx_import import import_gx
+
+    gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     docs = tempfile.TemporaryDirectory(prefix="statekeeper-gx-")
