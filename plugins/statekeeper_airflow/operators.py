@@ -58,11 +58,11 @@ from statekeeper import storage_env as env_names
 from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_startup,
                                      with_java_options, without_options)
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
+from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import Declined, DriverClient
 from statekeeper.warm_driver.protocol import DriverGone, fingerprint, library_digest, run_key, socket_path
-from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, is_local_master,
-                                            read_properties, scoped_environ, spark_defaults_file,
-                                            write_properties_file)
+from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, read_properties,
+                                            scoped_environ, spark_defaults_file, write_properties_file)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"

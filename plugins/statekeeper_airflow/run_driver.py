@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import DriverClient
 from statekeeper.warm_driver.protocol import fingerprint, log_path, run_key, runtime_dir, socket_path
 from statekeeper.jvm_startup import ARCHIVE_WRITE_OPTION
 from statekeeper_airflow.operators import DRIVER_APPLICATION, _StatekeeperSubmit, driver_command, driver_submit_command
-from statekeeper_airflow.submit_env import is_local_master
 
 DEFAULT_IDLE_TIMEOUT_S = 600
 DEFAULT_READY_TIMEOUT_S = 300

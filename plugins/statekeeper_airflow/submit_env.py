@@ -52,10 +52,6 @@ def cluster_kind(master: str) -> ClusterKind | None:
     return None
 
 
-def is_local_master(master: str) -> bool:
-    return master.strip().startswith("local")
-
-
 def spark_defaults_file(environ: Mapping[str, str]) -> Path | None:
     """The spark-defaults.conf spark-submit would load: $SPARK_CONF_DIR, else $SPARK_HOME/conf
     (Spark's Utils.getDefaultPropertiesFile; bin/load-spark-env.sh derives SPARK_CONF_DIR the same

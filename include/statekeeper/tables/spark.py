@@ -85,8 +85,13 @@ def deployment_conf(spark: Any) -> dict[str, str]:
     return dict(spark.sparkContext.getConf().getAll())
 
 
+def is_local_master(master: str) -> bool:
+    """Whether a master URL is one of Spark's local masters (`local`, `local[N]`, `local[*]`, `local-cluster[...]`)."""
+    return master.strip().startswith("local")
+
+
 def on_local_master(conf: Mapping[str, str]) -> bool:
-    return conf.get("spark.master", "").startswith("local")
+    return is_local_master(conf.get("spark.master", ""))
 
 
 def spark_schema(schema: Any) -> Any:
