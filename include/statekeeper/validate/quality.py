@@ -147,9 +147,9 @@ def cross_table_assets(tables: dict[str, Any], found: Any, stat: Any) -> list[As
 class QualitySuite:
     """The suite run beside the validation: GX in one background thread, the metrics in another.
 
-    `import great_expectations` alone takes 5-12 s on the 2-core machine (it imports scipy, altair,
-    SQLAlchemy, pandas), and rendering the Data Docs 3-4 s (Jinja compiles its templates in every
-    process). Neither needs Spark, so a validation run starts the suite first (the constructor). The
+    `import great_expectations` alone takes seconds of one core on the 2-core machine (scipy, altair,
+    pandas; the optional backends it would also try are kept out, statekeeper.validate.gx_import), and
+    rendering the Data Docs 3-4 s (Jinja compiles its templates in every process). Neither needs Spark, so a validation run starts the suite first (the constructor). The
     tables' own metrics need nothing the checks compute: they are submitted as soon as the tables are
     read and Spark computes them beside the checks, whose one-task stages leave room on a local
     master; the cross-table assets follow the checks. `close` hands every metric to GX, which decides
