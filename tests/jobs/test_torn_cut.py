@@ -18,11 +18,13 @@ from statekeeper.tables import Warehouse
 from statekeeper.tables.catalog import spec
 from statekeeper.tables.engine import DeltaRsEngine
 from statekeeper.tables.reader import TableReader
+from tests.gc.support import local, uri
 
 pytestmark = pytest.mark.spark
 
 VERSION = "2.3.0"
-DERIVED = ("dependencies", "pins", "validation_results", "validation_jobs", "gc_plans")
+DERIVED = ("dependencies", "pins", "validation_results", "validation_jobs", "gc_actions", "compactions",
+           "dr_copies", "dr_files")
 
 
 def _tear(spark, warehouse: Warehouse) -> str:
@@ -40,25 +42,47 @@ def _tear(spark, warehouse: Warehouse) -> str:
     return row.column("snapshot_uri")[0].as_py()
 
 
+def _report(warehouse: Warehouse, base: Path) -> tuple[int, dict]:
+    import json
+
+    from spark_jobs.build_report import main
+
+    out = base / "report.json"
+    code = main(["--warehouse", warehouse.uri, "--progress-interval", "0", "--result-json", str(out)])
+    return code, (json.loads(out.read_text()) if out.exists() else {})
+
+
 def _versions(warehouse: Warehouse) -> dict[str, int | None]:
     reader = TableReader(warehouse)
     return {name: reader.version(name) for name in DERIVED}
 
 
-def test_chains_validation_and_gc_refuse_a_torn_cut(spark, prepared_store, tmp_path: Path, request) -> None:
+def test_every_job_that_reads_the_index_refuses_a_torn_cut(spark, prepared_store, tmp_path: Path, request) -> None:
+    from tests.compact.support import CompactPipeline
+
     co = prepared_store("chain_claim", VERSION).checkout(tmp_path, request.node.nodeid)
     pipeline = co.pipeline
     torn = _tear(spark, pipeline.warehouse)
     before = _versions(pipeline.warehouse)
+    target = tmp_path / "dr"
 
     # a failed run (exit 3, its audit row says why), not a usage error: the arguments are right
     assert pipeline.chains() == 3
     assert pipeline.validate() == 3
-    code, result = pipeline.gc("--mode", "plan")
-    assert code == 3
-    assert "not a consistent cut" in result["error"] and torn in result["error"]
+    outcomes = {
+        "gc_runs": pipeline.gc("--mode", "plan"),
+        "compaction_runs": CompactPipeline(spark, pipeline.warehouse, pipeline.roots, tmp_path).compact(),
+        "dr_runs": pipeline.dr("--target", uri(target), "--allowed-targets", uri(target)),
+        "report_runs": _report(pipeline.warehouse, tmp_path),
+    }
+    for audit, (code, result) in outcomes.items():
+        assert code == 3, (audit, result)
+        assert "not a consistent cut" in result["error"] and torn in result["error"], (audit, result)
+
     assert _versions(pipeline.warehouse) == before   # nothing written from the torn cut
+    assert not list(local(pipeline.warehouse.uri).glob("_reports/runs/*/index.html"))   # no page published
+    assert not target.exists() or not any(p.is_file() for p in target.rglob("*"))   # nothing copied
     reader = TableReader(pipeline.warehouse)
-    for audit in ("chains_runs", "validation_runs"):
+    for audit in ("chains_runs", "validation_runs", *outcomes):
         run = reader.newest(audit)
         assert run["status"] == "failed" and "not a consistent cut" in run["error"], (audit, run)

@@ -107,7 +107,8 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         from statekeeper.tables.reader import TableReader
 
         inputs, limits = self.inputs, self.options.limits
-        frames = job_frames({**inputs.read(ctx.spark, ctx.engine, ctx.warehouse),
+        # Checked like every reader's cut: a page over a torn cut would show totals no storage state had.
+        frames = job_frames({**self._read_cut(ctx),
                              **inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)})
         reader = TableReader(ctx.warehouse)
         versions = {**inputs.versions, **inputs.optional}
