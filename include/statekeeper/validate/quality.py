@@ -149,12 +149,12 @@ class QualitySuite:
 
     `import great_expectations` alone takes seconds of one core on the 2-core machine (scipy, altair,
     pandas; the optional backends it would also try are kept out, statekeeper.validate.gx_import), and
-    rendering the Data Docs 3-4 s (Jinja compiles its templates in every process). Neither needs Spark, so a validation run starts the suite first (the constructor). The
-    tables' own metrics need nothing the checks compute: they are submitted as soon as the tables are
-    read and Spark computes them beside the checks, whose one-task stages leave room on a local
-    master; the cross-table assets follow the checks. `close` hands every metric to GX, which decides
-    each expectation with its own `_validate` and builds its results and Data Docs as its engine
-    would, while the job writes its own tables. (Measured on the sample store, the suite's own cost
+    rendering the Data Docs 3-4 s (Jinja compiles its templates in every process). Neither needs Spark,
+    so a validation run starts the suite first (the constructor). The tables' own metrics need nothing
+    the checks compute: they are submitted as soon as the tables are read and Spark computes them beside
+    the checks, whose one-task stages leave room on a local master; the cross-table assets follow the
+    checks. `close` hands every metric to GX, which decides each expectation with its own `_validate`
+    and builds its results and Data Docs as its engine would, while the job writes its own tables. (Measured on the sample store, the suite's own cost
     came out lower in two comparisons and unchanged in a third: README, "The suite beside the checks".)
     """
 
