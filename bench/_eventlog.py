@@ -93,3 +93,25 @@ def parse(directory: Path) -> EventLogStats:
                 for update in event.get("Executor Metrics Updated", ()):
                     out.heap_peak = max(out.heap_peak, _heap(update.get("Executor Metrics")))
     return out
+
+
+def work_between(directory: Path, windows: list[tuple[float, float]]) -> list[tuple[int, int]]:
+    """(Spark jobs submitted, stages completed) inside each (start, end) window, in epoch milliseconds, of
+    the logs in `directory`: what each of several runs in one long-lived session asked of Spark, told
+    apart by the driver's clock (that of the jobs' Submission Time), which the windows must use too."""
+    counts = [[0, 0] for _ in windows]
+
+    def add(at: int, slot: int) -> None:
+        for i, (start, end) in enumerate(windows):
+            if start <= at <= end:
+                counts[i][slot] += 1
+                return
+
+    for log in sorted(p for p in directory.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if '"Event":"SparkListenerJobStart"' in line:
+                    add(json.loads(line).get("Submission Time", 0), 0)
+                elif '"Event":"SparkListenerStageCompleted"' in line:
+                    add((json.loads(line).get("Stage Info") or {}).get("Completion Time", 0), 1)
+    return [(jobs, stages) for jobs, stages in counts]
