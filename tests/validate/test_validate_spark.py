@@ -112,6 +112,18 @@ def test_job_health_and_exit_status(synthetic):
     assert synthetic["code"] == 1 and result["status"] == "unrestorable"
     assert {u["newest_uri"] for u in result["unrestorable"]} == unrestorable
     assert result["jobs_unrestorable"] == len(unrestorable)
+    # the Result's counts are those of the rows it wrote
+    rows = synthetic["rows"]
+    summaries = [r for r in rows if r["check"] == "snapshot"]
+    assert (result["snapshots"], result["snapshots_with_errors"], result["snapshots_with_warnings"]) == (
+        len(idx.snapshots), sum(r["severity"] == "error" for r in summaries),
+        sum(r["severity"] == "warning" for r in summaries))
+    by_check: dict[str, int] = {}
+    for r in rows:
+        if r["check"] != "snapshot":
+            by_check[r["check"]] = by_check.get(r["check"], 0) + 1
+    assert result["findings"] == by_check and len(by_check) >= 5
+    assert result["jobs"] == len(jobs)
     assert synthetic["chains"]["status"] == "incomplete" and synthetic["chains"]["unparsed_snapshots"] == 1
 
 

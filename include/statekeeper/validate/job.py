@@ -149,8 +149,9 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         if suite is not None:
             suite.submit(cross_table_assets(tables, found, stat))
             suite.close()
-        counts = _counts(results, found, jobs)
-        unrestorable = self._unrestorable(jobs, results)
+        counts = _counts(results, jobs)
+        # the listing is a query of its own (a join and a sort): only when there is something to list
+        unrestorable = self._unrestorable(jobs, results) if counts["jobs_unrestorable"] else ()
 
         metadata = ctx.commit_metadata(**{"statekeeper.sourceVersions": json.dumps(self.inputs.versions,
                                                                                   sort_keys=True)})
@@ -237,18 +238,25 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
                                      tuple(r["checks"] or ())) for r in rows)
 
 
-def _counts(results: Any, found: Any, jobs: Any) -> dict[str, Any]:
+def _counts(results: Any, jobs: Any) -> dict[str, Any]:
     """The Result's counts: snapshots (with errors, with warnings only), findings by check, jobs and
-    jobs whose newest retained checkpoint does not restore."""
+    jobs whose newest retained checkpoint does not restore.
+
+    The findings are counted in `results`, one query with the snapshot rows: every finding is there, since a
+    consistent cut has no reference of a snapshot the index does not hold (jobs.inputs.check_consistent)."""
     from pyspark.sql import functions as F
 
-    counts = results.where(F.col("check") == Check.SNAPSHOT).agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.when(F.col("severity") == Severity.ERROR, 1).otherwise(0)).alias("err"),
-        F.sum(F.when(F.col("severity") == Severity.WARNING, 1).otherwise(0)).alias("warn")).first()
-    by_check = {r["check"]: int(r["n"]) for r in found.groupBy("check").agg(F.count(F.lit(1)).alias("n")).collect()}
+    by_check: dict[str, int] = {}
+    snapshots = {"n": 0, Severity.ERROR.value: 0, Severity.WARNING.value: 0}
+    for r in results.groupBy("check", "severity").agg(F.count(F.lit(1)).alias("n")).collect():
+        if r["check"] == Check.SNAPSHOT:
+            snapshots["n"] += int(r["n"])
+            if r["severity"] in snapshots:
+                snapshots[r["severity"]] += int(r["n"])
+        else:
+            by_check[r["check"]] = by_check.get(r["check"], 0) + int(r["n"])
     job_counts = jobs.agg(F.count(F.lit(1)).alias("n"), F.sum(
         F.when((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
-    return {"snapshots": int(counts["n"] or 0), "snapshots_with_errors": int(counts["err"] or 0),
-            "snapshots_with_warnings": int(counts["warn"] or 0), "findings": by_check,
+    return {"snapshots": snapshots["n"], "snapshots_with_errors": snapshots[Severity.ERROR.value],
+            "snapshots_with_warnings": snapshots[Severity.WARNING.value], "findings": by_check,
             "jobs": int(job_counts["n"] or 0), "jobs_unrestorable": int(job_counts["bad"] or 0)}
