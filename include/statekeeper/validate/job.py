@@ -247,16 +247,12 @@ def _counts(results: Any, jobs: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     by_check: dict[str, int] = {}
-    snapshots = {"n": 0, Severity.ERROR.value: 0, Severity.WARNING.value: 0}
+    summaries: dict[str, int] = {}   # the snapshot rows, by severity
     for r in results.groupBy("check", "severity").agg(F.count(F.lit(1)).alias("n")).collect():
-        if r["check"] == Check.SNAPSHOT:
-            snapshots["n"] += int(r["n"])
-            if r["severity"] in snapshots:
-                snapshots[r["severity"]] += int(r["n"])
-        else:
-            by_check[r["check"]] = by_check.get(r["check"], 0) + int(r["n"])
+        into, key = (summaries, r["severity"]) if r["check"] == Check.SNAPSHOT else (by_check, r["check"])
+        into[key] = into.get(key, 0) + int(r["n"])
     job_counts = jobs.agg(F.count(F.lit(1)).alias("n"), F.sum(
         F.when((F.col("kind") == UnitKind.JOB) & ~F.col("newest_restorable"), 1).otherwise(0)).alias("bad")).first()
-    return {"snapshots": snapshots["n"], "snapshots_with_errors": snapshots[Severity.ERROR.value],
-            "snapshots_with_warnings": snapshots[Severity.WARNING.value], "findings": by_check,
+    return {"snapshots": sum(summaries.values()), "snapshots_with_errors": summaries.get(Severity.ERROR.value, 0),
+            "snapshots_with_warnings": summaries.get(Severity.WARNING.value, 0), "findings": by_check,
             "jobs": int(job_counts["n"] or 0), "jobs_unrestorable": int(job_counts["bad"] or 0)}
