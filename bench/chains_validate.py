@@ -176,8 +176,9 @@ class Worker:
                 "--cores", str(args.cores), "--work", str(work / f"session-{label}")]
         if build:
             argv.append("--build")
+        self._stderr = open(self.log, "w")
         self.process = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=open(self.log, "w"), text=True, bufsize=1)
+                                        stderr=self._stderr, text=True, bufsize=1)
 
     def answer(self) -> dict:
         assert self.process.stdout is not None
@@ -207,6 +208,7 @@ class Worker:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self._stderr.close()
 
 
 def _say(message: dict) -> None:
