@@ -10,8 +10,8 @@
 A run reads the index tables at the newest succeeded cut and the validation tables computed from
 it, picks each job's latest restorable checkpoint plus savepoints by policy (or the --snapshot
 given), and per round: computes the closure from `references` (`closure`), copies the distinct
-objects in Spark tasks (`tasks.CopyTask`, skipping what the target already has), verifies them
-at the target (`tasks.VerifyTask`), and only for snapshots whose every object verified rewrites
+objects in Spark tasks (`tasks.CopyTask`, skipping what the target already has), each task then
+verifying its objects at the target (`tasks.CopyThenVerifyTask`), and only for snapshots whose every object verified rewrites
 and writes the `_metadata`, last (`tasks.MetadataTask`). A snapshot whose source vanished mid-copy
 (a running job subsumed it) gets no target `_metadata`; the next round tries the job's next older
 restorable checkpoint. Every attempt is a `dr_copies` row, every object a `dr_files` row.
@@ -349,16 +349,16 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         """(target_uri, known_version, known_checksum): per target object, the version it had when a run of this
         tool last wrote or verified it (dr_files), and the SHA-256 recorded with it. Only that proves a same-size
         target holds the source's bytes without reading them; a DataFrame joined into the tasks, never collected.
-        Rows of dr_files written before target_version existed prove nothing and are left out."""
+        Rows of dr_files written before target_version existed prove nothing and are left out. None: no dr_files
+        yet (a first copy joins nothing: a join with an empty frame still shuffles the other side)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         from statekeeper.storage.transfer import TransferOutcome
         from statekeeper.tables import delta_log
 
-        empty = ctx.spark.createDataFrame([], "target_uri string, known_version string, known_checksum string")
         if delta_log.latest_version(ctx.warehouse, DR_FILES.name) is None:
-            return empty
+            return None
         rows = ctx.engine.read(ctx.spark, ctx.warehouse, DR_FILES.name)
         newest = Window.partitionBy("target_uri").orderBy(F.col("run_id").desc())   # run ids sort by start time
         return ctx.keep(
@@ -383,11 +383,10 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         # kept in the copy tasks' order: the count is of rows already computed, and the copy starts without a shuffle
         objects = ctx.keep(in_target_order(
             cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
-            .dropDuplicates(["target_uri"]).join(known, "target_uri", "left"), parts))
-        copied, verified, prefixes = self._transfer(ctx, objects, parts, round_no)
+            .dropDuplicates(["target_uri"]).transform(lambda df: _with_known(df, known)), parts))
+        copied, prefixes = self._transfer(ctx, objects, parts, round_no)
         per_file = ctx.keep(
             cl.where(~F.col("is_dir")).join(copied.drop("source_uri"), "target_uri", "left")
-            .join(verified, "target_uri", "left")
             .withColumn("ok", _transferred() & F.coalesce(F.col("verified"), F.lit(False))))
         # follow mode hands over the `_metadata` bytes its discovery parsed; the nightly copy reads the source again
         held = (F.col("metadata_body") if "metadata_body" in chosen.columns
@@ -396,14 +395,18 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         base = ctx.keep(
             chosen.select("snapshot_uri", "metadata_etag", "metadata_mtime", held, "group_key", "selected_by",
                           "root", "job_dir", "job_id", "checkpoint_id", "snapshot_type")
-            .withColumn("target_metadata_uri", mapped(F.col("snapshot_uri"), self._mapping))
+            .withColumn("target_metadata_uri", mapped("snapshot_uri", self._mapping))
             .join(refused, "snapshot_uri", "left").join(_per_snapshot(per_file), "snapshot_uri", "left"))
         ctx.beat.phase(f"writing the rewritten _metadata, last (round {round_no})")
         meta = self._metadata_writes(ctx, base, parts)
         rows = ctx.keep(self._copies(ctx, base, meta, started))
-        ctx.beat.phase(f"recording dr_copies and dr_files (round {round_no})")
-        versions = self._record(ctx, per_file, rows)
-        return {"versions": versions, **_transfer_counts(copied), **_round_groups(rows), "prefixes": prefixes.value}
+        # The counts read only kept frames: they run beside the two commits rather than after them.
+        done = run_side_by_side(ctx.spark, ctx.beat, {
+            f"recording dr_files and dr_copies (round {round_no})": lambda: self._record(ctx, per_file, rows),
+            f"counting the round's outcomes (round {round_no})": lambda: {**_transfer_counts(copied),
+                                                                           **_round_groups(rows)}})
+        versions, counts = done.values()
+        return {"versions": versions, **counts, "prefixes": prefixes.value}
 
     def _closure(self, ctx: RunContext, chosen: Any, refs: Any, files: Any) -> tuple[Any, Any]:
         """The objects each chosen snapshot needs, mapped to the target (kept), without the snapshots
@@ -426,40 +429,38 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                            .alias("refusal")))
         return cl.where(~F.col("refused")).drop("refused"), refused
 
-    def _transfer(self, ctx: RunContext, objects: Any, parts: int, round_no: int) -> tuple[Any, Any, Any]:
+    def _transfer(self, ctx: RunContext, objects: Any, parts: int, round_no: int) -> tuple[Any, Any]:
         """Copy the distinct objects (kept, in_target_order) in Spark tasks (what the target provably has is
-        skipped), then verify what was copied or skipped at the target: both outcomes, kept, and the
-        accumulator of what the copies achieved per target job prefix (complete once the outcomes have been
-        computed)."""
-        from statekeeper.replicate.tasks import COPY_OUT_SPARK, VERIFY_OUT_SPARK, CopyTask, VerifyTask
+        skipped), each task then verifying at the target what it copied or skipped: the outcomes with their
+        verification (COPY_VERIFIED_OUT), kept, and the accumulator of what the copies achieved per target job
+        prefix (complete once the outcomes have been computed)."""
+        from statekeeper.replicate.tasks import COPY_VERIFIED_OUT_SPARK, CopyTask, CopyThenVerifyTask
         from statekeeper.storage.pace_report import PrefixAccumulator
 
         opts = self.options
         sc = ctx.spark.sparkContext
         acc_files, acc_bytes = sc.accumulator(0), sc.accumulator(0)
         acc_prefixes = sc.accumulator({}, PrefixAccumulator())
-        total = int(objects.count())
+        total: list[int] = []   # counted when a progress line first needs it: a short copy never logs one
         began = time.monotonic()
 
         def progress() -> str:
+            if not total:
+                total.append(int(objects.count()))
             done, elapsed = acc_files.value, max(time.monotonic() - began, 1e-6)
-            return (f"{done}/{total} object(s) done, {human_size(acc_bytes.value)} copied, "
+            return (f"{done}/{total[0]} object(s) done, {human_size(acc_bytes.value)} copied, "
                     f"{human_size(acc_bytes.value / elapsed)}/s")
 
-        ctx.beat.phase(f"copying (round {round_no})", progress)
+        ctx.beat.phase(f"copying and verifying at the target (round {round_no})", progress)
         checksum = opts.verify is VerifyMode.CHECKSUM
         slots = max(1, sc.defaultParallelism)
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
+        copy = CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
+                        opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes)
         copied = ctx.keep(objects.mapInArrow(
-            CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
-                     opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes), COPY_OUT_SPARK))
-        ctx.beat.phase(f"verifying at the target (round {round_no})")
-        # The copy's outcomes are still in its tasks' key ranges: re-sorted in place, no second shuffle.
-        verified = ctx.keep(copied.where(_transferred()).select("target_uri", "size", "checksum")
-                            .sortWithinPartitions("target_uri")
-                            .mapInArrow(VerifyTask(self._target_config(ctx), checksum, opts.copies_in_flight),
-                                        VERIFY_OUT_SPARK))
-        return copied, verified, acc_prefixes
+            CopyThenVerifyTask(copy, self._target_config(ctx), checksum, opts.copies_in_flight),
+            COPY_VERIFIED_OUT_SPARK))
+        return copied, acc_prefixes
 
     def _metadata_writes(self, ctx: RunContext, base: Any, parts: int) -> Any:
         """The rewritten `_metadata` of each snapshot that is not refused and whose every object verified,
@@ -486,7 +487,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             F.when(ok, F.lit(DrCopyStatus.VERIFIED.value)).otherwise(F.lit(DrCopyStatus.FAILED.value)).alias("status"),
             F.col("snapshot_uri").alias("source_metadata_uri"),
             F.when(ok, F.col("target_metadata_uri")).alias("target_metadata_uri"),
-            F.col("root").alias("source_root"), mapped(F.col("root"), self._mapping).alias("target_root"),
+            F.col("root").alias("source_root"), mapped("root", self._mapping).alias("target_root"),
             "job_dir", "job_id", "checkpoint_id", "snapshot_type", "selected_by",
             *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
               for c in ("files", "bytes", "files_copied", "bytes_copied", "files_skipped", "bytes_skipped")],
@@ -503,10 +504,11 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         """Append the round's dr_files and dr_copies rows: the versions written."""
         from pyspark.sql import functions as F
 
-        files_rows = per_file.join(rows.select(F.col("source_metadata_uri").alias("snapshot_uri"),
-                                               F.col("target_metadata_uri").alias("t")), "snapshot_uri").select(
+        # Every per_file row belongs to a snapshot of `rows` (the closure is of the chosen snapshots), and its
+        # target_metadata_uri is the one `rows` names when the copy verified (both map the snapshot's URI): no join.
+        files_rows = per_file.select(
             F.lit(ctx.run_id).alias("run_id"), F.col("snapshot_uri").alias("source_metadata_uri"),
-            F.coalesce("t", "target_metadata_uri").alias("target_metadata_uri"), "source_uri", "target_uri",
+            "target_metadata_uri", "source_uri", "target_uri",
             F.coalesce("size", "expected_size").alias("size"), "checksum",
             F.coalesce("outcome", F.lit("not_copied")).alias("outcome"), "method", "verified",
             F.coalesce("verify_message", "message").alias("message"),
@@ -584,8 +586,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         objects = (files.join(newest.select("run_id", "target_metadata_uri"), ["run_id", "target_metadata_uri"],
                               "left_semi")
                    .select("target_metadata_uri", "target_uri", "size", "checksum")
-                   .join(self._known_targets(ctx).select("target_uri", F.col("known_version").alias("version")),
-                         "target_uri", "left"))
+                   .transform(lambda df: _with_known(df, self._known_targets(ctx)))
+                   .drop("known_checksum").withColumnRenamed("known_version", "version"))
         metadata = newest.select("target_metadata_uri", F.col("target_metadata_uri").alias("target_uri"),
                                  F.col("metadata_bytes").alias("size"), F.col("metadata_sha256").alias("checksum"),
                                  F.lit(None).cast("string").alias("version"))
@@ -609,6 +611,16 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             F.lit(finished).alias("finished_at"),
             # the copy's recovery point, as recorded when it was made (null on rows older than these columns)
             "source_completed_at", "published_at")
+
+def _with_known(rows: Any, known: Any) -> Any:
+    """`rows` (with target_uri) with what dr_files knows of each target (_known_targets; None: nothing yet)."""
+    from pyspark.sql import functions as F
+
+    if known is None:
+        return (rows.withColumn("known_version", F.lit(None).cast("string"))
+                .withColumn("known_checksum", F.lit(None).cast("string")))
+    return rows.join(known, "target_uri", "left")
+
 
 def _transferred() -> Any:
     """An object the copy wrote, or skipped on proof that the target holds the source's bytes."""

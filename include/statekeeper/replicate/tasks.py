@@ -23,6 +23,12 @@ COPY_OUT = pa.schema([
 COPY_OUT_SPARK = ("source_uri string, target_uri string, outcome string, size long, checksum string, method string, "
                   "message string, retries long")
 
+# The copy's rows with the verification of each object the task wrote or skipped (null columns for the others).
+COPY_VERIFIED_OUT = pa.schema([*COPY_OUT, pa.field("verified", pa.bool_()), pa.field("found_size", pa.int64()),
+                               pa.field("verify_message", pa.string()), pa.field("found_version", pa.string())])
+COPY_VERIFIED_OUT_SPARK = (COPY_OUT_SPARK + ", verified boolean, found_size long, verify_message string, "
+                           "found_version string")
+
 VERIFY_OUT = pa.schema([
     pa.field("target_uri", pa.string()), pa.field("verified", pa.bool_()), pa.field("found_size", pa.int64()),
     pa.field("verify_message", pa.string()), pa.field("found_version", pa.string()),
@@ -113,6 +119,37 @@ class CopyTask:
                 self.prefixes.add(prefix_rows(transfer.prefix_report()))
 
         yield from _batches(rows(), COPY_OUT)
+
+
+@dataclass
+class CopyThenVerifyTask:
+    """`copy`'s rows -> COPY_VERIFIED_OUT: each batch of what the copy wrote or skipped is verified at the target
+    (as VerifyTask would) by the task that copied it, once the batch's copies have finished. A stage of its own
+    cost a second pass of the rows through Python workers and a Spark job per round, for the same checks: the
+    target is listed again after the copies (the copy's own lookups are not reused), before any `_metadata` is
+    written."""
+
+    copy: CopyTask
+    target: StorageConfig
+    checksum: bool
+    in_flight: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from statekeeper.storage.transfer import TransferOutcome, VerifyItem, verify_objects
+
+        done = {TransferOutcome.COPIED.value, TransferOutcome.SKIPPED.value}
+        for batch in self.copy(batches):
+            rows = batch.to_pylist()
+            items = [VerifyItem(r["target_uri"], r["size"], r["checksum"]) for r in rows if r["outcome"] in done]
+            found = {v.target: v for v in verify_objects(items, self.target, checksum=self.checksum,
+                                                         in_flight=self.in_flight)}
+            out = []
+            for r in rows:
+                v = found.get(r["target_uri"]) if r["outcome"] in done else None
+                out.append({**r, "verified": None if v is None else v.ok, "found_size": None if v is None else v.size,
+                            "verify_message": None if v is None else v.message,
+                            "found_version": None if v is None else v.version})
+            yield pa.RecordBatch.from_pylist(out, schema=COPY_VERIFIED_OUT)
 
 
 @dataclass
