@@ -157,7 +157,12 @@ class StatekeeperJob(Generic[R, O]):
                       self._options)
         try:
             with ctx.keep, beat:
-                result = self._run(ctx)
+                try:
+                    result = self._run(ctx)
+                except BaseException as exc:
+                    ctx.deferred.settle(cause=exc)
+                    raise
+                ctx.deferred.settle()
         except BaseException as exc:
             self._audit(ctx, self._failed(ctx, f"{type(exc).__name__}: {exc}"))
             raise
@@ -186,14 +191,18 @@ class StatekeeperJob(Generic[R, O]):
 
     def _read_cut(self, ctx: Any, *, keep: tuple[str, ...] = ()) -> dict[str, Any]:
         """DataFrames of the SOURCES at their pinned versions (those in `keep` computed once and kept),
-        refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent)."""
+        refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent): checked beside
+        the kept frames' computation, or with none kept, beside the job's first queries and before any of
+        its commits (a job that acts on storage passes `keep`, so that it acts on a checked cut only)."""
         frames = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
 
         def check() -> None:   # on the frames as read: the kept ones are being computed beside it
             check_consistent(frames["snapshots"], frames["references"], self.inputs.versions)
 
         if not keep:
-            check()
+            # Nothing to compute beside it here: it runs beside the job's own first queries instead, and the
+            # job commits nothing before it has passed (RunContext.deferred).
+            ctx.deferred.start(ctx.spark, ctx.beat, "checking the cut", check)
             return frames
         parts = {f"reading {name}": (lambda df=df: ctx.keep(df)) for name, df in frames.items() if name in keep}
         kept = run_side_by_side(ctx.spark, ctx.beat, {"checking the cut": check, **parts})

@@ -3,6 +3,7 @@ progress heartbeat and the DataFrames it keeps computed. Built by `StatekeeperJo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,6 +52,38 @@ class Materialized:
         self._frames.clear()
 
 
+class Deferred:
+    """Checks a run starts beside its own first queries, each in a thread of its own, that must have passed
+    before the run commits anything (`settle`): a check that is a Spark query of its own otherwise runs
+    alone, first, while the second core waits (the cut check: a grouped count of `references` joined to the
+    snapshots, about a second of a small run as the first query of a fresh JVM)."""
+
+    def __init__(self) -> None:
+        self._futures: list[Any] = []
+
+    def start(self, spark: Any, beat: Heartbeat, name: str, check: Callable[[], None]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from statekeeper.tables.spark import activate
+
+        def run() -> None:
+            activate(spark)      # a new thread has no active session on the JVM side
+            beat.name_jobs(name)
+            check()
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekeeper-check")
+        self._futures.append(pool.submit(run))
+        pool.shutdown(wait=False)
+
+    def settle(self, cause: BaseException | None = None) -> None:
+        """Wait for every check started; raise the first one's error (from `cause`, the run's own error, when
+        the run failed first: a torn cut explains the rest)."""
+        futures, self._futures = self._futures, []
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:
+            raise errors[0] from cause
+
+
 @dataclass
 class RunContext:
     spark: Any
@@ -64,6 +97,7 @@ class RunContext:
     log: logging.Logger
     beat: Heartbeat
     keep: Materialized = field(default_factory=Materialized)
+    deferred: Deferred = field(default_factory=Deferred)
 
     @property
     def label(self) -> str:
@@ -75,9 +109,11 @@ class RunContext:
 
     def write(self, df: Any, spec: TableSpec, *, mode: WriteMode = "overwrite",
               metadata: dict[str, str] | None = None) -> CommitResult:
-        """Write a derived table in one commit, bucketed like the index tables when partitioned."""
+        """Write a derived table in one commit, bucketed like the index tables when partitioned (once the
+        run's deferred checks have passed)."""
         from statekeeper.tables.spark import bucketed
 
+        self.deferred.settle()
         return self.engine.write(bucketed(df, spec), self.warehouse, spec, mode=mode,
                                  metadata=metadata if metadata is not None else self.commit_metadata())
 
@@ -97,6 +133,7 @@ class RunContext:
             activate(self.spark)  # a new thread has no active session on the JVM side
             return self.write(df, spec, metadata=metadata).version
 
+        self.deferred.settle()   # here, not in each writer's thread: no table commits before the checks pass
         if len(frames) == 1:
             return {frames[0][0].name: one(frames[0])}
         with ThreadPoolExecutor(max_workers=len(frames), thread_name_prefix=f"{self.operation}-write") as pool:

@@ -88,6 +88,7 @@ class BuildReport(StatekeeperJob[ReportResult, ReportOptions]):
         data = self._gather(ctx)
         ctx.log.info("%s: gathered (%.1fs)", ctx.label, time.monotonic() - clock)
 
+        ctx.deferred.settle()   # the cut check: no page of a torn cut is published
         ctx.beat.phase("rendering")
         page = render(data).encode("utf-8")
         mapping = data.to_mapping()

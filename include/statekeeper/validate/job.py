@@ -146,6 +146,7 @@ class ValidateCheckpoints(StatekeeperJob[ValidationResult, ValidateOptions]):
         beat.phase("checks")
         found, results, jobs = self._checked(ctx, uses, stat, tables)
         log.info("%s: checks done (%.1fs)", ctx.label, time.monotonic() - clock)
+        ctx.deferred.settle()   # the cut check, before the suite's Data Docs or any table is written
         if suite is not None:
             suite.submit(cross_table_assets(tables, found, stat))
             suite.close()
