@@ -12,9 +12,9 @@ it, picks each job's latest restorable checkpoint plus savepoints by policy (or 
 given), and per round: computes the closure from `references` (`closure`), copies the distinct
 objects in Spark tasks (`tasks.CopyTask`, skipping what the target already has), each task then
 verifying its objects at the target (`tasks.CopyThenVerifyTask`), and only for snapshots whose
-every object verified rewrites and writes the `_metadata`, last (`tasks.MetadataTask`). A snapshot whose source vanished mid-copy
-(a running job subsumed it) gets no target `_metadata`; the next round tries the job's next older
-restorable checkpoint. Every attempt is a `dr_copies` row, every object a `dr_files` row.
+every object verified rewrites and writes the `_metadata`, last (`tasks.MetadataTask`). A snapshot
+whose source vanished mid-copy (a running job subsumed it) gets no target `_metadata`; the next
+round tries the job's next older restorable checkpoint. Every attempt is a `dr_copies` row, every object a `dr_files` row.
 """
 from __future__ import annotations
 
