@@ -14,7 +14,8 @@ objects in Spark tasks (`tasks.CopyTask`, skipping what the target already has),
 verifying its objects at the target (`tasks.CopyThenVerifyTask`), and only for snapshots whose
 every object verified rewrites and writes the `_metadata`, last (`tasks.MetadataTask`). A snapshot
 whose source vanished mid-copy (a running job subsumed it) gets no target `_metadata`; the next
-round tries the job's next older restorable checkpoint. Every attempt is a `dr_copies` row, every object a `dr_files` row.
+round tries the job's next older restorable checkpoint. Every attempt is a `dr_copies` row, every
+object a `dr_files` row.
 """
 from __future__ import annotations
 
