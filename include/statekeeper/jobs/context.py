@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from statekeeper.jobs.progress import Heartbeat
+from statekeeper.jobs.side_by_side import run_part
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine_base import TableEngine, WriteMode
@@ -64,15 +65,8 @@ class Deferred:
     def start(self, spark: Any, beat: Heartbeat, name: str, check: Callable[[], None]) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from statekeeper.tables.spark import activate
-
-        def run() -> None:
-            activate(spark)      # a new thread has no active session on the JVM side
-            beat.name_jobs(name)
-            check()
-
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statekeeper-check")
-        self._futures.append(pool.submit(run))
+        self._futures.append(pool.submit(run_part, spark, beat, name, check))
         pool.shutdown(wait=False)
 
     def settle(self, cause: BaseException | None = None) -> None:

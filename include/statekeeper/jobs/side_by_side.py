@@ -24,14 +24,17 @@ def run_side_by_side(spark: Any, beat: Heartbeat, parts: Mapping[str, Callable[[
     """Each part's result by name, once all have finished. A part that fails raises its error here, after
     the others have finished (none is left running on the session the caller goes on using); with several
     failing, the first in `parts`' order."""
-    from statekeeper.tables.spark import activate
-
-    def run(name: str, part: Callable[[], T]) -> T:
-        activate(spark)
-        beat.name_jobs(name)
-        return part()
-
     beat.phase(", ".join(parts))
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="statekeeper-part") as pool:
-        futures = {name: pool.submit(run, name, part) for name, part in parts.items()}
+        futures = {name: pool.submit(run_part, spark, beat, name, part) for name, part in parts.items()}
     return {name: future.result() for name, future in futures.items()}
+
+
+def run_part(spark: Any, beat: Heartbeat, name: str, part: Callable[[], T]) -> T:
+    """`part()` in a thread other than the one that started the session: the session made active on the
+    JVM side of the thread and its Spark jobs named `name`."""
+    from statekeeper.tables.spark import activate
+
+    activate(spark)
+    beat.name_jobs(name)
+    return part()

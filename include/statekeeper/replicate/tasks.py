@@ -143,13 +143,17 @@ class CopyThenVerifyTask:
             items = [VerifyItem(r["target_uri"], r["size"], r["checksum"]) for r in rows if r["outcome"] in done]
             found = {v.target: v for v in verify_objects(items, self.target, checksum=self.checksum,
                                                          in_flight=self.in_flight)}
-            out = []
-            for r in rows:
-                v = found.get(r["target_uri"]) if r["outcome"] in done else None
-                out.append({**r, "verified": None if v is None else v.ok, "found_size": None if v is None else v.size,
-                            "verify_message": None if v is None else v.message,
-                            "found_version": None if v is None else v.version})
+            out = [{**r, **_verification(found.get(r["target_uri"]) if r["outcome"] in done else None)}
+                   for r in rows]
             yield pa.RecordBatch.from_pylist(out, schema=COPY_VERIFIED_OUT)
+
+
+def _verification(result: Any) -> dict[str, Any]:
+    """The VERIFY_OUT columns but target_uri of a VerifyResult (all null: the object was not verified)."""
+    if result is None:
+        return {"verified": None, "found_size": None, "verify_message": None, "found_version": None}
+    return {"verified": result.ok, "found_size": result.size, "verify_message": result.message,
+            "found_version": result.version}
 
 
 @dataclass
@@ -171,8 +175,7 @@ class VerifyTask:
 
         def rows() -> Iterator[dict[str, Any]]:
             for r in verify_objects(items(), self.target, checksum=self.checksum, in_flight=self.in_flight):
-                yield {"target_uri": r.target, "verified": r.ok, "found_size": r.size, "verify_message": r.message,
-                       "found_version": r.version}
+                yield {"target_uri": r.target, **_verification(r)}
 
         yield from _batches(rows(), VERIFY_OUT)
 
