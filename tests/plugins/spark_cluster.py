@@ -28,7 +28,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.plugins.loopback import free_port
+from tests.plugins.loopback import free_ports
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 CLUSTER_SITE = Path(__file__).resolve().parent / "cluster_site"
@@ -38,10 +38,17 @@ WORKER_MEMORY = "1g"
 EXECUTOR_MEMORY = "512m"
 _START_TIMEOUT_S = 90.0
 _STOP_TIMEOUT_S = 20.0
+# A port taken between choosing it and the daemon binding it (another test's server got it first) fails that
+# start; the cluster is then started again on fresh ports.
+_START_ATTEMPTS = 3
 
 
 class ClusterStartError(RuntimeError):
     """The standalone master or a worker did not come up in time."""
+
+
+class PortTakenError(ClusterStartError):
+    """A daemon could not bind its port, or something else answers on the master's UI port."""
 
 
 @dataclass
@@ -61,8 +68,8 @@ class Daemon:
 @dataclass
 class StandaloneCluster:
     base: Path
-    master_port: int = field(default_factory=free_port)
-    webui_port: int = field(default_factory=free_port)
+    master_port: int = 0
+    webui_port: int = 0
     daemons: list[Daemon] = field(default_factory=list)
 
     @property
@@ -81,7 +88,12 @@ class StandaloneCluster:
     def state(self) -> dict:
         """The master's JSON status page: workers, active and completed applications."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=5) as resp:
-            return json.load(resp)
+            body = resp.read()
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise PortTakenError(f"port {self.webui_port} answers, but not with the master's JSON status: another "
+                                 f"server holds it ({body[:80]!r})") from None
 
     def _env(self, home: Path) -> dict[str, str]:
         env = {
@@ -99,7 +111,9 @@ class StandaloneCluster:
             "PYTHONDONTWRITEBYTECODE": "1",
             # The master and workers only schedule: C1 and a small serial heap, as the harness's JVMs. The
             # executors keep the options the applications give them (the test's spark-defaults.conf).
-            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            # No spark.port.maxRetries: a daemon whose port was taken fails instead of moving to the next port,
+            # where the test would not look for it.
+            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.port.maxRetries=0",
             "SPARK_DAEMON_MEMORY": "256m",
         }
         if os.environ.get("JAVA_HOME"):
@@ -121,15 +135,28 @@ class StandaloneCluster:
         return daemon
 
     def start(self) -> None:
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                return
+            except PortTakenError:
+                self.stop()
+                if attempt == _START_ATTEMPTS:
+                    raise
+                self.daemons.clear()
+
+    def _start_once(self) -> None:
         for d in ("conf", "logs", "imports"):
             (self.base / d).mkdir(parents=True, exist_ok=True)
+        self.master_port, self.webui_port, *worker_ports = free_ports(2 + 2 * WORKERS)
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(self.master_port), "--webui-port", str(self.webui_port)])
         for i in range(WORKERS):
             work = self.base / f"worker-{i}" / "work"
-            work.mkdir(parents=True)
+            work.mkdir(parents=True, exist_ok=True)
+            port, webui_port = worker_ports[2 * i:2 * i + 2]
             self._spawn(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                        "--port", str(free_port()), "--webui-port", str(free_port()),
+                                        "--port", str(port), "--webui-port", str(webui_port),
                                         "--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work),
                                         self.master_url], work_dir=work)
         self._wait_for_workers()
@@ -140,7 +167,8 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             for d in self.daemons:
                 if d.process.poll() is not None:
-                    raise ClusterStartError(f"{d.name} exited with {d.process.returncode}:\n{d.tail()}")
+                    error = PortTakenError if "BindException" in d.tail(200) else ClusterStartError
+                    raise error(f"{d.name} exited with {d.process.returncode}:\n{d.tail()}")
             try:
                 alive = sum(w.get("state") == "ALIVE" for w in self.state().get("workers", []))
             except OSError:
