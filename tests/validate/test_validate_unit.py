@@ -16,7 +16,6 @@ from statekeeper.validate.checks import (
     FileEvidence,
     file_findings,
     findings_batches,
-    relative_hint,
     worst,
 )
 from statekeeper.validate.stat import StatTask, stat_one
@@ -66,16 +65,6 @@ def test_outside_the_indexed_roots():
     assert u.check == Check.FILE_UNVERIFIABLE and "--roots" in u.detail
     (x,) = file_findings(ev(indexed_root=False, listed_size=None, stat_status=STAT_UNREADABLE, stat_error="denied"))
     assert x.check == Check.FILE_UNVERIFIABLE and "denied" in x.detail
-
-
-def test_relative_hints():
-    assert "no file with this name" in relative_hint("d", [])
-    checkpoint = relative_hint("d", ["s3://b/sp/savepoint-x/f1"], "checkpoint")
-    assert "FLINK-39964" in checkpoint and "s3://b/sp/savepoint-x/f1" in checkpoint
-    savepoint = relative_hint("d", ["s3://b/sp/other/f1"], "savepoint")
-    assert "FLINK-39964" not in savepoint and "s3://b/sp/other/f1" in savepoint
-    many = relative_hint("d", [f"s3://b/x{i}/f" for i in range(5)], "checkpoint")
-    assert "(+2 more)" in many
 
 
 def test_findings_batches_and_severity():

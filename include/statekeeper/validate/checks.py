@@ -1,5 +1,6 @@
 """The integrity checks: names, severities, and the pure rule that turns one referenced file's
-evidence into findings (run inside Spark tasks on the rows that need it).
+evidence into findings (run inside Spark tasks on the rows that need it). The other checks are worded
+by SQL expressions (statekeeper.validate.wording).
 
 Checks (docs/chains-and-validation.md; names: statekeeper.tables.vocabulary.Check, severities: .Severity):
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from statekeeper.tables.vocabulary import Check, Relation, Severity, SnapshotStatus, SnapshotType, TargetKind
+from statekeeper.tables.vocabulary import Check, Severity
 
 SEVERITY_RANK = {Severity.OK: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
@@ -92,20 +93,6 @@ def file_findings(e: FileEvidence) -> list[Finding]:
     return []
 
 
-def relative_hint(detail: str, candidates: list[str] | None, snapshot_type: str | None = None) -> str:
-    """Extend a relative_resolves detail with where a file of that name does exist."""
-    if not candidates:
-        return detail + "; no file with this name exists under any indexed root"
-    shown = ", ".join(sorted(candidates)[:3]) + (f" (+{len(candidates) - 3} more)" if len(candidates) > 3 else "")
-    if snapshot_type == SnapshotType.CHECKPOINT:
-        return (detail + f"; a file with this name exists at {shown}: the FLINK-39964 pattern (a checkpoint taken "
-                "after a CLAIM restore of a native savepoint keeps that savepoint's files as relative handles, "
-                "which Flink resolves against the checkpoint's own directory); rewrite the handle as an absolute "
-                "path to repair it")
-    return (detail + f"; a file with this name exists at {shown}; if it is a copy of the missing file, putting "
-            "it back beside _metadata repairs the snapshot")
-
-
 EVIDENCE_COLUMNS = ("snapshot_uri", "file_uri", "indexed_root", "listed_size", "stat_status", "stat_size",
                     "stat_error", "extent", "segmented", "relative", "relative_name")
 FINDING_SCHEMA = pa.schema([
@@ -132,46 +119,3 @@ def findings_batches(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBat
 
 def worst(severities: Iterable[str]) -> str:
     return max(severities, key=SEVERITY_RANK.__getitem__, default=Severity.OK)
-
-
-def cross_directory_detail(relation: str, target_kind: str, target_uri: str, target_job_id: str | None,
-                           files: int | None, directories: int | None, nbytes: int | None) -> str:
-    where = {Relation.OTHER_JOB: f"another job's directory {target_uri}"
-             + (f" (job {target_job_id})" if target_job_id else ""),
-             Relation.SAVEPOINT: f"savepoint {target_uri}",
-             Relation.EXTERNAL: f"{target_uri}, outside every indexed root"}.get(relation, target_uri)
-    if target_kind == TargetKind.CHECKPOINT:
-        where = f"checkpoint directory {target_uri} of another job"
-    parts = [f"{files or 0} file(s), {nbytes or 0} bytes"]
-    if directories:
-        parts.append(f"{directories} file-merging directory(ies)")
-    return (f"uses {' and '.join(parts)} in {where}: a cross-directory dependency; deleting or moving that "
-            "location breaks this snapshot")
-
-
-def snapshot_detail(status: str | None, error: str | None, errors: int, warnings: int, files: int) -> str:
-    if status not in (None, SnapshotStatus.OK):
-        return f"_metadata not usable ({status}); {errors} error(s)"
-    return f"{errors} error(s), {warnings} warning(s); {files} referenced file(s) checked"
-
-
-def metadata_detail(status: str, error: str | None) -> str:
-    return f"_metadata is {status}: {error or 'no detail'}"
-
-
-@dataclass
-class ColumnMap:
-    """mapInArrow function appending `output` = fn(*inputs) row by row (fn must be module level)."""
-
-    fn: object
-    inputs: tuple[str, ...]
-    output: pa.Field
-
-    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        fn = self.fn
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            cols = [batch.column(n).to_pylist() for n in self.inputs]
-            values = [fn(*row) for row in zip(*cols, strict=True)]  # type: ignore[operator]
-            yield batch.append_column(self.output, pa.array(values, self.output.type))

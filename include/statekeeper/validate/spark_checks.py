@@ -9,13 +9,12 @@
     summary   = snapshot_summary(snapshots, uses, found) one `snapshot` row per snapshot
     jobs      = job_health(summary)                      newest / latest restorable per job directory
 
-Every message comes from the pure functions of statekeeper.validate.checks.
+The per-file findings are worded by statekeeper.validate.checks in the tasks, the others by SQL
+expressions (statekeeper.validate.wording).
 """
 from __future__ import annotations
 
 from typing import Any
-
-import pyarrow as pa
 
 from statekeeper.layout.spark_locate import job_location_of, job_of, unit_kind_of
 from statekeeper.tables.spark import spark_schema
@@ -27,17 +26,8 @@ from statekeeper.tables.vocabulary import (
     SnapshotStatus,
     SnapshotType,
 )
-from statekeeper.validate.checks import (
-    EVIDENCE_COLUMNS,
-    FINDING_SCHEMA,
-    STAT_FOUND,
-    ColumnMap,
-    cross_directory_detail,
-    findings_batches,
-    metadata_detail,
-    relative_hint,
-    snapshot_detail,
-)
+from statekeeper.validate import wording
+from statekeeper.validate.checks import EVIDENCE_COLUMNS, FINDING_SCHEMA, STAT_FOUND, findings_batches
 
 FINDING_COLUMNS = ("snapshot_uri", "check", "severity", "subject", "detail", "files", "bytes")
 
@@ -46,16 +36,6 @@ def _F() -> Any:
     from pyspark.sql import functions as F
 
     return F
-
-
-def _append(df: Any, fn: Any, inputs: tuple[str, ...], name: str, type_: pa.DataType = pa.string()) -> Any:
-    """df plus column `name` = fn(*inputs), computed in Python in the tasks."""
-    from pyspark.sql.pandas.types import from_arrow_type
-    from pyspark.sql.types import StructField, StructType
-
-    field = pa.field(name, type_)
-    schema = StructType(list(df.schema.fields) + [StructField(name, from_arrow_type(type_), True)])
-    return df.mapInArrow(ColumnMap(fn, inputs, field), schema)
 
 
 def outside_files(uses: Any) -> Any:
@@ -96,33 +76,27 @@ def file_findings(ev: Any, files: Any, snapshots: Any) -> Any:
               .groupBy(*[F.col(f"r.{c}").alias(c) for c in FINDING_COLUMNS])
               .agg(F.sort_array(F.collect_set("n.candidate")).alias("candidates")))
     types = snapshots.select(F.col("uri").alias("snapshot_uri"), "snapshot_type")
-    hinted = _append(hinted.join(types, "snapshot_uri", "left"), relative_hint,
-                     ("detail", "candidates", "snapshot_type"), "hinted_detail")
-    rel_out = hinted.select("snapshot_uri", "check", "severity", "subject", F.col("hinted_detail").alias("detail"),
-                            "files", "bytes")
+    rel_out = hinted.join(types, "snapshot_uri", "left").select(
+        "snapshot_uri", "check", "severity", "subject", wording.relative_hint().alias("detail"), "files", "bytes")
     return other.select(*FINDING_COLUMNS).unionByName(rel_out)
 
 
 def cross_directory_findings(direct: Any) -> Any:
     F = _F()
     foreign = direct.where(F.col("relation").isin(*sorted(FOREIGN_RELATIONS)))
-    worded = _append(foreign, cross_directory_detail,
-                     ("relation", "target_kind", "target_uri", "target_job_id", "files", "directories", "bytes"),
-                     "detail")
-    return worded.select("snapshot_uri", F.lit(Check.CROSS_DIRECTORY).alias("check"),
-                         F.lit(Severity.WARNING).alias("severity"),
-                         F.col("target_uri").alias("subject"), "detail", "files", "bytes")
+    return foreign.select("snapshot_uri", F.lit(Check.CROSS_DIRECTORY).alias("check"),
+                          F.lit(Severity.WARNING).alias("severity"), F.col("target_uri").alias("subject"),
+                          wording.cross_directory_detail().alias("detail"), "files", "bytes")
 
 
 def metadata_findings(snapshots: Any) -> Any:
     F = _F()
     bad = (snapshots.where(F.col("status") != SnapshotStatus.OK)
            .select(F.col("uri").alias("snapshot_uri"), "status", "error"))
-    worded = _append(bad, metadata_detail, ("status", "error"), "detail")
-    return worded.select("snapshot_uri", F.lit(Check.METADATA_PARSES).alias("check"),
-                         F.lit(Severity.ERROR).alias("severity"),
-                         F.lit(None).cast("string").alias("subject"), "detail",
-                         F.lit(None).cast("long").alias("files"), F.lit(None).cast("long").alias("bytes"))
+    return bad.select("snapshot_uri", F.lit(Check.METADATA_PARSES).alias("check"),
+                      F.lit(Severity.ERROR).alias("severity"), F.lit(None).cast("string").alias("subject"),
+                      wording.metadata_detail().alias("detail"),
+                      F.lit(None).cast("long").alias("files"), F.lit(None).cast("long").alias("bytes"))
 
 
 def snapshot_info(snapshots: Any) -> Any:
@@ -148,7 +122,7 @@ def snapshot_summary(snapshots: Any, uses: Any, found: Any) -> Any:
                  F.coalesce("n_bytes", F.lit(0)).cast("long").alias("bytes"),
                  F.coalesce("errors", F.lit(0)).cast("long").alias("errors"),
                  F.coalesce("warnings", F.lit(0)).cast("long").alias("warnings")))
-    s = _append(s, snapshot_detail, ("status", "error", "errors", "warnings", "files"), "detail")
+    s = s.withColumn("detail", wording.snapshot_detail())
     severity = (F.when(F.col("errors") > 0, Severity.ERROR).when(F.col("warnings") > 0, Severity.WARNING)
                 .otherwise(Severity.OK))
     return s.select("snapshot_uri", F.lit(Check.SNAPSHOT).alias("check"), severity.alias("severity"),
