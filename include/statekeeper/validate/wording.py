@@ -23,11 +23,10 @@ def _F() -> Any:
     return F
 
 
-def _text(column: Any) -> Any:
+def _text(column: str) -> Any:
     """A column as an f-string prints it."""
     F = _F()
-    return F.coalesce(F.col(column).cast("string") if isinstance(column, str) else column.cast("string"),
-                      F.lit("None"))
+    return F.coalesce(F.col(column).cast("string"), F.lit("None"))
 
 
 def _or(column: str, default: Any) -> Any:
