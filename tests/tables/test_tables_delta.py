@@ -113,6 +113,37 @@ def test_concurrent_table_creation(warehouse):
         delta_log.commit(warehouse, SPEC, write(warehouse, rows("b", [1])), [], read_version=None)
 
 
+def test_racing_creations_leave_one_winner(warehouse, tmp_path):
+    """Two creates that both found no table: exactly one lands as version 0, the other loses cleanly
+    (delta-rs would otherwise retry the loser's create as version 1 on top of the winner's)."""
+    import threading
+
+    for round_ in range(6):
+        name = f"race{round_}"
+        spec = TableSpec(name, SPEC.schema, SPEC.partition_by)
+        files = {side: [write_data_file(warehouse, spec, part, values) for values, part in
+                        split_partitions(spec, spec.conform(rows(side, [1])))] for side in ("x", "y")}
+        barrier = threading.Barrier(2)
+        outcomes: dict[str, object] = {}
+
+        def create(side: str) -> None:
+            barrier.wait()
+            try:
+                outcomes[side] = delta_log.commit(warehouse, spec, files[side], [], read_version=None).version
+            except ConcurrentCommitError as exc:
+                outcomes[side] = exc
+
+        threads = [threading.Thread(target=create, args=(side,)) for side in files]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(map(type, outcomes.values()), key=str) == sorted([int, ConcurrentCommitError], key=str), outcomes
+        assert delta_log.latest_version(warehouse, name) == 0
+        winner = next(side for side, o in outcomes.items() if o == 0)
+        assert [r["part"] for r in content(warehouse, name)] == [winner]
+
+
 def test_schema_checks(tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     delta_log.commit(warehouse, SPEC, write(warehouse, rows("a", [1])), [], read_version=None)

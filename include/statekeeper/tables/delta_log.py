@@ -298,11 +298,15 @@ def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: T
     # (30 days) whenever it writes a checkpoint (every 100 commits): versions that readers are
     # pinned to, and that the index restores to, would become unreadable. Checkpoints yes, cleanup no.
     hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+    retries = 0 if strict else None
     if read_version is None:
+        # mode="error" alone does not make a create strict: two runs that both found no table each
+        # commit, and delta-rs retries the loser's create as version 1 on top of the winner's.
         create_table_with_add_actions(
             location, dl.Schema.from_arrow(spec.schema), add_actions, mode="error",
             partition_by=list(spec.partition_by) or None, name=spec.name, description=spec.description or None,
-            storage_options=options, commit_properties=CommitProperties(custom_metadata=custom),
+            storage_options=options, commit_properties=CommitProperties(custom_metadata=custom,
+                                                                        max_commit_retries=retries),
             post_commithook_properties=hooks,
         )
         return
@@ -312,7 +316,7 @@ def _commit_once(dl: Any, location: str, options: dict[str, str] | None, spec: T
     actions += [RemoveAction(f.path, True, now_ms, f.size, dict(f.partition_values)) for f in removes]
     dl.DeltaTable(location, version=read_version, storage_options=options).create_write_transaction(
         actions, "append", spec.schema, partition_by=list(spec.partition_by) or None,
-        commit_properties=CommitProperties(custom_metadata=custom, max_commit_retries=0 if strict else None),
+        commit_properties=CommitProperties(custom_metadata=custom, max_commit_retries=retries),
         post_commithook_properties=hooks,
     )
 
