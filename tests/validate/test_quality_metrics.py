@@ -120,3 +120,20 @@ def test_an_expectation_without_spark_metrics_is_refused(spark):
     df = spark.createDataFrame(ROWS, SCHEMA)
     with pytest.raises(QualityMetricError, match="ExpectColumnValuesToMatchRegex"):
         compute([("frame", df, [("ExpectColumnValuesToMatchRegex", {"column": "uri", "regex": "^s3"})])])
+
+
+def test_distinct_keys_of_one_hash_are_not_duplicates(spark):
+    """Keys are grouped by a 64-bit hash first. Spark's xxhash64 skips nulls, so ("x", null) and (null, "x")
+    share a hash: the exact second grouping must still tell them apart, and count a real duplicate."""
+    schema = "c1 string, c2 string"
+    assert len({r[0] for r in spark.createDataFrame([("x", None), (None, "x")], schema)
+                .selectExpr("xxhash64(c1, c2)").collect()}) == 1    # the collision this test relies on
+    rows = [("x", None), (None, "x"), ("y", "z"), ("y", "z"), ("y", "z"), ("q", None)]
+    df = spark.createDataFrame(rows, schema)
+    key = ("ExpectCompoundColumnsToBeUnique", {"column_list": ["c1", "c2"]})
+    single = ("ExpectColumnValuesToBeUnique", {"column": "c1"})
+    got = compute([("pairs", df, [key, single])])["pairs"]
+    assert got.get("compound_columns.unique.unexpected_count", ("c1", "c2")) == 3
+    assert got.get("column_values.unique.unexpected_count", ("c1",)) == 3
+    assert sorted(map(repr, got.get("compound_columns.unique.unexpected_values", ("c1", "c2")))) == [
+        repr({"c1": "y", "c2": "z"})] * 3
