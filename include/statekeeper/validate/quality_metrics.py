@@ -2,9 +2,10 @@
 
 Great Expectations' Spark engine resolves metrics one expectation at a time: 46-89 Spark jobs and
 ~10,000 py4j calls for the suite over the sample store, 17-35 s. Here every asset's rows become 0/1
-flags, every uniqueness key's duplicated values are counted (grouped by a hash of the key, then by the exact
-values of the hashes seen twice), and one query sums both per asset (`compute`). Only an expectation that finds unexpected rows costs another job: the first
-`PARTIAL_UNEXPECTED` of them, for the report.
+flags, every uniqueness key's duplicated values are counted (grouped by a hash of the key, then by
+the exact values of the hashes seen twice), and one query sums both per asset (`compute`). Only an
+expectation that finds unexpected rows costs another job: the first `PARTIAL_UNEXPECTED` of them,
+for the report.
 
 The values follow GX's Spark metric providers, so that GX's own `_validate` of each expectation
 decides and formats exactly what its engine would (tests/validate/test_quality_metrics.py compares
