@@ -38,6 +38,9 @@ class EventLogStats:
     stages: dict[int, StageStats] = field(default_factory=dict)
     heap_peak: int = 0
     tasks: int = 0
+    # Tasks still running when the application stopped: work Spark's adaptive execution stopped needing
+    # (a join whose other side was empty) but did not kill (SPARK-37043); each held a core to the end.
+    abandoned: list[str] = field(default_factory=list)
 
     @property
     def max_task(self) -> StageStats | None:
@@ -66,6 +69,8 @@ def parse(directory: Path) -> EventLogStats:
     if not logs:
         return out
     phase_of_stage: dict[int, str] = {}
+    running: dict[int, tuple[int, int]] = {}    # task id -> (stage id, launch time)
+    ended = 0
     with open(logs[0], encoding="utf-8") as f:
         for line in f:
             event = json.loads(line)
@@ -74,7 +79,13 @@ def parse(directory: Path) -> EventLogStats:
                 phase = (event.get("Properties") or {}).get("spark.job.description") or ""
                 for sid in event.get("Stage IDs", ()):
                     phase_of_stage[sid] = phase
+            elif kind == "SparkListenerTaskStart":
+                info = event.get("Task Info") or {}
+                running[info.get("Task ID")] = (event["Stage ID"], int(info.get("Launch Time", 0)))
+            elif kind == "SparkListenerApplicationEnd":
+                ended = int(event.get("Timestamp", 0))
             elif kind == "SparkListenerTaskEnd":
+                running.pop((event.get("Task Info") or {}).get("Task ID"), None)
                 sid = event["Stage ID"]
                 stage = out.stages.get(sid)
                 if stage is None:
@@ -92,6 +103,9 @@ def parse(directory: Path) -> EventLogStats:
             elif kind == "SparkListenerExecutorMetricsUpdate":
                 for update in event.get("Executor Metrics Updated", ()):
                     out.heap_peak = max(out.heap_peak, _heap(update.get("Executor Metrics")))
+    out.abandoned = [f"stage {sid} ({phase_of_stage.get(sid, '') or 'no description'}), running "
+                     f"{max(0, ended - launched) / 1000:.1f} s until the session stopped"
+                     for sid, launched in sorted(running.values())]
     return out
 
 

@@ -206,6 +206,9 @@ def report(runs: dict[str, list[StepRun]], empties: dict[int, StepRun], list_rea
             print(_row(run, empties[run.n], list_read.get(run.n) if step == "index" else None))
         for prev, cur in zip(rows, rows[1:]):
             print(_growth(prev, cur))
+        for run in rows:
+            for task in run.log.abandoned:
+                print(f"  WASTED at {label(run.n)}: a task of {task}")
     print(flush=True)
 
 
