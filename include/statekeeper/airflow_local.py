@@ -142,34 +142,64 @@ class _Stop(Exception):
     """SIGTERM: stop the components like Ctrl-C does."""
 
 
-def serve(env: dict[str, str], *, grace_seconds: float = 30.0) -> int:
-    """Run COMPONENTS until Ctrl-C/SIGTERM or until one of them exits; then stop the others."""
+def serve(env: dict[str, str], *, grace_seconds: float = 30.0,
+          components: tuple[tuple[str, ...], ...] = COMPONENTS, program: str | None = None) -> int:
+    """Run `components` (`airflow <args>`; `program` instead of airflow) until Ctrl-C/SIGTERM or until one of
+    them exits; then stop the others, each with everything it started."""
     def on_term(signum: int, frame: object) -> None:
         raise _Stop()
 
     signal.signal(signal.SIGTERM, on_term)
-    procs = [subprocess.Popen([airflow_bin(), *args], env=env, umask=PRIVATE_UMASK) for args in COMPONENTS]
+    # A process group per component: stopping one stops what it started too. The scheduler and the API server
+    # fork workers; a component killed after the grace period left those running, orphaned.
+    procs = [subprocess.Popen([program or airflow_bin(), *args], env=env, umask=PRIVATE_UMASK, process_group=0)
+             for args in components]
     code = 0
     try:
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
-        failed = [(" ".join(a), p.returncode) for a, p in zip(COMPONENTS, procs) if p.returncode is not None]
+        failed = [(" ".join(a), p.returncode) for a, p in zip(components, procs) if p.returncode is not None]
         print(f"airflow component exited: {failed}; stopping the others", file=sys.stderr, flush=True)
         code = 1
     except (KeyboardInterrupt, _Stop):
         pass
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        deadline = time.monotonic() + grace_seconds
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        _stop_groups(procs, grace_seconds)
     return code
+
+
+def _stop_groups(procs: list[subprocess.Popen], grace_seconds: float) -> None:
+    """SIGTERM to each component's process group; SIGKILL to the groups with a process left after the grace."""
+    for p in procs:
+        _signal_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        for p in procs:
+            p.poll()
+        if not any(_group_alive(p.pid) for p in procs):
+            break
+        time.sleep(0.2)
+    for p in procs:
+        _signal_group(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process is left in the group (a zombie leader not yet reaped counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -284,6 +284,32 @@ def test_sigterm_stops_every_component(airflow_local):
     assert airflow_local.proc.returncode is not None
 
 
+
+def test_stopping_the_launcher_stops_what_each_component_started(tmp_path):
+    """The stop reaches a component's own children, and kills those that ignore SIGTERM after the grace period:
+    a component killed after the grace left its forked workers running, orphaned (seen once in a full run)."""
+    script = tmp_path / "component"
+    script.write_text("#!/bin/sh\n( trap '' TERM; sleep 300 ) &\n( trap '' TERM; sleep 300 ) &\nexec sleep 300\n")
+    script.chmod(0o755)
+    code = ("import sys; from statekeeper.airflow_local import serve; "
+            f"sys.exit(serve({{}}, grace_seconds=2, components=(('a',), ('b',)), program={str(script)!r}))")
+    launcher = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_session_pids(launcher.pid)) < 7:     # the launcher, two components, four children
+            assert launcher.poll() is None and time.monotonic() < deadline, _session_pids(launcher.pid)
+            time.sleep(0.1)
+        os.kill(launcher.pid, signal.SIGTERM)
+        assert launcher.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while _session_pids(launcher.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _session_pids(launcher.pid), "children of the components survived the stop"
+    finally:
+        if _session_pids(launcher.pid):
+            os.killpg(launcher.pid, signal.SIGKILL)
+
+
 PROBE = """
 import json, sys, time
 from pathlib import Path
