@@ -100,6 +100,6 @@ def test_relative_hint_reads_only_the_listed_files_of_missing_names(spark):
     rows = {r["subject"]: r["detail"] for r in found.collect()}
     assert set(rows) == {"s3://b/ck/j/chk-3/f1"}
     assert "exists at s3://b/other/f1, s3://b/sp/savepoint-x/f1" in rows["s3://b/ck/j/chk-3/f1"], rows
-    # nothing missing: no finding, and the listing side is dropped
+    # nothing missing: no finding
     fine = _evidence(spark, [(snapshot, "s3://b/ck/j/shared/f2", True, 5, None, None, None, 5, False, False, None)])
     assert file_findings(fine, files, snapshots).collect() == []

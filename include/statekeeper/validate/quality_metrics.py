@@ -229,17 +229,17 @@ def _duplicates(keyed: list[tuple[_Plan, str, tuple[str, ...]]], width: int) -> 
     hash two distinct values share is told apart there, so the counts are exact."""
     from pyspark.sql import functions as F
 
-    def hashed(i: int, domain: tuple[str, ...], *extra: str) -> Any:
-        p = keyed[i][0]
+    def hashed(i: int, p: _Plan, domain: tuple[str, ...], *extra: str) -> Any:
         return p.df.where(_present(domain)).selectExpr(f"{i} AS key_no", f"xxhash64({', '.join(map(_name, domain))})"
                                                       " AS h", *extra)
 
-    seen_twice = (reduce(lambda a, b: a.unionByName(b), [hashed(i, d) for i, (_, _, d) in enumerate(keyed)])
+    seen_twice = (reduce(lambda a, b: a.unionByName(b), [hashed(i, p, d) for i, (p, _, d) in enumerate(keyed)])
                   .groupBy("key_no", "h").count().where("count > 1").select("key_no", "h"))
     exact = []
     for i, (p, key, domain) in enumerate(keyed):
         fields = ", ".join(f"{_literal(c)}, {_name(c)}" for c in domain)
-        candidates = hashed(i, domain, *map(_name, domain)).join(F.broadcast(seen_twice), ["key_no", "h"], "left_semi")
+        candidates = (hashed(i, p, domain, *map(_name, domain))
+                      .join(F.broadcast(seen_twice), ["key_no", "h"], "left_semi"))
         exact.append(candidates.selectExpr(f"{_literal(p.asset)} AS asset", f"{_literal(key)} AS metric",
                                            f"to_json(named_struct({fields})) AS k"))
     return (reduce(lambda a, b: a.unionByName(b), exact).groupBy("asset", "metric", "k")
