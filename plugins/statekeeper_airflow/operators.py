@@ -55,7 +55,8 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_startup,
+from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, DRIVER_MEMORY, JvmStartup,
+                                     local_driver_memory, local_startup, machine_memory,
                                      with_java_options, without_options)
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.tables.spark import is_local_master
@@ -105,11 +106,18 @@ LOCAL_DRIVER_CONF = {
 LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None) -> tuple[dict[str, str], JvmStartup]:
+def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None, *,
+                      deployment: dict[str, str] | None = None,
+                      driver_memory: str | None = None) -> tuple[dict[str, str], JvmStartup]:
     """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
-    addresses and the JVM start-up settings of statekeeper.jvm_startup (whose archive the caller publishes after
-    the JVM exited)."""
+    addresses, a heap sized to the machine (statekeeper.jvm_startup.local_driver_memory) unless the task
+    (`driver_memory`, its conf) or the deployment (`deployment`: its properties file or spark-defaults.conf)
+    chose one, and the JVM start-up settings of statekeeper.jvm_startup (whose archive the caller publishes
+    after the JVM exited)."""
     out = {**LOCAL_DRIVER_CONF, **conf}
+    heap = local_driver_memory(machine_memory())
+    if heap and not driver_memory and DRIVER_MEMORY not in out and DRIVER_MEMORY not in (deployment or {}):
+        out[DRIVER_MEMORY] = heap
     startup = local_startup(out, environ)
     if startup.options:
         out["spark.driver.extraJavaOptions"] = with_java_options(out, startup.options)
@@ -413,7 +421,8 @@ class _StatekeeperSubmit(SparkSubmitOperator):
         conf, jvm = with_deployment_java_options(self.conf or {}, defaults), None
         if is_local_master(master):
             env.update(LOCAL_DRIVER_ENV)
-            conf, jvm = local_master_conf(conf, {**os.environ, **(self.env_vars or {})})
+            conf, jvm = local_master_conf(conf, {**os.environ, **(self.env_vars or {})}, deployment=defaults,
+                                          driver_memory=getattr(self, "_driver_memory", None))
         # The source store's variables and the target store's (prefixed): both take every path below.
         storage_env = {**_connection_env(self.storage_conn_id),
                        **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}

@@ -195,3 +195,26 @@ def test_only_the_most_recently_used_archives_are_kept(tmp_path):
     kept = sorted(p.name for p in jvm.iterdir())
     assert kept == sorted([published.archive.name, *(p.name for p in older[:js.MAX_ARCHIVES - 1])])
     assert js.prune(jvm) == []   # the published archive counts among the MAX_ARCHIVES kept
+
+
+@pytest.mark.unit
+def test_a_local_driver_gets_a_quarter_of_the_memory_it_may_use_between_one_and_eight_gib(tmp_path):
+    js = _startup()
+    gib = 1 << 30
+    assert js.local_driver_memory(23 * gib) == f"{23 * 1024 // 4}m"
+    assert js.local_driver_memory(2 * gib) == "1024m"      # never below Spark's own default
+    assert js.local_driver_memory(64 * gib) == "8192m"
+    assert js.local_driver_memory(None) is None             # unknown: Spark's default stays
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    # A container is killed at its cgroup's limit, whatever /proc says of the host.
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.max").write_text(f"{2 * gib}\n")
+    assert js.machine_memory(v2) == min(2 * gib, physical)
+    (v2 / "memory.max").write_text("max\n")
+    assert js.machine_memory(v2) == physical
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text(f"{3 * gib}\n")
+    assert js.machine_memory(v1) == min(3 * gib, physical)
+    assert js.machine_memory(tmp_path / "none") == physical

@@ -347,6 +347,34 @@ def test_an_operator_executed_again_submits_as_the_first_time(cluster_connection
         assert java.count("-XX:ArchiveClassesAtExit=") == 1 and java.count("-XX:TieredStopAtLevel=1") == 1, java
 
 
+@pytest.mark.airflow
+def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(cluster_connections, dr_connection,
+                                                                               recording_spark_submit, tmp_path,
+                                                                               monkeypatch):
+    """Spark's 1 GiB default made a local GC plan at a million objects spill its kept frames (statekeeper.jvm_startup):
+    a local driver gets local_driver_memory. The task's driver_memory or conf, or the deployment's spark-defaults.conf,
+    decide instead, as they would for plain spark-submit (a --conf would silently replace the file's value)."""
+    from statekeeper.jvm_startup import local_driver_memory, machine_memory
+
+    binary, record = recording_spark_submit
+
+    def submitted(**kwargs: Any) -> list[str]:
+        _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                          spark_binary=binary, job_args=["--warehouse", "/nonexistent"], **kwargs).execute({})
+        return (record / "argv").read_text().splitlines()
+
+    def heaps(argv: list[str]) -> list[str]:
+        return [a for a in argv if a.startswith("spark.driver.memory=")]
+
+    expected = local_driver_memory(machine_memory())
+    assert expected is not None and heaps(submitted()) == [f"spark.driver.memory={expected}"]
+    argv = submitted(driver_memory="3g")
+    assert heaps(argv) == [] and argv[argv.index("--driver-memory") + 1] == "3g"
+    assert heaps(submitted(conf={"spark.driver.memory": "2g"})) == ["spark.driver.memory=2g"]
+    (cluster_connections / "spark-defaults.conf").write_text("spark.driver.memory 5g\n")
+    assert heaps(submitted()) == []
+
+
 # -- the deployment's own Java options ------------------------------------------------------------
 
 @pytest.mark.unit
