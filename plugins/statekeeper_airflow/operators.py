@@ -55,8 +55,8 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, DRIVER_MEMORY, JvmStartup,
-                                     local_driver_memory, local_startup, machine_memory,
+from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, DRIVER_MEMORY, LOCAL_PAGE_SIZE,
+                                     PAGE_SIZE, JvmStartup, local_driver_memory, local_startup, machine_memory,
                                      with_java_options, without_options)
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.tables.spark import is_local_master
@@ -118,6 +118,8 @@ def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = Non
     heap = local_driver_memory(machine_memory())
     if heap and not driver_memory and DRIVER_MEMORY not in out and DRIVER_MEMORY not in (deployment or {}):
         out[DRIVER_MEMORY] = heap
+        if PAGE_SIZE not in out and PAGE_SIZE not in (deployment or {}):
+            out[PAGE_SIZE] = LOCAL_PAGE_SIZE
     startup = local_startup(out, environ)
     if startup.options:
         out["spark.driver.extraJavaOptions"] = with_java_options(out, startup.options)

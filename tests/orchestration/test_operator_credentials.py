@@ -367,7 +367,9 @@ def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(c
         return [a for a in argv if a.startswith("spark.driver.memory=")]
 
     expected = local_driver_memory(machine_memory())
-    assert expected is not None and heaps(submitted()) == [f"spark.driver.memory={expected}"]
+    argv = submitted()
+    assert expected is not None and heaps(argv) == [f"spark.driver.memory={expected}"]
+    assert "spark.buffer.pageSize=16m" in argv   # the pages Spark chose for its 1 GiB default, not 64 MiB ones
     argv = submitted(driver_memory="3g")
     assert heaps(argv) == [] and argv[argv.index("--driver-memory") + 1] == "3g"
     assert heaps(submitted(conf={"spark.driver.memory": "2g"})) == ["spark.driver.memory=2g"]
