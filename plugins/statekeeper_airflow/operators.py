@@ -111,14 +111,17 @@ def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = Non
                       driver_memory: str | None = None) -> tuple[dict[str, str], JvmStartup]:
     """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
     addresses, a heap sized to the machine (statekeeper.jvm_startup.local_driver_memory) unless the task
-    (`driver_memory`, its conf) or the deployment (`deployment`: its properties file or spark-defaults.conf)
-    chose one, and the JVM start-up settings of statekeeper.jvm_startup (whose archive the caller publishes
-    after the JVM exited)."""
+    (`driver_memory`, its conf) or the deployment (`deployment`: its properties file or spark-defaults.conf;
+    SPARK_DRIVER_MEMORY in `environ`, which spark-submit reads after both) chose one, and the JVM start-up
+    settings of statekeeper.jvm_startup (whose archive the caller publishes after the JVM exited)."""
     out = {**LOCAL_DRIVER_CONF, **conf}
-    heap = local_driver_memory(machine_memory())
-    if heap and not driver_memory and DRIVER_MEMORY not in out and DRIVER_MEMORY not in (deployment or {}):
+    deployment = deployment or {}
+    chosen = (driver_memory or DRIVER_MEMORY in out or DRIVER_MEMORY in deployment
+              or (os.environ if environ is None else environ).get("SPARK_DRIVER_MEMORY"))
+    heap = None if chosen else local_driver_memory(machine_memory())
+    if heap:
         out[DRIVER_MEMORY] = heap
-        if PAGE_SIZE not in out and PAGE_SIZE not in (deployment or {}):
+        if PAGE_SIZE not in out and PAGE_SIZE not in deployment:
             out[PAGE_SIZE] = LOCAL_PAGE_SIZE
     startup = local_startup(out, environ)
     if startup.options:

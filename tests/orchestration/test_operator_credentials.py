@@ -352,11 +352,13 @@ def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(c
                                                                                recording_spark_submit, tmp_path,
                                                                                monkeypatch):
     """Spark's 1 GiB default made a local GC plan at a million objects spill its kept frames (statekeeper.jvm_startup):
-    a local driver gets local_driver_memory. The task's driver_memory or conf, or the deployment's spark-defaults.conf,
-    decide instead, as they would for plain spark-submit (a --conf would silently replace the file's value)."""
+    a local driver gets local_driver_memory. The task's driver_memory or conf, or the deployment's spark-defaults.conf
+    or SPARK_DRIVER_MEMORY, decide instead, as they would for plain spark-submit (a --conf would silently replace
+    the file's value)."""
     from statekeeper.jvm_startup import local_driver_memory, machine_memory
 
     binary, record = recording_spark_submit
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
 
     def submitted(**kwargs: Any) -> list[str]:
         _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
@@ -373,6 +375,9 @@ def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(c
     argv = submitted(driver_memory="3g")
     assert heaps(argv) == [] and argv[argv.index("--driver-memory") + 1] == "3g"
     assert heaps(submitted(conf={"spark.driver.memory": "2g"})) == ["spark.driver.memory=2g"]
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "4g")   # spark-submit's last resort, a --conf would override it
+    assert heaps(submitted()) == []
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY")
     (cluster_connections / "spark-defaults.conf").write_text("spark.driver.memory 5g\n")
     assert heaps(submitted()) == []
 
