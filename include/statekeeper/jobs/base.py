@@ -193,7 +193,8 @@ class StatekeeperJob(Generic[R, O]):
         """DataFrames of the SOURCES at their pinned versions (those in `keep` computed once and kept),
         refused unless they are a consistent cut (statekeeper.jobs.inputs.check_consistent): checked beside
         the kept frames' computation, or with none kept, beside the job's first queries and before any of
-        its commits (a job that acts on storage passes `keep`, so that it acts on a checked cut only)."""
+        its commits (a job that acts on storage passes `keep`, or settles `ctx.deferred` before it first acts,
+        so that it acts on a checked cut only)."""
         frames = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse)
 
         def check() -> None:   # on the frames as read: the kept ones are being computed beside it

@@ -119,7 +119,9 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             return self._reverify(ctx)      # reads dr_copies and dr_files only, not the index
         if self.options.mode is DrMode.FOLLOW:
             return self._follow(ctx)        # lists the indexed roots; reads no index table
-        tables = self._read_cut(ctx, keep=("snapshots",))
+        # The cut check runs beside choosing the snapshots (the first queries), and the copy waits for it
+        # (`_copy`): nothing is copied from a torn cut, and no Spark job of its own keeps `snapshots` first.
+        tables = self._read_cut(ctx)
         validation = self.inputs.read(ctx.spark, ctx.engine, ctx.warehouse, optional=True)
         return self._copy(ctx, tables["snapshots"], tables["references"], tables["files"],
                           validation["validation_results"], validation["validation_jobs"])
@@ -132,18 +134,23 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         from statekeeper.replicate import select
 
         opts = self.options
-        self._create_local_targets()
+
+        def choose() -> tuple[Any, int]:
+            kept = ctx.keep(select.candidates(opts, results, jobs, snaps))
+            # every group has exactly one rank-0 candidate: counting those needs no shuffle
+            return kept, int(kept.where(F.col("rank") == 0).count())
+
         # Each only reads the validation tables or dr_files: side by side, not one small Spark job after another.
-        parts = {"choosing snapshots": lambda: ctx.keep(select.candidates(opts, results, jobs, snaps)),
+        parts = {"choosing snapshots": choose,
                  # Read once: the rounds' own dr_files rows only add targets that this run's later rounds do not share.
                  "reading what the targets hold": lambda: self._known_targets(ctx)}
         if not opts.snapshots:
             parts["finding jobs with nothing to copy"] = lambda: self._jobs_without_restorable(jobs)
         found = run_side_by_side(ctx.spark, ctx.beat, parts)
-        candidates, known = found["choosing snapshots"], found["reading what the targets hold"]
+        (candidates, groups), known = found["choosing snapshots"], found["reading what the targets hold"]
         problems: list[str] = list(found.get("finding jobs with nothing to copy", []))
-        # every group has exactly one rank-0 candidate: counting those needs no shuffle
-        groups = int(candidates.where(F.col("rank") == 0).count())
+        ctx.deferred.settle()   # the cut check has passed: only now does the run touch a target
+        self._create_local_targets()
         totals = {"files_copied": 0, "bytes_copied": 0, "files_skipped": 0, "bytes_skipped": 0}
         verified: set[str] = set()
         attempts: dict[str, list[str]] = {}
@@ -381,10 +388,11 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         started = datetime.now(timezone.utc)
         parts = max(1, ctx.spark.sparkContext.defaultParallelism) * 4
         cl, refused = self._closure(ctx, chosen, refs, files)
-        # kept in the copy tasks' order: the count is of rows already computed, and the copy starts without a shuffle
-        objects = ctx.keep(in_target_order(
+        # Not kept: the copy's own kept outcomes compute it in the same Spark job (a keep of its own was one more
+        # job, ~0.3 s of a small run); `cl` is kept, so the progress line's count of it recomputes little.
+        objects = in_target_order(
             cl.where(~F.col("is_dir")).select("source_uri", "target_uri", "expected_size", "expected_version")
-            .dropDuplicates(["target_uri"]).transform(lambda df: _with_known(df, known)), parts))
+            .dropDuplicates(["target_uri"]).transform(lambda df: _with_known(df, known)), parts)
         copied, prefixes = self._transfer(ctx, objects, parts, round_no)
         per_file = ctx.keep(
             cl.where(~F.col("is_dir")).join(copied.drop("source_uri"), "target_uri", "left")
