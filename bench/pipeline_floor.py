@@ -204,6 +204,18 @@ class SharedDriver:
             self.process.wait(timeout=120)
 
 
+def _mapped_archive(sub: Submitter) -> str:
+    """Which class-data-sharing archive a checkout's local drivers map (it decides much of a small job's CPU)."""
+    with dag_conf(sub.checkout, sub.env) as base:
+        options = base.get("spark.driver.extraJavaOptions", "").split()
+    mapped = [o.split("=", 1)[1] for o in options if o.startswith("-XX:SharedArchiveFile=")]
+    if not mapped:
+        return "no class archive"
+    name = Path(mapped[0]).name
+    return name + (" (every job's classes, written by a DAG run's shared driver)" if name.endswith("-pipeline.jsa")
+                   else " (written by the first local job)")
+
+
 def _read_events(events: Path) -> tuple[tuple[int, int, int], list[tuple[str, str, float]]]:
     """One pass over a run's event log: (Spark jobs, stages, tasks), and the (phase, call site, seconds)
     of every Spark job. The phase is the job description the statekeeper jobs set per phase, the call
@@ -395,6 +407,7 @@ def main(argv: list[str]) -> int:
         pairs = [(sub, figures), (before, before_figures)] if before else [(sub, figures)]
         for runner, _ in pairs:
             runner.run(runner.checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
+            print(f"{runner.checkout}: its local drivers map {_mapped_archive(runner)}", flush=True)
         for round_ in range(args.repeat):
             for store, roots in stores.items():
                 started = time.perf_counter()

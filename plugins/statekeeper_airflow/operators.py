@@ -616,6 +616,17 @@ def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Se
                    else arg)
     return out
 
+def with_driver_java_option(command: Sequence[str], option: str) -> list[str]:
+    """A spark-submit `command` (up to its application) whose driver's Java options end with `option`."""
+    prefix = "spark.driver.extraJavaOptions="
+    out = list(command)
+    for i, arg in enumerate(out):
+        if i and out[i - 1] == "--conf" and arg.startswith(prefix):
+            out[i] = prefix + " ".join(filter(None, [arg[len(prefix):].strip(), option]))
+            return out
+    return [*out, "--conf", prefix + option]
+
+
 def _driver_env() -> dict[str, str]:
     """What spark-submit's driver and executors need of this process's environment: the venv's Python
     (same library on both sides), the library on the path, Java, the caches."""

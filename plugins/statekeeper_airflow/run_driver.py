@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +20,9 @@ from airflow.sdk import BaseOperator
 from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import DriverClient
 from statekeeper.warm_driver.protocol import fingerprint, log_path, run_key, runtime_dir, socket_path
-from statekeeper.jvm_startup import ARCHIVE_WRITE_OPTION
-from statekeeper_airflow.operators import DRIVER_APPLICATION, _StatekeeperSubmit, driver_command, driver_submit_command
+from statekeeper.jvm_startup import ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, jobs_file, shared_driver_startup
+from statekeeper_airflow.operators import (DRIVER_APPLICATION, _StatekeeperSubmit, driver_command,
+                                           driver_submit_command, with_driver_java_option)
 
 DEFAULT_IDLE_TIMEOUT_S = 600
 DEFAULT_READY_TIMEOUT_S = 300
@@ -65,11 +67,25 @@ class StartRunDriverOperator(_StatekeeperSubmit):
             submit = driver_submit_command(self._get_hook())
             digest = fingerprint(self.driver_settings(submit))
             # The task's own command (its archive mapped, if one exists), without the files of this submission:
-            # the driver outlives this task's temporary directory, and writes no class archive (its tasks do).
-            command = [*driver_command(submit, (ARCHIVE_WRITE_OPTION,), drop=("--py-files",)),
-                       str(DRIVER_APPLICATION), "--socket", str(path), "--fingerprint", digest,
-                       "--idle-timeout", str(self.idle_timeout_s)]
+            # the driver outlives this task's temporary directory. Until there is a pipeline archive, the driver
+            # maps none and writes that one at its exit instead: it runs every step of the run, so its classes are
+            # every job's. A small process of ours waits for its exit to publish it (statekeeper.jvm_startup).
             env = {**os.environ, **(self.env_vars or {})}
+            pipeline = shared_driver_startup(sub.jvm, env)
+            dropped = (ARCHIVE_WRITE_OPTION,) if pipeline is None else (ARCHIVE_WRITE_OPTION, ARCHIVE_MAP_OPTION)
+            launch = driver_command(submit, dropped, drop=("--py-files",))
+            serve = [str(DRIVER_APPLICATION), "--socket", str(path), "--fingerprint", digest,
+                     "--idle-timeout", str(self.idle_timeout_s)]
+            if pipeline is None:
+                command = [*launch, *serve]
+            else:
+                assert pipeline.pending is not None and pipeline.archive is not None
+                command = [sys.executable, "-m", "statekeeper.jvm_startup", "--pending", str(pipeline.pending),
+                           "--archive", str(pipeline.archive), "--",
+                           *with_driver_java_option(launch, pipeline.options), *serve,
+                           "--jobs-file", str(jobs_file(pipeline.pending))]
+                self.log.info("the run's Spark driver writes the class archive of its jobs at its exit: %s",
+                              pipeline.archive)
             with open(log_file, "ab") as out:
                 os.chmod(log_file, 0o600)
                 process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,

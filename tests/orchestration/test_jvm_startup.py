@@ -39,6 +39,36 @@ def test_first_run_writes_the_archive_and_later_runs_map_it(tmp_path):
     assert not other.pending.exists()
 
 
+def test_a_shared_driver_writes_the_pipeline_archive_once_and_every_driver_prefers_it(tmp_path):
+    """The pipeline archive (every job's classes, written by a DAG run's shared driver at its exit) wins over the
+    archive of the first local job; the shared driver writes it only while there is none, and never when the
+    task's options choose their own sharing or a configuration directory on the class path is not empty."""
+    js = _startup()
+    env = _env(tmp_path)
+    job = js.local_startup({}, env)
+    job.pending.write_bytes(b"index classes")
+    assert job.publish()
+    driver = js.shared_driver_startup(js.local_startup({}, env), env)
+    assert driver.archive == js.pipeline_archive(job.archive)
+    assert driver.options == f"-XX:ArchiveClassesAtExit={driver.pending}"
+    counted = js.jobs_file(driver.pending)
+    assert counted.name.endswith(".jobs.tmp") and counted.parent == driver.pending.parent   # pruned as a private file
+    driver.pending.write_bytes(b"every job's classes")
+    assert driver.publish()
+    for startup in (js.local_startup({}, env), js.local_startup({}, env)):
+        assert startup.pending is None and f"-XX:SharedArchiveFile={driver.archive}" in startup.options
+    assert js.mapped_archive_option({}, env) == f"-XX:SharedArchiveFile={driver.archive}"
+    assert js.shared_driver_startup(js.local_startup({}, env), env) is None   # one exists: the driver maps it
+    mine = js.local_startup({"spark.driver.extraJavaOptions": "-Xshare:off"}, env)
+    assert js.shared_driver_startup(mine, env) is None
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 4\n")
+    fresh = {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "other-cache")}
+    assert js.shared_driver_startup(js.local_startup({}, fresh), {**fresh, "SPARK_CONF_DIR": str(conf_dir)}) is None
+    assert js.shared_driver_startup(None, env) is None
+
+
 def test_no_archive_is_written_with_a_non_empty_conf_dir_on_the_class_path(tmp_path):
     """spark-submit puts SPARK_CONF_DIR (HADOOP_/YARN_CONF_DIR) on the driver's class path; the JDK refuses
     to dump an archive over a non-empty class-path directory and the job's JVM then exits 1 (seen on a

@@ -89,6 +89,14 @@ def test_driver_command_keeps_the_settings_and_drops_one_submissions_files():
     assert operators.driver_command(mapped, (operators.ARCHIVE_WRITE_OPTION,), drop=("--py-files",))[4:] == [
         "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1 "
         "-XX:SharedArchiveFile=/c/a.jsa", "--name", "job"]
+    # Until a pipeline archive exists, the driver maps none and writes one at its exit.
+    launch = operators.driver_command(mapped, (operators.ARCHIVE_WRITE_OPTION, operators.ARCHIVE_MAP_OPTION),
+                                      drop=("--py-files",))
+    assert operators.with_driver_java_option(launch, "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp")[4] == (
+        "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1 "
+        "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp")
+    assert operators.with_driver_java_option(["spark-submit"], "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp") == [
+        "spark-submit", "--conf", "spark.driver.extraJavaOptions=-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp"]
 
 
 # -- the protocol, without Spark --------------------------------------------------------------------
@@ -157,6 +165,20 @@ def test_a_private_directory_is_required(tmp_path, monkeypatch):
 
 # -- a real driver under spark-submit ---------------------------------------------------------------
 
+def _launched(command: list[str], env: dict[str, str], log: Path, path: Path) -> subprocess.Popen:
+    """A real driver started as `command`, once it answers on `path` (its output in `log`)."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while DriverClient(path).ping() is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(log.read_text()[-3000:])
+        time.sleep(0.3)
+    return process
+
+
 @pytest.mark.spark
 @pytest.mark.flink
 def test_jobs_in_a_real_driver_busy_and_a_task_gone(driver_dir, flink_store_for_airflow, tmp_path):
@@ -165,20 +187,13 @@ def test_jobs_in_a_real_driver_busy_and_a_task_gone(driver_dir, flink_store_for_
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")]),
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     log = tmp_path / "driver.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
-             "--conf", f"spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
-                       f"-Dlog4j2.configurationFile=file:{REPO / 'spark_jobs' / 'log4j2.properties'}",
-             str(REPO / "spark_jobs" / "spark_driver.py"), "--socket", str(path), "--fingerprint", "digest",
-             "--idle-timeout", "300"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    process = _launched(
+        [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
+         "--conf", f"spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
+                   f"-Dlog4j2.configurationFile=file:{REPO / 'spark_jobs' / 'log4j2.properties'}",
+         str(REPO / "spark_jobs" / "spark_driver.py"), "--socket", str(path), "--fingerprint", "digest",
+         "--idle-timeout", "300"], env, log, path)
     try:
-        deadline = time.monotonic() + 180
-        while DriverClient(path).ping() is None:
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
-
         # A usage error: argparse's own message, exit 2, as from the job's spark-submit.
         lines: list[str] = []
         assert DriverClient(path).run("digest", "compute_chains", ["--bogus"], lines.append) == 2
@@ -225,3 +240,78 @@ def test_jobs_in_a_real_driver_busy_and_a_task_gone(driver_dir, flink_store_for_
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_pipeline_archive_is_published_only_after_a_normal_exit_of_a_driver_that_ran_enough_jobs(tmp_path):
+    from statekeeper import jvm_startup as js
+
+    archive = tmp_path / "spark-driver-k-pipeline.jsa"
+
+    def driver(code: int, jobs: int | None, body: bytes = bytes.fromhex("a8ab0bf0") + b"classes") -> int:
+        """A stand-in for the driver's spark-submit: writes what its JVM and server would, exits `code`."""
+        startup = js.JvmStartup("", pending=tmp_path / f".{archive.name}.1.tmp", archive=archive)
+        script = (f"open({str(startup.pending)!r}, 'wb').write({body!r})\n"
+                  + (f"open({str(js.jobs_file(startup.pending))!r}, 'w').write('{jobs}')\n" if jobs is not None else "")
+                  + f"raise SystemExit({code})")
+        return js.run_and_publish([sys.executable, "-c", script], startup, min_jobs=3)
+
+    assert driver(143, 5) == 143 and not archive.exists()   # killed with its task: a partial archive, maybe
+    assert driver(0, 2) == 0 and not archive.exists()       # too few jobs to stand for every job's classes
+    assert driver(0, None) == 0 and not archive.exists()    # it never said how many
+    assert driver(0, 3, b"\0" * 8) == 0 and not archive.exists()   # not a dynamic archive
+    assert driver(0, 3) == 0 and archive.read_bytes().endswith(b"classes")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]   # no private file left behind
+
+
+@pytest.mark.spark
+@pytest.mark.flink
+def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_it(driver_dir, flink_store_for_airflow,
+                                                                                   tmp_path):
+    from statekeeper import jvm_startup as js
+
+    cache_env = {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "cache")}
+    archive = js.pipeline_archive(js.archive_for({}, cache_env))
+    first = js.local_startup({}, cache_env)   # no archive yet: a local job would write the job archive
+    pipeline = js.shared_driver_startup(first, cache_env)
+    assert pipeline is not None and pipeline.archive == archive and pipeline.pending is not None
+    path = socket_path(run_key("dag", "run-archive"))
+    env = {**cache_env, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")]),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    java = f"-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{REPO / 'spark_jobs' / 'log4j2.properties'}"
+    spark_submit = str(Path(sys.executable).with_name("spark-submit"))
+    log = tmp_path / "driver.log"
+    # as the run's setup task starts it (run_driver.StartRunDriverOperator)
+    process = _launched(
+        [sys.executable, "-m", "statekeeper.jvm_startup", "--pending", str(pipeline.pending), "--archive",
+         str(archive), "--min-jobs", "1", "--",
+         spark_submit, "--master", "local[2]", "--conf", f"spark.driver.extraJavaOptions={java} {pipeline.options}",
+         str(REPO / "spark_jobs" / "spark_driver.py"), "--socket", str(path), "--fingerprint", "digest",
+         "--idle-timeout", "300", "--jobs-file", str(js.jobs_file(pipeline.pending))], env, log, path)
+    try:
+        warehouse = tmp_path / "warehouse"
+        lines: list[str] = []
+        index = ["--roots", ",".join(flink_store_for_airflow.roots), "--warehouse", str(warehouse)]
+        assert DriverClient(path).run("digest", "index_checkpoints", index, lines.append) == 0, lines
+        assert DriverClient(path).stop()
+        assert process.wait(timeout=180) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    with open(archive, "rb") as f:
+        assert int.from_bytes(f.read(4), "little") == 0xF00BABA8, log.read_text()[-3000:]
+    assert not [p for p in archive.parent.iterdir() if p.name.endswith(".tmp")]   # the private files are gone
+
+    # Every local driver maps it from now on (a job's first run no longer writes an archive of its own), and the
+    # next shared driver writes none.
+    after = js.local_startup({}, cache_env)
+    assert after.pending is None and f"{js.ARCHIVE_MAP_OPTION}{archive}" in after.options
+    assert js.mapped_archive_option({}, cache_env) == f"{js.ARCHIVE_MAP_OPTION}{archive}"
+    assert js.shared_driver_startup(after, cache_env) is None
+    # A real JVM maps it: with -Xshare:on a JVM that cannot use its archive does not start.
+    done = subprocess.run(
+        [spark_submit, "--master", "local[1]", "--conf",
+         f"spark.driver.extraJavaOptions={java} -Xshare:on {js.ARCHIVE_MAP_OPTION}{archive}",
+         str(REPO / "spark_jobs" / "index_checkpoints.py"), "--roots", ",".join(flink_store_for_airflow.roots),
+         "--warehouse", str(warehouse)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

@@ -263,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fingerprint", required=True, help="the settings digest a task's must equal")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
                    help="exit after this many seconds without a job (default %(default)s)")
+    p.add_argument("--jobs-file", type=Path, default=None,
+                   help="when stopped or idle, write how many jobs ran here (what decides whether the class archive "
+                        "its JVM writes at exit is published; statekeeper.jvm_startup)")
     return p
 
 
@@ -276,5 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     path = Path(args.socket)
     with spark_session("statekeeper-driver") as spark:
-        Driver(spark, path, args.fingerprint, args.idle_timeout).serve()
+        driver = Driver(spark, path, args.fingerprint, args.idle_timeout)
+        driver.serve()
+    if args.jobs_file is not None:
+        args.jobs_file.write_text(f"{driver.state.jobs}\n")
     return 0
