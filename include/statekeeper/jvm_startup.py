@@ -66,6 +66,8 @@ _PIPELINE_SUFFIX = "-pipeline.jsa"
 # A shared driver that ran fewer jobs than this writes no pipeline archive: the classes of one or two jobs
 # would stand in for every job's from then on (a DAG run's first steps: index, chains, validation).
 MIN_PIPELINE_JOBS = 3
+# A claim to write the pipeline archive older than this is a driver that died: another may write it then.
+PIPELINE_WRITE_HOURS = 6
 _DYNAMIC_ARCHIVE_MAGIC = 0xF00BABA8   # the first four bytes (little-endian) of a dynamic CDS archive
 # Spark settings that change the driver's class path, hence the archive.
 _CLASS_PATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
@@ -273,10 +275,26 @@ def shared_driver_startup(startup: JvmStartup | None, environ: Mapping[str, str]
     if startup is None or startup.archive is None or _non_empty_conf_dir(environ):
         return None
     target = pipeline_archive(startup.archive)
-    if target.is_file():
+    if target.is_file() or _being_written(target):
         return None
     pending = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        pending.touch()   # claims the write (the JVM replaces the file at its exit): a driver started meanwhile maps
+    except OSError:       # the archive there is, rather than write a second one beside this one
+        return None
     return JvmStartup(f"{ARCHIVE_WRITE_OPTION}{pending}", pending=pending, archive=target)
+
+
+def _being_written(target: Path) -> bool:
+    """Whether a shared driver started in the last PIPELINE_WRITE_HOURS writes `target` (its claim is there)."""
+    for claim in target.parent.glob(f".{target.name}.*.tmp"):
+        try:
+            age = time.time() - claim.stat().st_mtime
+            if not claim.name.endswith(".jobs.tmp") and age < PIPELINE_WRITE_HOURS * 3600:
+                return True
+        except OSError:   # published or discarded meanwhile
+            continue
+    return False
 
 
 def jobs_file(pending: Path) -> Path:

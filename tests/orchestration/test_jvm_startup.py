@@ -53,6 +53,13 @@ def test_a_shared_driver_writes_the_pipeline_archive_once_and_every_driver_prefe
     assert driver.options == f"-XX:ArchiveClassesAtExit={driver.pending}"
     counted = js.jobs_file(driver.pending)
     assert counted.name.endswith(".jobs.tmp") and counted.parent == driver.pending.parent   # pruned as a private file
+    assert driver.pending.exists()   # claimed: a second run's driver, started meanwhile, writes none
+    assert js.shared_driver_startup(js.local_startup({}, env), env) is None
+    stale = time.time() - js.PIPELINE_WRITE_HOURS * 3600 - 60
+    os.utime(driver.pending, (stale, stale))   # a driver that died with its claim: the next one writes it
+    again = js.shared_driver_startup(js.local_startup({}, env), env)
+    assert again is not None and again.pending != driver.pending
+    again.discard()
     driver.pending.write_bytes(b"every job's classes")
     assert driver.publish()
     for startup in (js.local_startup({}, env), js.local_startup({}, env)):
