@@ -616,6 +616,7 @@ def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Se
                    else arg)
     return out
 
+
 def with_driver_java_option(command: Sequence[str], option: str) -> list[str]:
     """A spark-submit `command` (up to its application) whose driver's Java options end with `option`."""
     prefix = "spark.driver.extraJavaOptions="
