@@ -86,10 +86,15 @@ class StartRunDriverOperator(_StatekeeperSubmit):
                            "--jobs-file", str(jobs_file(pipeline.pending))]
                 self.log.info("the run's Spark driver writes the class archive of its jobs at its exit: %s",
                               pipeline.archive)
-            with open(log_file, "ab") as out:
-                os.chmod(log_file, 0o600)
-                process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                           stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            try:
+                with open(log_file, "ab") as out:
+                    os.chmod(log_file, 0o600)
+                    process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                               stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            except BaseException:
+                if pipeline is not None:   # its claim would keep the next runs' drivers from writing the archive
+                    pipeline.discard()
+                raise
         started = time.monotonic()
         while time.monotonic() - started < self.ready_timeout_s:
             answer = DriverClient(path).ping()
