@@ -260,7 +260,7 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
         builder = builder.master(master)
     builder = configure_builder(builder)
     if starts_a_local_jvm(builder):
-        builder = _map_class_archive(builder)
+        builder = _fit_local_jvm(builder)
     spark = builder.getOrCreate()
     _fit_local_master(spark)
     try:
@@ -291,12 +291,15 @@ def _stop(spark: Any) -> None:
                 os.remove(address)          # a Unix-socket server's file, as its own shutdown removes it
 
 
-def _map_class_archive(builder: Any) -> Any:
-    """This process is about to start the driver JVM itself: map the class-data-sharing archive the
-    DAG's local tasks write (statekeeper.jvm_startup), a third off a short job's start-up."""
-    from statekeeper.jvm_startup import mapped_archive_option, with_java_options
+def _fit_local_jvm(builder: Any) -> Any:
+    """This process is about to start the driver JVM itself: give it the heap the DAG's local tasks get
+    (Spark's 1 GiB default holds neither a large store's kept frames nor its joins), and map the
+    class-data-sharing archive those tasks write, a third off a short job's start-up (statekeeper.jvm_startup)."""
+    from statekeeper.jvm_startup import mapped_archive_option, self_started_heap_conf, with_java_options
 
     conf = dict(getattr(builder, "_options", {}))
+    for key, value in self_started_heap_conf(conf).items():
+        builder = builder.config(key, value)
     option = mapped_archive_option(conf)
     return builder.config("spark.driver.extraJavaOptions", with_java_options(conf, option)) if option else builder
 

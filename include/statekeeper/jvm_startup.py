@@ -18,7 +18,8 @@ JVMs (and a cluster driver's) run C1 only is the deployment's choice, through Sp
 `spark.{driver,executor}.defaultJavaOptions` in its spark-defaults.conf. For a cluster whose apps live
 under a minute it pays (the standalone-cluster test: executors' CPU halved); a production job of hours
 wants C2. A job started as `python spark_jobs/<job>.py --master local[N]` maps the archive
-too (`mapped_archive_option`), but keeps C2 and writes none.
+too (`mapped_archive_option`) and gets the same heap (`self_started_heap_conf`), but keeps C2 and writes no
+archive.
 
 The first local run is usually an index run, so its archive holds the index's classes only, and every other
 job loaded the rest of Spark's planner from the jars on each run. A DAG run's shared driver runs every step of
@@ -388,6 +389,36 @@ def machine_memory(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
             total = min(total, int(text))
         break
     return total if total > 0 else None
+
+
+def local_heap_conf(conf: Mapping[str, str], environ: Mapping[str, str] | None = None, *,
+                    deployment: Mapping[str, str] | None = None, memory: int | None = None) -> dict[str, str]:
+    """The heap (`local_driver_memory` of `memory`, else of this machine) and memory pages of a driver on a
+    local master, or {} where its run (`conf`), its deployment (`deployment`: what a properties file or
+    spark-defaults.conf sets) or SPARK_DRIVER_MEMORY, which spark-submit reads after both, chose a heap."""
+    environ = os.environ if environ is None else environ
+    deployment = deployment or {}
+    if DRIVER_MEMORY in conf or DRIVER_MEMORY in deployment or environ.get("SPARK_DRIVER_MEMORY"):
+        return {}
+    heap = local_driver_memory(machine_memory() if memory is None else memory)
+    if heap is None:
+        return {}
+    out = {DRIVER_MEMORY: heap}
+    if PAGE_SIZE not in conf and PAGE_SIZE not in deployment:
+        out[PAGE_SIZE] = LOCAL_PAGE_SIZE
+    return out
+
+
+def self_started_heap_conf(conf: Mapping[str, str], environ: Mapping[str, str] | None = None, *,
+                           memory: int | None = None) -> dict[str, str]:
+    """`local_heap_conf` for a driver JVM a Python process starts itself (`python spark_jobs/<job>.py --master
+    local[N]`), whose launcher also reads PYSPARK_SUBMIT_ARGS and a configuration directory's
+    spark-defaults.conf: {} when either may choose the heap (the deployment's choice stays)."""
+    environ = os.environ if environ is None else environ
+    submit_args = environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if "driver-memory" in submit_args or DRIVER_MEMORY in submit_args or _non_empty_conf_dir(environ):
+        return {}
+    return local_heap_conf(conf, environ, memory=memory)
 
 
 def local_driver_memory(memory: int | None) -> str | None:

@@ -55,9 +55,8 @@ from airflow.sdk.log import mask_secret
 from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, DRIVER_MEMORY, LOCAL_PAGE_SIZE,
-                                     PAGE_SIZE, JvmStartup, local_driver_memory, local_startup, machine_memory,
-                                     with_java_options, without_options)
+from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_heap_conf,
+                                     local_startup, with_java_options, without_options)
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import Declined, DriverClient
@@ -115,14 +114,8 @@ def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = Non
     SPARK_DRIVER_MEMORY in `environ`, which spark-submit reads after both) chose one, and the JVM start-up
     settings of statekeeper.jvm_startup (whose archive the caller publishes after the JVM exited)."""
     out = {**LOCAL_DRIVER_CONF, **conf}
-    deployment = deployment or {}
-    chosen = (driver_memory or DRIVER_MEMORY in out or DRIVER_MEMORY in deployment
-              or (os.environ if environ is None else environ).get("SPARK_DRIVER_MEMORY"))
-    heap = None if chosen else local_driver_memory(machine_memory())
-    if heap:
-        out[DRIVER_MEMORY] = heap
-        if PAGE_SIZE not in out and PAGE_SIZE not in deployment:
-            out[PAGE_SIZE] = LOCAL_PAGE_SIZE
+    if not driver_memory:
+        out.update(local_heap_conf(out, environ, deployment=deployment))
     startup = local_startup(out, environ)
     if startup.options:
         out["spark.driver.extraJavaOptions"] = with_java_options(out, startup.options)

@@ -255,3 +255,57 @@ def test_a_local_driver_gets_a_quarter_of_the_memory_it_may_use_between_one_and_
     (v1 / "memory" / "memory.limit_in_bytes").write_text(f"{3 * gib}\n")
     assert js.machine_memory(v1) == min(3 * gib, physical)
     assert js.machine_memory(tmp_path / "none") == physical
+
+
+@pytest.mark.unit
+def test_a_driver_a_python_process_starts_gets_the_local_heap_unless_something_chose_one(tmp_path):
+    js = _startup()
+    gib = 1 << 30
+    env = {"PATH": os.environ.get("PATH", "")}
+    sized = {js.DRIVER_MEMORY: "4096m", js.PAGE_SIZE: js.LOCAL_PAGE_SIZE}
+    assert js.self_started_heap_conf({}, env, memory=16 * gib) == sized
+    assert js.self_started_heap_conf({js.PAGE_SIZE: "64m"}, env, memory=16 * gib) == {js.DRIVER_MEMORY: "4096m"}
+    # Whatever else may choose the heap keeps it: the session's conf, the launcher's arguments, the variable
+    # spark-submit reads, a configuration directory's spark-defaults.conf.
+    assert js.self_started_heap_conf({js.DRIVER_MEMORY: "2g"}, env, memory=16 * gib) == {}
+    for submit_args in ("--driver-memory 3g pyspark-shell", "--conf spark.driver.memory=3g pyspark-shell"):
+        assert js.self_started_heap_conf({}, {**env, "PYSPARK_SUBMIT_ARGS": submit_args}, memory=16 * gib) == {}
+    assert js.self_started_heap_conf({}, {**env, "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false "
+                                          "pyspark-shell"}, memory=16 * gib) == sized
+    assert js.self_started_heap_conf({}, {**env, "SPARK_DRIVER_MEMORY": "3g"}, memory=16 * gib) == {}
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    assert js.self_started_heap_conf({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}, memory=16 * gib) == sized
+    (conf_dir / "spark-defaults.conf").write_text("spark.driver.memory 3g\n")
+    assert js.self_started_heap_conf({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}, memory=16 * gib) == {}
+    # The DAG's tasks: the deployment's properties file decides as the task's own conf does.
+    assert js.local_heap_conf({}, env, deployment={js.DRIVER_MEMORY: "3g"}, memory=16 * gib) == {}
+    assert js.local_heap_conf({}, env, memory=None) in ({}, {js.DRIVER_MEMORY: js.local_driver_memory(
+        js.machine_memory()), js.PAGE_SIZE: js.LOCAL_PAGE_SIZE})
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK on PATH")
+def test_a_job_started_as_python_with_a_local_master_runs_with_the_local_heap(tmp_path):
+    """`python spark_jobs/<job>.py --master local[N]` starts its driver through PySpark's launcher, not the
+    operator: the heap it gets must reach that JVM's command line."""
+    import sys
+
+    js = _startup()
+    env = {k: v for k, v in os.environ.items()   # the cache's archive, if any, is only mapped
+           if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_DRIVER_MEMORY", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    expected = js.self_started_heap_conf({}, env)
+    script = ("from statekeeper.entrypoint import spark_session\n"
+              "with spark_session('heap-check', 'local[1]') as spark:\n"
+              "    jvm = spark.sparkContext._jvm\n"
+              "    print('CONF', spark.sparkContext.getConf().get('spark.driver.memory', ''))\n"
+              "    print('ARGS', ' '.join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
+              ".getInputArguments()))\n")
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("CONF ", "ARGS ")))
+    if not expected:   # this machine's memory is unknown: Spark's default stays
+        assert lines["CONF"] == ""
+        return
+    assert lines["CONF"] == expected[js.DRIVER_MEMORY]
+    assert f"-Xmx{expected[js.DRIVER_MEMORY]}" in lines["ARGS"].split()
