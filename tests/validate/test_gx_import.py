@@ -8,17 +8,22 @@ import threading
 
 import pytest
 
-from statekeeper.validate.gx_import import UNUSED_BACKENDS, _HiddenFrom
+from statekeeper.validate.gx_import import LAZY_MODULES, UNUSED_BACKENDS, _HiddenFrom
 
 _PROBE = """
 import json, sys
-from statekeeper.validate.gx_import import UNUSED_BACKENDS, import_gx
+from statekeeper.validate.gx_import import LAZY_MODULES, UNUSED_BACKENDS, import_gx
 gx = import_gx()
 context = gx.get_context(mode="ephemeral")
 loaded = [name for name in UNUSED_BACKENDS if name in sys.modules]
+deferred = {name: type(sys.modules[name]).__name__ for name in LAZY_MODULES}
 import sqlalchemy   # after the import nothing is hidden
+from scipy import stats   # the first use runs the deferred module's code
+import altair as alt
 print(json.dumps({"loaded": loaded, "context": type(context).__name__, "finders": len(sys.meta_path),
-                  "sqlalchemy": sqlalchemy.__name__}))
+                  "sqlalchemy": sqlalchemy.__name__, "deferred": deferred, "median": stats.norm.ppf(0.5),
+                  "chart": alt.Chart.__name__, "after": {name: type(sys.modules[name]).__name__ for name in LAZY_MODULES},
+                  "same": sys.modules["scipy.stats"] is stats and sys.modules["scipy"].stats is stats}))
 """
 
 
@@ -28,6 +33,21 @@ def test_gx_imports_and_makes_a_context_without_the_unused_backends() -> None:
     assert result["loaded"] == []
     assert result["context"] == "EphemeralDataContext"
     assert result["sqlalchemy"] == "sqlalchemy"
+    # SciPy's statistics and Altair were imported by GX but their code had not run; the first use runs it, once.
+    assert result["deferred"] == {name: "_RunOnFirstUse" for name in LAZY_MODULES}
+    assert result["after"] == {name: "module" for name in LAZY_MODULES}
+    assert result["median"] == 0.0 and result["chart"] == "Chart" and result["same"] is True
+
+
+def test_a_deferred_module_whose_code_fails_is_imported_afresh_next_time(tmp_path) -> None:
+    (tmp_path / "flaky_mod.py").write_text("import os\nif os.environ.get('FAIL'): raise RuntimeError('boom')\nVALUE = 7\n")
+    probe = ("import os, sys\nsys.path.insert(0, %r)\nfrom statekeeper.validate.gx_import import lazily\n"
+             "lazily('flaky_mod')\nimport flaky_mod\nos.environ['FAIL'] = '1'\n"
+             "try:\n    flaky_mod.VALUE\nexcept RuntimeError:\n    print('failed once')\n"
+             "del os.environ['FAIL']\nassert 'flaky_mod' not in sys.modules\nimport flaky_mod\nprint(flaky_mod.VALUE)\n"
+             % str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["failed", "once", "7"]
 
 
 def test_only_the_importing_thread_is_refused() -> None:
