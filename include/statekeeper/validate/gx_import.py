@@ -13,8 +13,9 @@ anything imported after, see every installed package as usual.
 Two more packages are imported but never used by the suite: SciPy's statistics and Altair, by the module of
 the KL-divergence expectation (which every GX import loads with all the others). Unlike the backends they are
 imported without a guard, so they cannot be refused; their code runs on first use instead (`LAZY_MODULES`,
-`lazily`): GX gets the module objects, and whatever first reads an attribute of one loads it then, in full. `python -X importtime` of `import_gx()` here: 2.0 s, of which SciPy 0.5 s and Altair 0.07 s of
-their own, and Google's API client (a guarded backend) 0.13 s.
+`lazily`): GX gets the module objects, and whatever first reads an attribute of one loads it then, in full.
+`python -X importtime` of `import_gx()` here: 2.0 s, of which SciPy 0.5 s and Altair 0.07 s of their own, and
+Google's API client (a guarded backend) 0.13 s; 1.2 s without them.
 """
 from __future__ import annotations
 
@@ -50,25 +51,45 @@ class _RunOnFirstUse(types.ModuleType):
     """A module whose code runs when something first reads one of its attributes. What an `import` statement
     reads of a module already in sys.modules (`__spec__`, to see whether it is still initializing) does not
     count: `importlib.util.LazyLoader`'s modules load right there on Python 3.11, so a second `import` of one
-    loaded it, and GX imports SciPy's statistics through SciPy's own `import_module`."""
+    loaded it, and GX imports SciPy's statistics through SciPy's own `import_module`.
+
+    The code runs under the module's own lock: another thread's first read waits for it, while the loading
+    thread's reads (its submodules' imports) see the module as it is so far, as an import would show it."""
 
     def __getattribute__(self, attr: str) -> Any:
         if attr in _IMPORT_READS:
             return super().__getattribute__(attr)
-        with _LOADING:
+        key = id(self)
+        with _LOCKS.setdefault(key, threading.RLock()):
             if type(self) is _RunOnFirstUse:
-                self.__class__ = types.ModuleType
-                spec = self.__spec__
+                if key in _RUNNING:   # the loading thread itself
+                    return super().__getattribute__(attr)
+                _RUNNING.add(key)
                 try:
-                    spec.loader.exec_module(self)
-                except BaseException:
-                    sys.modules.pop(spec.name, None)   # the next import starts afresh
-                    raise
+                    _run(self)
+                finally:
+                    _RUNNING.discard(key)
+                self.__class__ = types.ModuleType
         return getattr(self, attr)
 
 
 _IMPORT_READS = frozenset({"__spec__", "__name__", "__class__", "__dict__"})
-_LOADING = threading.RLock()
+_LOCKS: dict[int, Any] = {}
+_RUNNING: set[int] = set()
+
+
+def _run(module: types.ModuleType) -> None:
+    """Run a deferred module's code; if it fails, forget the module, so that the next import starts afresh."""
+    spec = object.__getattribute__(module, "__spec__")
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if sys.modules.get(spec.name) is module:
+            del sys.modules[spec.name]
+        parent, _, child = spec.name.rpartition(".")
+        if parent and parent in sys.modules and sys.modules[parent].__dict__.get(child) is module:
+            delattr(sys.modules[parent], child)
+        raise
 
 
 def lazily(name: str) -> None:
