@@ -28,10 +28,9 @@ the run in one JVM: until there is one, it writes the *pipeline* archive at its 
 MIN_PIPELINE_JOBS jobs), and from then on every local driver maps that one instead (sample store, 3 runs each
 with an archive of seven jobs against the index's: chains 7.8 -> 7.3 s, validation without the quality suite
 8.7 -> 7.6 s, the DR copy 9.7 -> 9.0 s, the index as before; an archive of the DR job's own classes gave it no
-more). A JDK cannot write a dynamic archive while it
-maps one, so that one driver starts without an archive. (`jcmd <pid> VM.cds dynamic_dump`, which writes one
-while the JVM runs, was tried: its archive of the same seven jobs was 141 MB against 187 MB, and the DR copy
-with it took 10.0 s against 9.0 s.)
+more). A JDK cannot write a dynamic archive while it maps one, so that one driver starts without an archive.
+(`jcmd <pid> VM.cds dynamic_dump`, which writes one while the JVM runs, was tried: its archive of the same seven
+jobs was 141 MB against 187 MB, and the DR copy with it took 10.0 s against 9.0 s.)
 
 A local driver is also every task's executor, so its heap holds the kept DataFrames and the joins'
 hash tables of the whole job; Spark's default of 1 GiB suits neither. At a million objects

@@ -612,13 +612,13 @@ def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Se
 
 def with_driver_java_option(command: Sequence[str], option: str) -> list[str]:
     """A spark-submit `command` (up to its application) whose driver's Java options end with `option`."""
-    prefix = "spark.driver.extraJavaOptions="
+    key = "spark.driver.extraJavaOptions"
     out = list(command)
     for i, arg in enumerate(out):
-        if i and out[i - 1] == "--conf" and arg.startswith(prefix):
-            out[i] = prefix + " ".join(filter(None, [arg[len(prefix):].strip(), option]))
+        if i and out[i - 1] == "--conf" and arg.startswith(f"{key}="):
+            out[i] = f"{key}={with_java_options({key: arg[len(key) + 1:]}, option)}"
             return out
-    return [*out, "--conf", prefix + option]
+    return [*out, "--conf", f"{key}={option}"]
 
 
 def _driver_env() -> dict[str, str]:
