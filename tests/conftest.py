@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.plugins.object_stores",
     "tests.plugins.prepared",
     "tests.plugins.s3",
+    "tests.plugins.seaweedfs",
     "tests.plugins.spark",
     "tests.plugins.spark_cluster",
 ]
@@ -33,9 +34,10 @@ pytest_plugins = [
 # starts infrastructure belongs here too.
 TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
-    "s3": frozenset({"moto_server", "second_moto_server", "s3_config", "s3_bucket", "s3_upload_tree",  # plugins/s3.py
-                     "slow_s3"}),                                                 # tests/plugins/fault_proxy.py
-    "gcs": frozenset({"gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
+    "s3": frozenset({"moto_server", "second_moto_server", "plain_moto_server", "s3_config", "s3_bucket",  # plugins/s3.py
+                     "s3_upload_tree", "slow_s3",                                 # tests/plugins/fault_proxy.py
+                     "seaweedfs"}),                                               # tests/plugins/seaweedfs.py
+    "gcs": frozenset({"gcs_emulator", "plain_gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
     "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)

@@ -52,13 +52,15 @@ def azurite_binary() -> Path:
 class GcsEmulator(LoopbackServer):
     name = "gcp-storage-emulator"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, plain: bool = False) -> None:
+        """`plain`: the emulator as released, which accepts the generation preconditions and ignores them."""
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
         env = dict(os.environ, STORAGE_BASE=str(data_dir), STORAGE_DIR="gcs",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), str(REPO / "include"),
                                                             os.environ.get("PYTHONPATH", "")])))
-        super().__init__([sys.executable, "-m", "tests.plugins.gcs_emulator", "start", "--host", "127.0.0.1",
+        module = "gcp_storage_emulator" if plain else "tests.plugins.gcs_emulator"
+        super().__init__([sys.executable, "-m", module, "start", "--host", "127.0.0.1",
                           "--port", str(port), "-q"], data_dir / "gcs-emulator.log", cwd=data_dir, env=env)
 
     def _healthy(self) -> bool:
@@ -113,6 +115,17 @@ def azure_uri(container: str, path: str = "") -> str:
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
     server = GcsEmulator(tmp_path_factory.mktemp("gcs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def plain_gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
+    """gcp-storage-emulator without tests/plugins/gcs_emulator.py's checks: it ignores ifGenerationMatch and
+    ifSourceGenerationMatch (a store GC and the DR copy must not trust)."""
+    server = GcsEmulator(tmp_path_factory.mktemp("gcs-plain"), plain=True)
     try:
         yield server
     finally:

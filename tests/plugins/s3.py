@@ -1,6 +1,7 @@
 """A real S3 endpoint for the test session: `moto_server` on loopback, with the preconditions S3 enforces and
 moto ignores enforced (tests/plugins/s3_server.py: the per-key ETag of DeleteObjects, CopySourceIfMatch,
-If-None-Match on CopyObject).
+If-None-Match on CopyObject). `plain_moto_server` is moto as released, without that layer: the S3-compatible
+store that accepts those preconditions and ignores them (statekeeper.storage.enforcement must find out).
 
 One server per pytest session (started lazily by the first test that needs it), killed by PID at the
 end. Tests get a `StorageConfig` pointing at it and fresh buckets; `upload_tree` copies a local
@@ -31,15 +32,17 @@ class MotoServer(LoopbackServer):
     name = "moto_server"
     start_timeout_s = 30.0
 
-    def __init__(self, log_path: Path, *, seed: bool = False) -> None:
-        """`seed`: benchmarks' fast set-up (tests/plugins/s3_server.py, `seed_objects`); never in tests."""
+    def __init__(self, log_path: Path, *, seed: bool = False, plain: bool = False) -> None:
+        """`seed`: benchmarks' fast set-up (tests/plugins/s3_server.py, `seed_objects`); never in tests. `plain`:
+        moto's own server, without tests/plugins/s3_server.py's preconditions."""
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY,
                    AWS_DEFAULT_REGION="us-east-1",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH", "")])),
                    STATEKEEPER_MOTO_SEED="1" if seed else "0")
-        super().__init__([sys.executable, "-m", "tests.plugins.s3_server", "-H", "127.0.0.1", "-p", str(self.port)],
+        module = "moto.server" if plain else "tests.plugins.s3_server"
+        super().__init__([sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(self.port)],
                          log_path, env=env, cwd=_REPO)
 
     def _healthy(self) -> bool:
@@ -67,8 +70,8 @@ class MotoServer(LoopbackServer):
         return base.with_overrides(**overrides) if overrides else base
 
 
-def _served(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MotoServer]:
-    server = MotoServer(tmp_path_factory.mktemp(name) / "moto_server.log")
+def _served(tmp_path_factory: pytest.TempPathFactory, name: str, *, plain: bool = False) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path_factory.mktemp(name) / "moto_server.log", plain=plain)
     try:
         yield server
     finally:
@@ -84,6 +87,13 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
 def second_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
     """Another S3 endpoint with other data (a DR region's): copies to it stream, never server-side."""
     yield from _served(tmp_path_factory, "moto-second")
+
+
+@pytest.fixture(scope="session")
+def plain_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """moto as released: it accepts the per-key ETag of DeleteObjects, CopySourceIfMatch and If-None-Match on
+    CopyObject and ignores them (a store GC and the DR copy must not trust)."""
+    yield from _served(tmp_path_factory, "moto-plain", plain=True)
 
 
 @pytest.fixture(scope="session")
