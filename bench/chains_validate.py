@@ -289,7 +289,7 @@ def _row(fig: Figures, base: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench chains_validate", description=DESCRIPTION)
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench chains_validate", description=DESCRIPTION)
     p.add_argument("--jobs", type=int, default=200)
     p.add_argument("--checkpoints", type=int, default=10)
     p.add_argument("--refs", type=int, default=200)

@@ -86,7 +86,7 @@ def _median(runs: list[Measurement]) -> float:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench compact", description=DESCRIPTION)
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench compact", description=DESCRIPTION)
     ap.add_argument("--inline-gb", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (medians are reported)")
     ap.add_argument("--min-bytes", type=int, default=1024)

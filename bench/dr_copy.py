@@ -558,7 +558,7 @@ def run_local(args, spark, work: Path, layout: list[tuple[str, int]], payload: _
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench dr_copy", description=DESCRIPTION)
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench dr_copy", description=DESCRIPTION)
     p.add_argument("--objects", type=int, default=10_000, help="objects in the closure")
     p.add_argument("--total-mb", type=float, default=400, help="approximate total size of the closure (MiB)")
     p.add_argument("--jobs", type=int, default=4, help="job directories the closure spans")

@@ -74,7 +74,7 @@ def _published(warehouse: Path, job_dir: str) -> list[tuple[float, float]]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench dr_follow", description=__doc__,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench dr_follow", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cadence", type=float, default=300.0, help="seconds between round starts (the DAG's: 300)")
     p.add_argument("--rounds", type=int, default=3, help="follow rounds to measure")

@@ -303,7 +303,7 @@ def run_local(args, spark, work: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench gc_delete", description=DESCRIPTION)
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench gc_delete", description=DESCRIPTION)
     p.add_argument("--objects", type=int, default=100_000, help="objects per way (S3 raw/ours, local)")
     p.add_argument("--sequential-objects", type=int, default=5_000,
                    help="keys deleted by the sequential delete_object loop (reported as keys/s)")

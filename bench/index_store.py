@@ -317,7 +317,7 @@ def run_s3(args, spark, work: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench index_store", description=DESCRIPTION)
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench index_store", description=DESCRIPTION)
     p.add_argument("--objects", type=int, default=100_000)
     p.add_argument("--metadata", type=int, default=1_000)
     p.add_argument("--s3-objects", type=int, default=10_000)

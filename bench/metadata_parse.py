@@ -221,7 +221,7 @@ def _best(runs: list[Measurement]) -> Measurement:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench metadata_parse", description=DESCRIPTION)
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench metadata_parse", description=DESCRIPTION)
     ap.add_argument("--inline-gb", type=float, default=1.0)
     ap.add_argument("--handles", type=int, default=1_000_000)
     ap.add_argument("--flink-version", default=None, help="default: newest harness version")

@@ -346,7 +346,7 @@ def _run_dag(checkout: Path, roots: list[str], work: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench pipeline_floor", description=__doc__,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench pipeline_floor", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3, help="runs of each job (medians are reported)")
     p.add_argument("--steps", default=",".join(STEPS), help=f"subset of {','.join(STEPS)}")

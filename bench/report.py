@@ -28,7 +28,7 @@ def _median_seconds(fn, repeat: int) -> tuple[float, int]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench report", description=__doc__,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--snapshots-per-job", type=int, default=50)

@@ -352,7 +352,7 @@ def run_s3(args, versions: list[str], work: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench scale", description=DESCRIPTION,
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m bench scale", description=DESCRIPTION,
                                 epilog="Timings are noisy on a shared machine; read ratios and growth factors.")
     p.add_argument("--sizes", default="100k,300k,1m", help="store sizes in objects, e.g. 100k,300k,1m")
     p.add_argument("--metadata-per-100k", type=int, default=1_000, help="_metadata per 100k objects")

@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     """`make airflow-ui`: the Airflow UI on http://127.0.0.1:8080 with this project's DAGs."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m statekeeper.airflow_local", description=main.__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.airflow_local",
+                                     description=main.__doc__)
     parser.add_argument("--home", default=str(PROJECT_ROOT / ".statekeeper" / "airflow"),
                         help="AIRFLOW_HOME (default: .statekeeper/airflow in the project)")
     parser.add_argument("--port", type=int, default=8080)

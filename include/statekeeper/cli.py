@@ -38,13 +38,17 @@ def _command_modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # No abbreviations (here and in every subcommand): a prefix of an option would bind to whichever option it
+    # happens to start, today's or one added later.
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="statekeeper", description="Maintenance for Apache Flink checkpoint storage."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in _command_modules():
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        # A subcommand's parser is built by add_parser and does not inherit allow_abbrev.
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP, allow_abbrev=False)
         module.configure(p)
         p.set_defaults(_run=module.run)
     return parser

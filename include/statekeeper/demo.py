@@ -269,7 +269,8 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m statekeeper.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.demo",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=str(PROJECT_ROOT / ".statekeeper"),
                         help="where the demo's Airflow home and warehouse live (default: .statekeeper/)")
     args = parser.parse_args(argv)

@@ -205,8 +205,10 @@ def roots_from(args: argparse.Namespace) -> list[str]:
 
 
 def job_parser(job: JobSpec, description: str) -> argparse.ArgumentParser:
-    """The job's parser: its name, the common options, and its exit codes from the registry."""
-    parser = argparse.ArgumentParser(prog=job.entry_point, description=description,
+    """The job's parser: its name, the common options, and its exit codes from the registry. Abbreviations are
+    refused: on a job that deletes, a prefix must never bind to another option (GC's `--roots true` would be
+    `--roots-complete true`)."""
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog=job.entry_point, description=description,
                                      epilog=f"{S3_EPILOG} {job.exit_status_help()}")
     add_common_arguments(parser, audit_table=job.audit_table)
     return parser

@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     split = args.index("--") if "--" in args else len(args)
-    p = argparse.ArgumentParser(prog="python -m statekeeper.jvm_startup",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.jvm_startup",
                                 description="Run a shared Spark driver's spark-submit and publish the class archive "
                                             "its JVM writes at exit (statekeeper.jvm_startup).")
     p.add_argument("--pending", type=Path, required=True, help="the file the JVM writes (-XX:ArchiveClassesAtExit)")

@@ -256,6 +256,7 @@ class Driver:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="spark_driver",
         description="Serve Statekeeper jobs from one Spark driver for a DAG run (started by the run's setup task; "
                     "statekeeper.warm_driver).")
