@@ -7,7 +7,7 @@ Public API (other parts of the test suite code against exactly this):
     SCENARIOS                       scenario names the generic per-scenario tests iterate over
     scenarios_for(version)          those a version supports (file_merging needs >= 1.20)
     DEDICATED_SCENARIOS             scenarios only their own tests use (odd_path, Flink 2.3+; forst, 2.0+;
-                                    changelog; rotated_job_id; incremental_inline)
+                                    changelog; rotated_job_id; incremental_inline; recovery_checkpoints, 2.3+)
     supports(version, scenario)     whether get_fixture(version, scenario) can generate it
     metadata_version_for(version)   `_metadata` version that Flink writes (4, 5, 6)
     get_fixture(version, scenario)  cached store (generated once per generator hash); READ-ONLY
@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness import clustered, placed
+from tests.harness import clustered, placed, recovering
 from tests.harness.oracle import named_paths, run_oracle
 from tests.harness import scenarios as _scenarios
 from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metadata_version_for
@@ -95,6 +95,8 @@ def get_fixture(version: str, scenario: str) -> Fixture:
     For a plan with a `store_dir` (odd_path) the root is that subdirectory of the cache entry."""
     if PLANS[scenario].store_dir:
         root, manifest = placed.cached_store(version, scenario)
+    elif PLANS[scenario].recovering:
+        root, manifest = recovering.cached_store(version, scenario)
     elif PLANS[scenario].clustered:
         root, manifest = clustered.cached_store(version, scenario)
     else:
@@ -110,6 +112,8 @@ def generate_store(version: str, scenario: str, dest: Path) -> Fixture:
     if store_dir:
         dest = dest / store_dir
         manifest = placed.generate(version, scenario, dest)
+    elif PLANS[scenario].recovering:
+        manifest = recovering.generate(version, scenario, dest)
     elif PLANS[scenario].clustered:
         manifest = clustered.generate(version, scenario, dest)
     else:

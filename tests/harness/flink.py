@@ -152,10 +152,10 @@ def _extract_jars(archive: Path, dest: Path) -> None:
 # form): a fix there must not invalidate every cached fixture. VerbatimGenerate writes stores, but
 # only those of plans with a `store_dir`, whose fingerprints cover its source
 # (scenarios.ScenarioPlan.fingerprint); likewise ClusterGenerate and ExtraOptions, only those of
-# `clustered` plans (clustered.py). RunJob runs a job for a test's own directory (running.py)
-# and never writes a fixture.
+# `clustered` plans (clustered.py), and RecoveryGenerate only those of `recovering` plans
+# (recovering.py). RunJob runs a job for a test's own directory (running.py) and never writes a fixture.
 _NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerifyMany.java", "VerbatimGenerate.java", "RunJob.java",
-                            "ClusterGenerate.java", "ExtraOptions.java"})
+                            "ClusterGenerate.java", "ExtraOptions.java", "RecoveryGenerate.java"})
 
 
 def java_sources_hash(generator_only: bool = False) -> str:

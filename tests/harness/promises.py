@@ -1,9 +1,11 @@
 """What a generated store must hold for the tests its scenario exists for, checked right after generation.
 
 Some cases depend on timing inside Flink: whether ForSt compacts after a failover decides whether the
-failed-over job's first databases hold files no checkpoint uses any more. A store generated without its case
-is generated again (tests/harness/clustered.py) instead of being cached, where it would fail its test on every
-later run. Not part of any fixture's fingerprint: a check decides whether a store is kept, never what it holds.
+failed-over job's first databases hold files no checkpoint uses any more; whether a restored job checkpoints
+before it has processed the data it restored depends on how fast it processes it. A store generated without its
+case is generated again (tests/harness/clustered.py, recovering.py) instead of being cached, where it would fail
+its test on every later run. Not part of any fixture's fingerprint: a check decides whether a store is kept,
+never what it holds.
 """
 from __future__ import annotations
 
@@ -37,5 +39,29 @@ def _local_path(uri: str) -> Path:
     return Path("/" + path.lstrip("/")).resolve()
 
 
+def _restored_job_checkpointed_during_recovery(version: str, manifest: dict) -> str | None:
+    """The recovery_checkpoints scenario exists for checkpoints a restored job completed while it still processed
+    the in-flight data it restored (FLIP-547), and for GC and DR acting on such checkpoints: every retained
+    checkpoint of the restored job must have been taken during its recovery (its newest is, then all are) and one
+    must have completed during it. Whether they were depends on how fast Flink processes the restored data; the
+    snapshots' own operator state says (recovering.py, RecoveryGenerate.java)."""
+    for job in manifest["jobs"]:
+        if not job["restored_from"]:
+            continue
+        recovery = job["recovery"]
+        if recovery["restored_in_flight_elements"] <= 0:
+            return f"job {job['name']} restored a snapshot with nothing in flight: {recovery}"
+        newest = recovery["retained_checkpoints"][-1]
+        if not newest["taken_during_recovery"]:
+            return (f"job {job['name']}'s newest checkpoint {newest['id']} was taken after its recovery (tally count "
+                    f"{newest['tally_count']} >= {recovery['restored_gate_next']} elements restored)")
+        if not recovery["completed_during_recovery"]:
+            return f"job {job['name']} completed no checkpoint during its recovery: {recovery}"
+    return None
+
+
 # scenario -> check of a freshly generated store: None, or what it lacks
-PROMISES: dict[str, Callable[[str, dict], str | None]] = {"forst": _forst_superseded_database_has_dead_files}
+PROMISES: dict[str, Callable[[str, dict], str | None]] = {
+    "forst": _forst_superseded_database_has_dead_files,
+    "recovery_checkpoints": _restored_job_checkpointed_during_recovery,
+}

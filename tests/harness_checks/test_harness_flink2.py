@@ -29,8 +29,9 @@ def local(path: str) -> Path:
 
 @pytest.mark.unit
 def test_new_plans_leave_every_other_fixture_hash_alone(tmp_path, monkeypatch):
-    """ClusterGenerate/ExtraOptions are in no other plan's hash: changing them changes only the clustered
-    plans' hashes (the cached stores of every other scenario stay valid)."""
+    """ClusterGenerate/ExtraOptions are in no other plan's hash: changing them changes only the hashes of the
+    clustered plans and of the recovering one, which runs them (the cached stores of every other scenario stay
+    valid)."""
     before = {(v, s): store.generator_hash(v, s) for v in harness.FLINK_VERSIONS for s in scenarios.scenarios_for(v)}
     copy = tmp_path / "java"
     shutil.copytree(harness_flink.JAVA_SOURCES, copy)
@@ -40,8 +41,8 @@ def test_new_plans_leave_every_other_fixture_hash_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(harness_flink, "JAVA_SOURCES", copy)
     after = {key: store.generator_hash(*key) for key in before}
     changed = {key for key in before if before[key] != after[key]}
-    assert changed == {key for key in before if scenarios.PLANS[key[1]].clustered}
-    assert {s for _, s in changed} == {"forst", "changelog"}
+    assert changed == {key for key in before if scenarios.PLANS[key[1]].clustered or scenarios.PLANS[key[1]].recovering}
+    assert {s for _, s in changed} == {"forst", "changelog"} | ({"recovery_checkpoints"} & {s for _, s in before})
 
 
 @pytest.mark.flink
