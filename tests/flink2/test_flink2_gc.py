@@ -12,7 +12,8 @@ B and B_legacy); everything else is seconds old, and the grace period is 1 s (so
    Changelog (DSTL) files only the expired checkpoints used go; A's files that B and B_legacy use stay.
 2. The report page lists A as idle with B and B_legacy as live users, and the ForSt databases' dead and
    left-alone bytes per job; `statekeeper explain --inactive-after 7d` says the same.
-3. GC `--inactive-after 1s` (every job declared inactive): now every unreferenced ForSt database file goes.
+3. GC `--inactive-after 1s --roots-complete` (every job declared inactive, and these roots every root any job
+   restores from): now every unreferenced ForSt database file goes.
 4. Every retained checkpoint of every job restores in real Flink (one JVM): the ForSt job after its failover
    and the ForSt job restored by CLAIM included, with the ForSt settings they ran with.
 """
@@ -112,7 +113,8 @@ def run(request, spark, flink_fixture, tmp_path_factory):
     explain_code, explain_out = _cli("explain", "--inactive-after", "7d", "--warehouse", p.warehouse.uri, "--json")
 
     p.refresh()
-    code2, gc2 = p.gc("--mode", "delete", "--inactive-after", "1s", *SHORT)
+    # every root of these stores is given: the newest databases are judged dead by inactivity only so
+    code2, gc2 = p.gc("--mode", "delete", "--inactive-after", "1s", "--roots-complete", *SHORT)
     after2 = listing(p.roots)
     return {"version": version, "fixtures": fixtures, "copies": copies, "p": p, "before": before, "kept": kept,
             "referenced": referenced, "newest": newest, "gc1": (code1, gc1), "after1": after1, "report": report,

@@ -77,6 +77,26 @@ def relocated(fixture: Any, target: Path) -> str:
     return relocate_store(fixture.root, str(target))
 
 
+def rewrite_keeping_mtime(metadata: Path, mapping: dict[str, str]) -> None:
+    """Rewrite the paths in `metadata`, keeping its mtime (GC compares data files' times with it)."""
+    before = metadata.stat()
+    from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
+
+    model = read_metadata(metadata, uri(metadata))
+    result = rewrite_prefixes(model, mapping)
+    metadata.write_bytes(to_bytes(result.model, inline_source=metadata))
+    os.utime(metadata, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def flink_times(fixture_root: Path, copy_root: Path) -> None:
+    """Give every file of a relocated copy the mtime Flink's run gave the original: the order in which the
+    job wrote its files and `_metadata` is what tells a claimed checkpoint's files from older ones."""
+    for path in copy_root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            original = (fixture_root / path.relative_to(copy_root)).stat()
+            os.utime(path, ns=(original.st_atime_ns, original.st_mtime_ns))
+
+
 def actions(warehouse: Warehouse, run_id: str) -> list[dict]:
     from deltalake import DeltaTable
 

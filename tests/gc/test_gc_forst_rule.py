@@ -4,7 +4,7 @@ small hand-made tables (the real-Flink proof is tests/flink2/test_flink2_gc.py).
 Every case is a case the rule must decide without knowing whether Flink still runs the job: a job that
 wrote anything within the grace period keeps every database live (a job resubmitted under its job id
 counts attempts from 0 again and reuses the directories); a quiet job's superseded attempts are dead; its
-newest attempt only when the job is declared inactive (--inactive-after).
+newest attempt only when the job is declared inactive (--inactive-after) and the roots complete.
 """
 from __future__ import annotations
 
@@ -62,10 +62,10 @@ def tables(spark):
             spark.createDataFrame([], REFERENCES))
 
 
-def _verdicts(tables, inactive_cutoff):
+def _verdicts(tables, inactive_cutoff, roots_complete=True):
     files, snapshots, _ = tables
     active = plan.active_jobs(files, GRACE)
-    rows = forst.database_verdicts(files, snapshots, active, inactive_cutoff).collect()
+    rows = forst.database_verdicts(files, snapshots, active, inactive_cutoff, roots_complete).collect()
     return {(r["job_dir"], r["operator"], r["attempt"]): r["verdict"] for r in rows}
 
 
@@ -89,6 +89,25 @@ def test_the_inactivity_rule_kills_the_newest_attempts_of_quiet_jobs_only(tables
     # inactive after 10 days: only GONE
     assert {k for k, v in _verdicts(tables, NOW - timedelta(days=10)).items()
             if v == DatabaseVerdict.JOB_INACTIVE} == {(GONE, OP1, 0)}
+
+
+def test_without_the_roots_declared_complete_inactivity_kills_no_newest_attempt(tables):
+    # A job in a root the run was not given may have been restored in CLAIM mode from the newest checkpoint of a
+    # quiet job, and read its newest attempt's database still (issue 73): only superseded attempts are dead.
+    assert _verdicts(tables, NOW - timedelta(days=2), roots_complete=False) == {
+        (QUIET, OP1, 0): DatabaseVerdict.SUPERSEDED, (QUIET, OP1, 1): DatabaseVerdict.HELD_BACK,
+        (QUIET, OP2, 0): DatabaseVerdict.HELD_BACK,
+        (BUSY, OP1, 0): DatabaseVerdict.LIVE, (BUSY, OP1, 1): DatabaseVerdict.LIVE,
+        (GONE, OP1, 0): DatabaseVerdict.HELD_BACK,
+    }
+    files, snapshots, references = tables
+    verdicts = forst.database_verdicts(files, snapshots, plan.active_jobs(files, GRACE), NOW - timedelta(days=2))
+    assert forst.dead_database_files(files, verdicts).collect() == [
+        (f"file:///r/{QUIET}/shared/op_{OP1}_attempt_0/db/old-0",)]
+    held = forst.held_back_files(files, references.select("file_uri"), verdicts).collect()
+    # the held-back databases' unreferenced files, named with the claimable tails (none is referenced here)
+    assert sorted((r["job"], r["verdict"]) for r in held) == sorted([(QUIET, "held_back"), (QUIET, "held_back"),
+                                                                     (GONE, "held_back")])
 
 
 def test_the_sweep_plans_dead_database_files_and_quiet_changelog_files_only(tables):
@@ -130,7 +149,8 @@ def test_in_a_root_that_is_the_jobs_own_directory_the_databases_are_judged_by_th
         flat("chk-7/_metadata", FileKind.CHECKPOINT_METADATA, RECENT)], FILES)
     snapshots = spark.createDataFrame([("file:///f/chk-7/_metadata", "f", "chk-7", "checkpoint",
                                         RECENT.replace(tzinfo=None))], SNAPSHOTS)
-    verdicts = forst.database_verdicts(files, snapshots, plan.active_jobs(files, GRACE), NOW - timedelta(days=2))
+    verdicts = forst.database_verdicts(files, snapshots, plan.active_jobs(files, GRACE), NOW - timedelta(days=2),
+                                       roots_complete=True)
     assert {(r["attempt"], r["verdict"]) for r in verdicts.collect()} == {(0, DatabaseVerdict.LIVE),
                                                                         (1, DatabaseVerdict.LIVE)}
     assert plan.ownerless_dirs(files, snapshots, plan.OwnerlessRule()).collect() == []

@@ -23,20 +23,14 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
 from statekeeper.tables import Warehouse
 from tests.chains.support import oracle_references
-from tests.gc.support import SHORT, Pipeline, actions, listing, local, relocated, runs, uri
+from tests.gc.support import (SHORT, Pipeline, actions, flink_times, listing, local, relocated,
+                              rewrite_keeping_mtime, runs, uri)
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
-
-
-def _rewrite(metadata: Path, mapping: dict[str, str]) -> None:
-    model = read_metadata(metadata, uri(metadata))
-    result = rewrite_prefixes(model, mapping)
-    metadata.write_bytes(to_bytes(result.model, inline_source=metadata))
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +43,7 @@ def split(flink_fixture, tmp_path_factory) -> dict:
     a_new.parent.mkdir(parents=True)
     shutil.move(a_old, a_new)
     for metadata in sorted(store.rglob("_metadata")):
-        _rewrite(metadata, {uri(a_old): uri(a_new)})
+        rewrite_keeping_mtime(metadata, {uri(a_old): uri(a_new)})
     # Flink's default num-retained 1 subsumes A's chk-2 and chk-3; B (CLAIM) deletes the restored chk-4.
     for chk in sorted(a_new.glob("chk-*")):
         shutil.rmtree(chk)
@@ -138,12 +132,78 @@ def _warehouse(split: dict, name: str) -> Warehouse:
     return Warehouse(str(split["base"] / f"warehouse-{name}"))
 
 
-def test_every_jobs_newest_checkpoint_restores_after_both_gcs(split, over_one_root, over_every_root):
+# -- the twin: the old job still retains older checkpoints (issue 73) --------------------------------------
+#
+# The same hand-over, but A ran with `num-retained` above 1: B's CLAIM deleted only the restored chk-4, A's
+# chk-2 and chk-3 remain, so A's directory has snapshots and is not ownerless. The files only chk-4 named
+# (B, B_legacy and C read them) are unreferenced under deployA; GC over deployA alone, with a retention
+# policy people set (--inactive-after), used to delete them. They were written after A's newest retained
+# `_metadata` (chk-3's) and no failed checkpoint explains them: A's tail, held back and named.
+
+
+@pytest.fixture(scope="module")
+def twin(flink_fixture, spark, tmp_path_factory) -> dict:
+    fx = flink_fixture(VERSION, "chain_claim")
+    base = tmp_path_factory.mktemp("gc-twin")
+    store = local(relocated(fx, base / "deployB"))
+    flink_times(fx.root, store)
+    a_id = fx.job("A")["job_id"]
+    a_old, a_new = store / "checkpoints" / a_id, base / "deployA" / "checkpoints" / a_id
+    a_new.parent.mkdir(parents=True)
+    shutil.move(a_old, a_new)
+    for metadata in sorted(store.rglob("_metadata")) + sorted(a_new.rglob("_metadata")):
+        rewrite_keeping_mtime(metadata, {uri(a_old): uri(a_new)})
+    claimed = a_new / Path(fx.job("B")["restored_from"]).name
+    assert claimed.is_dir() and sorted(a_new.glob("chk-*"))[:-1], "A retains no older checkpoint: the twin needs it"
+    shutil.rmtree(claimed)                       # B subsumed the checkpoint it claimed: Flink deleted it
+    roots_a = [uri(base / "deployA" / "checkpoints")]
+    a_metadata = sorted(a_new.rglob("_metadata"))
+    metadata = sorted(store.rglob("_metadata")) + a_metadata
+    readings = oracle_references(VERSION, metadata)
+    referenced = {f for files in readings.values() for f in files}
+    by_a = {f for m in a_metadata for f in readings[uri(m)]}
+    a_files = {u for u in listing(roots_a) if u.startswith(uri(a_new) + "/")}
+    only_claimed = (a_files & referenced) - by_a
+    assert only_claimed, "no file of A is used by the other root's jobs alone: the twin no longer fits this test"
+    p = Pipeline(spark, Warehouse(str(base / "warehouse")), roots_a, base)
+    p.refresh()
+    before = listing(roots_a)
+    code, result = p.gc("--mode", "delete", "--inactive-after", "1s", *SHORT, name="twin")
+    return {"fx": fx, "store": store, "a_dir": a_new, "only_claimed": only_claimed, "by_a": by_a,
+            "before": before, "after": listing(roots_a), "code": code, "result": result, "pipeline": p}
+
+
+def test_twin_gc_over_the_old_root_keeps_what_only_the_claimed_checkpoint_named(twin):
+    assert twin["code"] == 0, twin["result"]
+    gone = set(twin["before"]) - set(twin["after"])
+    assert not gone & twin["only_claimed"], sorted(gone & twin["only_claimed"])[:5]
+    assert not gone & twin["by_a"], sorted(gone & twin["by_a"])[:5]
+
+
+def test_twin_the_held_back_tail_is_named_in_the_result_and_gc_runs(twin):
+    result, a_dir = twin["result"], twin["a_dir"].name
+    [tail] = [t for t in result["claimable"] if t["job_dir"] == a_dir]
+    assert tail["verdict"] == "held_back" and tail["files"] >= len(twin["only_claimed"]), tail
+    assert tail["bytes"] >= sum(twin["before"][u] for u in twin["only_claimed"]), tail
+    assert not result["ownerless"], result["ownerless"]            # A has snapshots: not ownerless
+    newest = _newest_row(twin["pipeline"], result)
+    assert [(t["job_dir"], t["verdict"]) for t in newest["claimable"]] == [(a_dir, "held_back")], newest
+    planned = {r["uri"] for r in actions(twin["pipeline"].warehouse, result["run_id"])}
+    assert not planned & twin["only_claimed"], sorted(planned & twin["only_claimed"])[:5]
+
+
+def test_every_jobs_newest_checkpoint_restores_after_both_gcs(split, over_one_root, over_every_root, twin):
     fx, store = split["fx"], split["store"]
     cases = []
     for name in ("B", "B_legacy", "C"):
         newest = max((store / "checkpoints" / fx.job(name)["job_id"]).glob("chk-*"), key=lambda d: int(d.name[4:]))
         cases.append((newest, "chain_claim", name))
+    # the twin: B, B_legacy and C read A's held-back tail; A's newest retained checkpoint still restores too
+    for name in ("B", "B_legacy", "C"):
+        newest = max((twin["store"] / "checkpoints" / fx.job(name)["job_id"]).glob("chk-*"),
+                     key=lambda d: int(d.name[4:]))
+        cases.append((newest, "chain_claim", name))
+    cases.append((max(twin["a_dir"].glob("chk-*"), key=lambda d: int(d.name[4:])), "chain_claim", "A"))
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(case[0]), r.output[-2000:]) for case, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed

@@ -63,6 +63,21 @@ def test_ownerless_directories_of_the_newest_gc_run_are_listed():
     assert "Ownerless job directories" not in render(data)
 
 
+def test_claimable_tails_of_the_newest_gc_run_are_listed():
+    from dataclasses import replace
+
+    from statekeeper.jobs.gc_runs import ClaimableTail
+    from statekeeper.tables.vocabulary import OwnerlessVerdict
+
+    data = synthetic_report(jobs=20, snapshots_per_job=3)
+    held = ClaimableTail("file:///r", "b" * 32, 12, 5 * 2**20, OwnerlessVerdict.HELD_BACK)
+    page = render(replace(data, gc=replace(data.gc, claimable=(held,))))
+    row = re.search(r'<tr data-claimable-dir="b{32}" data-verdict="held_back">.*?</tr>', page, re.S)
+    assert row and 'data-count="12"' in row.group(0) and f'data-bytes="{5 * 2**20}"' in row.group(0)
+    assert "Claimable tails" in page and "held back" in row.group(0)
+    assert "Claimable tails" not in render(data)
+
+
 def test_rpo_ages_and_lag_lines_read_as_people_read_them():
     from statekeeper.report.charts import age, lag_spark
 

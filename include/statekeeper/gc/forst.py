@@ -17,7 +17,12 @@ is running: a live database flushes and every checkpoint writes a `_metadata`) A
 * `superseded`: a newer attempt of the same operator subtask has a database beside it (the task was
   restarted; the old attempt's database is never opened again: a restart opens `attempt_<n+1>`);
 * `job_inactive`: the job is inactive by the GC's inactivity rule (`--inactive-after`: its newest
-  checkpoint is older than that; a job directory without any checkpoint by its newest object).
+  checkpoint is older than that; a job directory without any checkpoint by its newest object), and the run
+  declares its roots complete (`--roots-complete`). Without that declaration a job in a root the run was
+  not given may have been restored in CLAIM mode from this job's newest checkpoint and read the newest
+  attempt's database still: Flink deleted the claimed checkpoint, older ones remain, so nothing here says
+  so (the split-root ForSt hand-over of tests/flink2/test_flink2_split_roots.py). Such a database is
+  `held_back`: not judged, and its unreferenced files are named with the job's claimable tail.
 
 Anything else is `live`: its unreferenced files are left alone and reported with their bytes. A database
 of a job that wrote anything within the grace period is `live` whatever its attempt: a job resubmitted
@@ -34,6 +39,8 @@ from statekeeper.layout.spark_locate import job_of
 from statekeeper.tables.vocabulary import DatabaseVerdict, FileKind, SnapshotType
 
 DATABASE_COLUMNS = ("root_id", "job_dir", "database", "operator", "attempt")
+# Verdicts of databases that can no longer be written: their unreferenced files are the sweep's.
+DEAD = (DatabaseVerdict.SUPERSEDED.value, DatabaseVerdict.JOB_INACTIVE.value)
 
 
 def database_files(files: Any, *, named_only: bool = True) -> Any:
@@ -63,11 +70,13 @@ def job_last_checkpoint(files: Any, snapshots: Any) -> Any:
             .select("root_id", "job", F.coalesce("checkpoint", "object").alias("last_written")))
 
 
-def database_verdicts(files: Any, snapshots: Any, active: Any, inactive_cutoff: datetime | None) -> Any:
+def database_verdicts(files: Any, snapshots: Any, active: Any, inactive_cutoff: datetime | None,
+                      roots_complete: bool = False) -> Any:
     """(DATABASE_COLUMNS, verdict) of every ForSt database under the roots (DatabaseVerdict).
 
     `active`: (root_id, job) of the job directories holding an object younger than the grace period
-    (`statekeeper.gc.plan.active_jobs`); `inactive_cutoff`: now - `--inactive-after`, or None. A database's
+    (`statekeeper.gc.plan.active_jobs`); `inactive_cutoff`: now - `--inactive-after`, or None; `job_inactive`
+    only with `roots_complete` (the run declared its roots every root any job may restore from). A database's
     job is its job directory's (`job_of`): in a root that is a job's own directory, the activity and the
     checkpoints of the whole root, not of its shared/ alone."""
     from pyspark.sql import Window
@@ -85,17 +94,31 @@ def database_verdicts(files: Any, snapshots: Any, active: Any, inactive_cutoff: 
         inactive = F.coalesce(F.col("last_written") < F.lit(inactive_cutoff), F.lit(False))
     verdict = (F.when(is_quiet & (F.col("attempt") < F.col("newest_attempt")),
                       F.lit(DatabaseVerdict.SUPERSEDED.value))
-               .when(is_quiet & inactive, F.lit(DatabaseVerdict.JOB_INACTIVE.value))
+               .when(is_quiet & inactive, F.lit((DatabaseVerdict.JOB_INACTIVE if roots_complete
+                                                 else DatabaseVerdict.HELD_BACK).value))
                .otherwise(F.lit(DatabaseVerdict.LIVE.value)))
     return dbs.select(*DATABASE_COLUMNS, verdict.alias("verdict"))
 
 
 def dead_database_files(files: Any, verdicts: Any) -> Any:
-    """(uri) of every file of a database that can no longer be written (verdict not `live`)."""
+    """(uri) of every file of a database that can no longer be written (verdict in DEAD)."""
     from pyspark.sql import functions as F
 
-    dead = verdicts.where(F.col("verdict") != DatabaseVerdict.LIVE.value).select(*DATABASE_COLUMNS)
+    dead = verdicts.where(F.col("verdict").isin(*DEAD)).select(*DATABASE_COLUMNS)
     return database_files(files).join(dead, list(DATABASE_COLUMNS), "left_semi").select("uri")
+
+
+def held_back_files(files: Any, live: Any, verdicts: Any) -> Any:
+    """(root, root_id, job, size, verdict) of every unreferenced file of a `held_back` database: what an inactive
+    job's newest databases would give up if the roots were declared complete (named with the claimable tails).
+    `live`: (file_uri) of every file that stays referenced."""
+    from pyspark.sql import functions as F
+
+    held = verdicts.where(F.col("verdict") == DatabaseVerdict.HELD_BACK.value).select(*DATABASE_COLUMNS)
+    return (database_files(files).join(held, list(DATABASE_COLUMNS), "left_semi")
+            .join(live.select(F.col("file_uri").alias("uri")), "uri", "left_anti")
+            .select("root", "root_id", job_of("job_dir").alias("job"), "size",
+                    F.lit(DatabaseVerdict.HELD_BACK.value).alias("verdict")))
 
 
 def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
@@ -111,7 +134,7 @@ def per_job(files: Any, live: Any, verdicts: Any, planned: Any) -> Any:
             .join(planned.select("uri").withColumn("reclaimed", F.lit(True)), "uri", "left"))
     referenced = F.coalesce(F.col("referenced"), F.lit(False))
     reclaimed = F.coalesce(F.col("reclaimed"), F.lit(False))
-    dead = F.coalesce(F.col("verdict"), F.lit(DatabaseVerdict.LIVE.value)) != DatabaseVerdict.LIVE.value
+    dead = F.coalesce(F.col("verdict"), F.lit(DatabaseVerdict.LIVE.value)).isin(*DEAD)
     unjudged = ~referenced & ~reclaimed
 
     def count_if(cond: Any) -> Any:

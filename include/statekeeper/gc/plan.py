@@ -36,6 +36,17 @@ planned unless the run is told its roots are every root any job may restore from
 (`OwnerlessRule.roots_complete`) or the directory's newest object is older than
 `OwnerlessRule.older_than_cutoff`. Each such directory is reported with what it holds back. A
 directory with a snapshot is judged as before: a job's own expired snapshots do not make it ownerless.
+
+**Claimable tails.** The ownerless rule cannot see the same hand-over when the old job still retains *older*
+checkpoints (`num-retained` above 1): its directory has snapshots, but the files only the claimed (and since
+deleted) newest checkpoint used are referenced from the other root alone. What marks them: they were written
+after the old job's newest retained `_metadata`. So a job's *tail* (its unreferenced files of a kind a
+claimed checkpoint may use, `CLAIMABLE_KINDS`, newer than its newest retained checkpoint's `_metadata`) is
+held back like an ownerless directory unless the run declares its roots complete, or a failed checkpoint
+explains it: the job has a `chk-N/` without `_metadata` whose id is the next after its newest retained
+checkpoint, so no checkpoint completed (and could be claimed) between them. ForSt databases go by the same
+rule, and in addition the newest attempt's database of a job is judged dead by inactivity
+(`--inactive-after`) only when the roots are declared complete (`statekeeper.gc.forst`).
 """
 from __future__ import annotations
 
@@ -45,7 +56,7 @@ from typing import Any
 
 from statekeeper.layout.spark_locate import job_of
 from statekeeper.tables.catalog import GC_ACTIONS
-from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason, OwnerlessVerdict
+from statekeeper.tables.vocabulary import FileKind, GcOutcome, GcReason, OwnerlessVerdict, SnapshotType
 
 # Kinds a sweep may delete anywhere once unreferenced and old enough.
 SWEPT_KINDS = (FileKind.EXCLUSIVE, FileKind.INPROGRESS_METADATA, FileKind.SHARED)
@@ -64,6 +75,12 @@ NEVER_KINDS = (FileKind.UNKNOWN,)
 # job restores from), not unknown objects (never judged anyway).
 DATA_KINDS = (FileKind.EXCLUSIVE, FileKind.SHARED, FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED,
               FileKind.SAVEPOINT_DATA, FileKind.CHANGELOG, FileKind.FORST_WORKING)
+# What a checkpoint claimed by a job in another root may keep using after the old job lost that checkpoint's
+# `_metadata` (CLAIM: Flink deletes the restored chk-N/ once the new job subsumes it). Not `exclusive` or
+# in-progress `_metadata` (they went with the claimed chk-N/), not savepoint data (a savepoint directory that
+# lost its `_metadata` has no snapshot at all: ownerless).
+CLAIMABLE_KINDS = (FileKind.SHARED, FileKind.TASK_OWNED, FileKind.FILE_MERGING_MANAGED, FileKind.CHANGELOG,
+                   FileKind.FORST_WORKING)
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,43 @@ def ownerless_dirs(files: Any, snapshots: Any, rule: OwnerlessRule) -> Any:
     return dirs.select(*JOB_KEY, verdict.alias("verdict"))
 
 
+def claimable_tails(files: Any, snapshots: Any, roots_complete: bool) -> Any:
+    """(JOB_KEY, newest_checkpoint, verdict) of every job whose tail a claimed checkpoint may use: a job with a
+    checkpoint at the cut and no failed checkpoint right after its newest (see the module's "Claimable tails").
+    `newest_checkpoint` is that checkpoint's `_metadata` mtime; `verdict` (OwnerlessVerdict) says whether the
+    tail's files may be planned (`roots_complete`) or are held back. One row per job: small enough to broadcast."""
+    from pyspark.sql import functions as F
+
+    newest = (with_job(snapshots).where(F.col("snapshot_type") == SnapshotType.CHECKPOINT.value)
+              .groupBy(*JOB_KEY).agg(F.max("metadata_mtime").alias("newest_checkpoint"),
+                                     F.max("checkpoint_id").alias("newest_id")))
+    # A chk-N/ holding files and no `_metadata`: a checkpoint that failed (or a crash cut short).
+    failed = (with_job(files).where(F.col("checkpoint_id").isNotNull())
+              .groupBy(*JOB_KEY, "checkpoint_id")
+              .agg(F.max(F.col("kind") == FileKind.CHECKPOINT_METADATA.value).alias("has_metadata"))
+              .where(~F.col("has_metadata")).select(*JOB_KEY, F.col("checkpoint_id").alias("failed_id")))
+    explained = (newest.join(failed, list(JOB_KEY)).where(F.col("failed_id") == F.col("newest_id") + 1)
+                 .select(*JOB_KEY).distinct())
+    verdict = OwnerlessVerdict.ROOTS_COMPLETE if roots_complete else OwnerlessVerdict.HELD_BACK
+    return (newest.join(explained, list(JOB_KEY), "left_anti")
+            .select(*JOB_KEY, "newest_checkpoint", F.lit(verdict.value).alias("verdict")))
+
+
+def in_tail() -> Any:
+    """Whether a row (with `kind`, `mtime`, and `newest_checkpoint` from `claimable_tails`) is a tail file."""
+    from pyspark.sql import functions as F
+
+    return (F.col("kind").isin(_values(CLAIMABLE_KINDS)) & F.col("newest_checkpoint").isNotNull()
+            & (F.col("mtime") > F.col("newest_checkpoint")))
+
+
+def tail_rows(swept: Any, tails: Any) -> Any:
+    """The rows of `swept` in a claimable tail, with their `job` and the tail's `verdict`."""
+    from pyspark.sql import functions as F
+
+    return with_job(swept).join(F.broadcast(tails), list(JOB_KEY), "inner").where(in_tail())
+
+
 def held_back(swept: Any, ownerless: Any) -> Any:
     """The rows of `swept` (`sweep_all`) in ownerless directories, with the directory's `job` and `verdict`."""
     from pyspark.sql import functions as F
@@ -142,14 +196,20 @@ def held_back(swept: Any, ownerless: Any) -> Any:
     return with_job(swept).join(F.broadcast(ownerless), list(JOB_KEY), "inner")
 
 
-def withhold(swept: Any, ownerless: Any) -> Any:
-    """`swept` without the files of every ownerless directory the rule holds back."""
+def withhold(swept: Any, ownerless: Any, tails: Any | None = None) -> Any:
+    """`swept` without the files of every ownerless directory and every claimable tail the rules hold back."""
     from pyspark.sql import functions as F
 
     held = ownerless.where(F.col("verdict") == OwnerlessVerdict.HELD_BACK.value).select(*JOB_KEY)
     # Broadcast: a row per job directory. Shuffled, every planned file went by its job directory into one task
     # per directory before the write (at 1M objects 826k rows, most of them in one task).
-    return with_job(swept).join(F.broadcast(held), list(JOB_KEY), "left_anti").select(*GC_ACTIONS.schema.names)
+    out = with_job(swept).join(F.broadcast(held), list(JOB_KEY), "left_anti")
+    if tails is not None:
+        held_tails = (tails.where(F.col("verdict") == OwnerlessVerdict.HELD_BACK.value)
+                      .select(*JOB_KEY, "newest_checkpoint"))
+        out = (out.join(F.broadcast(held_tails), list(JOB_KEY), "left")
+               .where(~F.coalesce(in_tail(), F.lit(False))))
+    return out.select(*GC_ACTIONS.schema.names)
 
 
 def sweep_all(inputs: SweepInputs, expired: Any, *, run_id: str, grace_cutoff: datetime,

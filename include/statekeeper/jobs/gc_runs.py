@@ -1,4 +1,4 @@
-"""The per-directory records of a GC run (`gc_runs.ownerless`, `gc_runs.forst`): written by the GC job,
+"""The per-directory records of a GC run (`gc_runs.ownerless`, `gc_runs.claimable`, `gc_runs.forst`): written by the GC job,
 read back by it and by the report. One definition here, so the column and its two readers cannot drift
 (the job packages import no other job package)."""
 from __future__ import annotations
@@ -30,6 +30,13 @@ class OwnerlessDir:
         """One element of `gc_runs.ownerless` as stored."""
         return cls(row["root"], row["job_dir"], int(row["files"]), int(row["bytes"] or 0),
                    OwnerlessVerdict(row["verdict"]))
+
+
+@dataclass(frozen=True)
+class ClaimableTail(OwnerlessDir):
+    """A job's tail (statekeeper.gc.plan, "Claimable tails"): its unreferenced files written after its newest
+    retained checkpoint that no failed checkpoint explains, and whether they were held back. A job in a root
+    the run was not given may have restored (CLAIM) from a newer checkpoint of this job that is gone now."""
 
 
 @dataclass(frozen=True)

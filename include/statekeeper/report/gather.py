@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
+from statekeeper.jobs.gc_runs import ClaimableTail, ForstJob, OwnerlessDir
 from statekeeper.report.model import (
     CompactionSummary,
     DrCopyRef,
@@ -329,9 +329,10 @@ class Gatherer:
                          run["finished_at"], run["planned"], run["planned_bytes"], run["deleted"],
                          run["deleted_bytes"], run["already_gone"], run["changed_skipped"], run["failed"],
                          tuple(run["blocked"] or ()), outcomes,
-                         # both absent in rows older than their columns
+                         # absent in rows older than their columns
                          tuple(OwnerlessDir.from_row(d) for d in run.get("ownerless") or ()),
-                         tuple(ForstJob(**d) for d in run.get("forst") or ()))
+                         tuple(ForstJob(**d) for d in run.get("forst") or ()),
+                         tuple(ClaimableTail.from_row(d) for d in run.get("claimable") or ()))
 
     def compaction(self) -> CompactionSummary | None:
         run = self.reader.newest("compaction_runs")

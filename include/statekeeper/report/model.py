@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
+from statekeeper.jobs.gc_runs import ClaimableTail, ForstJob, OwnerlessDir
 from statekeeper.jobs.idle import IdleJobDir
 
 
@@ -165,6 +165,7 @@ class GcSummary:
     outcomes: tuple[OutcomeCount, ...]
     ownerless: tuple[OwnerlessDir, ...] = ()
     forst: tuple[ForstJob, ...] = ()
+    claimable: tuple[ClaimableTail, ...] = ()
 
 
 @dataclass(frozen=True)

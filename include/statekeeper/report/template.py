@@ -128,6 +128,12 @@ PAGE = r"""<!DOCTYPE html>
 {% for o in d.gc.ownerless %}<tr data-ownerless-dir="{{ o.job_dir }}" data-verdict="{{ o.verdict }}"><td>{{ o.root }}/{{ o.job_dir }}</td>
  <td class="n" data-count="{{ o.files }}" title="{{ src('gc_runs', 'ownerless[job_dir = \'' ~ o.job_dir ~ '\'].files of run ' ~ d.gc.run_id) }}">{{ o.files | num }}</td>
  <td class="n" data-bytes="{{ o.bytes }}">{{ o.bytes | size }}</td><td>{{ o.verdict | replace('_', ' ') }}</td></tr>{% endfor %}</table>{% endif %}
+{% if d.gc.claimable %}<h3 id="gc-claimable-heading">Claimable tails</h3>
+<div class="src">From <code>gc_runs.claimable</code> (newest row of run <code>{{ d.gc.run_id }}</code>): per job its unreferenced files written after its newest retained checkpoint that no failed checkpoint explains (and the unreferenced files of an inactive job's newest ForSt databases). A job in a root the run was not given may have been restored in CLAIM mode from a newer checkpoint of this job that Flink has deleted since, and still read them; held-back files are not deleted unless the run is told its roots are complete (docs/gc.md, "Claimable tails").</div>
+<table id="gc-claimable"><tr><th>directory</th><th>unreferenced files</th><th>bytes</th><th>verdict</th></tr>
+{% for o in d.gc.claimable %}<tr data-claimable-dir="{{ o.job_dir }}" data-verdict="{{ o.verdict }}"><td>{{ o.root }}/{{ o.job_dir }}</td>
+ <td class="n" data-count="{{ o.files }}" title="{{ src('gc_runs', 'claimable[job_dir = \'' ~ o.job_dir ~ '\'].files of run ' ~ d.gc.run_id) }}">{{ o.files | num }}</td>
+ <td class="n" data-bytes="{{ o.bytes }}">{{ o.bytes | size }}</td><td>{{ o.verdict | replace('_', ' ') }}</td></tr>{% endfor %}</table>{% endif %}
 {% if d.gc.forst %}<h3 id="gc-forst-heading">ForSt databases in checkpoint storage</h3>
 <div class="src">From <code>gc_runs.forst</code> (newest row of run <code>{{ d.gc.run_id }}</code>): per job directory its ForSt databases (<code>shared/op_*_attempt_*/</code>), how many can no longer be written (the job wrote nothing for the grace period, and a newer attempt of the subtask exists or the job is inactive by <code>--inactive-after</code>), the unreferenced bytes of those (dead databases: reclaimed, reason <code>dead_database</code>) and of the others (left alone as possibly live) (docs/flink2.md, "ForSt databases").</div>
 <table id="gc-forst"><tr><th>directory</th><th>databases</th><th>dead</th><th>stored</th><th>dead-database bytes</th><th>left alone</th></tr>
