@@ -294,14 +294,21 @@ def _stop(spark: Any) -> None:
 
 
 def _fit_local_jvm(builder: Any) -> Any:
-    """This process is about to start the driver JVM itself: give it the heap the DAG's local tasks get
-    (Spark's 1 GiB default holds neither a large store's kept frames nor its joins), and map the
-    class-data-sharing archive those tasks write, a third off a short job's start-up (statekeeper.jvm_startup)."""
-    from statekeeper.jvm_startup import mapped_archive_option, self_started_heap_conf, with_java_options
+    """This process is about to start the driver JVM itself: keep it on loopback with the UI's kill links off, as
+    the DAG's local tasks are; give it the heap they get (Spark's 1 GiB default holds neither a large store's kept
+    frames nor its joins), and map the class-data-sharing archive they write, a third off a short job's start-up
+    (statekeeper.jvm_startup)."""
+    import os
+
+    from statekeeper.jvm_startup import (mapped_archive_option, self_started_heap_conf, self_started_network,
+                                         with_java_options)
 
     conf = dict(getattr(builder, "_options", {}))
-    for key, value in self_started_heap_conf(conf).items():
+    network = self_started_network(conf)
+    for key, value in {**network.conf, **self_started_heap_conf(conf)}.items():
         builder = builder.config(key, value)
+    # PySpark's launcher starts the JVM with a copy of this process's environment.
+    os.environ.update(network.env)
     option = mapped_archive_option(conf)
     return builder.config("spark.driver.extraJavaOptions", with_java_options(conf, option)) if option else builder
 

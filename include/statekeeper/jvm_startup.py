@@ -39,6 +39,12 @@ run took 39 s (35 s with 2 GiB, 30 s with 3 GiB, 25 s with 6 GiB). `local_driver
 local driver a quarter of the machine's memory (or of its cgroup's limit), between 1 and 8 GiB: a
 maximum, not a reservation. Its memory pages stay at the 16 MiB Spark chose for a 1 GiB heap on 2
 cores (`LOCAL_PAGE_SIZE`).
+
+A local driver needs no connection from another host, and by default Spark gives it one from anywhere: its RPC
+server and block manager on the machine's external address (unauthenticated), its UI on every interface with links
+that kill stages. `local_network` keeps them on loopback with the kill links off, for the DAG's local tasks and
+(`self_started_network`) for a job started as `python spark_jobs/<job>.py --master local[N]`, each part unless the
+run or its deployment chose it.
 """
 from __future__ import annotations
 
@@ -359,9 +365,10 @@ def _chooses_sharing(java: str) -> bool:
     return "SharedArchiveFile" in java or "ArchiveClassesAtExit" in java or "-Xshare" in java
 
 
-def _non_empty_conf_dir(environ: Mapping[str, str]) -> str | None:
-    """The first configuration directory on the driver's class path that holds anything, if any."""
-    for name in _CONF_DIR_VARIABLES:
+def _non_empty_conf_dir(environ: Mapping[str, str], names: Sequence[str] = _CONF_DIR_VARIABLES) -> str | None:
+    """The first configuration directory (of the variables `names`; default: those on the driver's class path) that
+    holds anything, if any."""
+    for name in names:
         value = environ.get(name)
         if value:
             try:
@@ -418,6 +425,56 @@ def self_started_heap_conf(conf: Mapping[str, str], environ: Mapping[str, str] |
     if "driver-memory" in submit_args or DRIVER_MEMORY in submit_args or _non_empty_conf_dir(environ):
         return {}
     return local_heap_conf(conf, environ, memory=memory)
+
+
+LOOPBACK = "127.0.0.1"
+DRIVER_ADDRESS_KEYS = ("spark.driver.bindAddress", "spark.driver.host")
+KILL_ENABLED = "spark.ui.killEnabled"
+# Spark's UI binds to $SPARK_LOCAL_IP, else to every interface: it has no setting of its own for its host. The
+# variable is also the driver's address where spark.driver.host is not set, and so is SPARK_LOCAL_HOSTNAME.
+UI_ADDRESS_VARIABLE = "SPARK_LOCAL_IP"
+_ADDRESS_VARIABLES = (UI_ADDRESS_VARIABLE, "SPARK_LOCAL_HOSTNAME")
+
+
+@dataclass(frozen=True)
+class LocalNetwork:
+    """What a driver on a local master adds to stay on loopback: Spark settings, and variables for the environment
+    its JVM starts with."""
+
+    conf: dict[str, str]
+    env: dict[str, str]
+
+
+def local_network(conf: Mapping[str, str], environ: Mapping[str, str] | None = None, *,
+                  deployment: Mapping[str, str] | None = None) -> LocalNetwork:
+    """The driver's RPC server and block manager (spark.driver.bindAddress and host) and its UI (SPARK_LOCAL_IP) on
+    127.0.0.1, the UI's kill links off: each unless its run (`conf`), its deployment (`deployment`: a properties
+    file or spark-defaults.conf) or its environment (`environ`: SPARK_LOCAL_IP, SPARK_LOCAL_HOSTNAME, which Spark
+    reads for the driver's address too) chose it. The two address settings go together: a host chosen with
+    another address to bind would not be reached."""
+    environ = os.environ if environ is None else environ
+    chosen = {**(deployment or {}), **conf}
+    out: dict[str, str] = {}
+    if not any(k in chosen for k in DRIVER_ADDRESS_KEYS) and not any(environ.get(v) for v in _ADDRESS_VARIABLES):
+        out.update(dict.fromkeys(DRIVER_ADDRESS_KEYS, LOOPBACK))
+    if KILL_ENABLED not in chosen:
+        out[KILL_ENABLED] = "false"
+    env = {} if environ.get(UI_ADDRESS_VARIABLE) else {UI_ADDRESS_VARIABLE: LOOPBACK}
+    return LocalNetwork(out, env)
+
+
+def self_started_network(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> LocalNetwork:
+    """`local_network` for a driver JVM a Python process starts itself (`python spark_jobs/<job>.py --master
+    local[N]`), whose launcher also reads PYSPARK_SUBMIT_ARGS and Spark's configuration directory: a setting either
+    may make is left to them (spark-defaults.conf may set the keys, spark-env.sh the variables). Only Spark's own
+    directory counts, not Hadoop's or YARN's, which set nothing of Spark's: a machine with Hadoop's client
+    configuration would otherwise run every job on its external address."""
+    environ = os.environ if environ is None else environ
+    if _non_empty_conf_dir(environ, ("SPARK_CONF_DIR",)):
+        return LocalNetwork({}, {})
+    submit_args = environ.get("PYSPARK_SUBMIT_ARGS", "")
+    named = {k: "" for k in (*DRIVER_ADDRESS_KEYS, KILL_ENABLED) if k in submit_args}
+    return local_network(conf, environ, deployment=named)
 
 
 def local_driver_memory(memory: int | None) -> str | None:

@@ -12,7 +12,7 @@ Anywhere else the path is left as it is and this is Spark's own daemon.
 
 Chosen with `spark.python.daemon.module` (LOCAL_WORKER_CONF), and only where the library is on the
 workers' path when Spark starts the daemon: a local master whose JVM has the library on its PYTHONPATH
-(the operator's local submissions, LOCAL_DRIVER_CONF; a session on a local master whose JVM this
+(the operator's local submissions, local_master_conf; a session on a local master whose JVM this
 process starts, statekeeper.tables.spark.configure_builder: a job run as
 `python spark_jobs/<job>.py --master local[N]`, the test session). A cluster's executors get the
 --py-files archive on their path only when a task runs, so there the daemon could not be imported

@@ -56,7 +56,7 @@ from statekeeper import registry
 from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_heap_conf,
-                                     local_startup, with_java_options, without_options)
+                                     local_network, local_startup, with_java_options, without_options)
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import Declined, DriverClient
@@ -93,27 +93,18 @@ STORAGE_CONN_TYPES = {
 }
 
 
-# A local driver needs no inbound connections from other hosts: keep its RPC server and block manager
-# on loopback (the UI follows SPARK_LOCAL_IP, see LOCAL_DRIVER_ENV).
-LOCAL_DRIVER_CONF = {
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
-    # Local workers inherit PYTHONPATH with the library (_driver_env): they import PySpark's bytecode.
-    **LOCAL_WORKER_CONF,
-}
-# Spark's WebUI binds to $SPARK_LOCAL_IP, else 0.0.0.0 (it has no conf key for its host).
-LOCAL_DRIVER_ENV = {"SPARK_LOCAL_IP": "127.0.0.1"}
-
-
 def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None, *,
                       deployment: dict[str, str] | None = None,
                       driver_memory: str | None = None) -> tuple[dict[str, str], JvmStartup]:
-    """`conf` (the task's, which wins) completed with what a driver on a local master needs: loopback
-    addresses, a heap sized to the machine (statekeeper.jvm_startup.local_driver_memory) unless the task
-    (`driver_memory`, its conf) or the deployment (`deployment`: its properties file or spark-defaults.conf;
-    SPARK_DRIVER_MEMORY in `environ`, which spark-submit reads after both) chose one, and the JVM start-up
-    settings of statekeeper.jvm_startup (whose archive the caller publishes after the JVM exited)."""
-    out = {**LOCAL_DRIVER_CONF, **conf}
+    """`conf` (the task's, which wins) completed with what a driver on a local master needs: its RPC server and
+    block manager on loopback and the UI's kill links off unless the task or the deployment chose otherwise
+    (statekeeper.jvm_startup.local_network; its `env`, the UI's address, goes into the driver's environment), a
+    heap sized to the machine (statekeeper.jvm_startup.local_driver_memory) unless the task (`driver_memory`, its
+    conf) or the deployment (`deployment`: its properties file or spark-defaults.conf; SPARK_DRIVER_MEMORY in
+    `environ`, which spark-submit reads after both) chose one, and the JVM start-up settings of
+    statekeeper.jvm_startup (whose archive the caller publishes after the JVM exited)."""
+    # Local workers inherit PYTHONPATH with the library (_driver_env): they import PySpark's bytecode.
+    out = {**LOCAL_WORKER_CONF, **local_network(conf, environ, deployment=deployment).conf, **conf}
     if not driver_memory:
         out.update(local_heap_conf(out, environ, deployment=deployment))
     startup = local_startup(out, environ)
@@ -418,8 +409,9 @@ class _StatekeeperSubmit(SparkSubmitOperator):
         defaults = read_properties(defaults_file) if defaults_file is not None else {}
         conf, jvm = with_deployment_java_options(self.conf or {}, defaults), None
         if is_local_master(master):
-            env.update(LOCAL_DRIVER_ENV)
-            conf, jvm = local_master_conf(conf, {**os.environ, **(self.env_vars or {})}, deployment=defaults,
+            environ = {**os.environ, **(self.env_vars or {})}
+            env.update(local_network(conf, environ, deployment=defaults).env)
+            conf, jvm = local_master_conf(conf, environ, deployment=defaults,
                                           driver_memory=getattr(self, "_driver_memory", None))
         # The source store's variables and the target store's (prefixed): both take every path below.
         storage_env = {**_connection_env(self.storage_conn_id),

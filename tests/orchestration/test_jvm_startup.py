@@ -309,3 +309,96 @@ def test_a_job_started_as_python_with_a_local_master_runs_with_the_local_heap(tm
         return
     assert lines["CONF"] == expected[js.DRIVER_MEMORY]
     assert f"-Xmx{expected[js.DRIVER_MEMORY]}" in lines["ARGS"].split()
+
+
+@pytest.mark.unit
+def test_a_local_driver_stays_on_loopback_with_kill_links_off_unless_its_run_or_deployment_chose(tmp_path):
+    js = _startup()
+    env = {"PATH": os.environ.get("PATH", "")}
+    loopback = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+                "spark.ui.killEnabled": "false"}
+    ui = {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert js.local_network({}, env) == js.LocalNetwork(loopback, ui)
+    # The address keys go together: a host chosen by the run or the deployment keeps Spark's binding of it.
+    kill_only = js.LocalNetwork({"spark.ui.killEnabled": "false"}, ui)
+    assert js.local_network({"spark.driver.host": "10.1.2.3"}, env) == kill_only
+    assert js.local_network({}, env, deployment={"spark.driver.bindAddress": "0.0.0.0"}) == kill_only
+    # SPARK_LOCAL_IP (and SPARK_LOCAL_HOSTNAME) is also the driver's address: the environment chose it.
+    assert js.local_network({}, {**env, "SPARK_LOCAL_IP": "10.1.2.3"}) == js.LocalNetwork(
+        {"spark.ui.killEnabled": "false"}, {})
+    assert js.local_network({}, {**env, "SPARK_LOCAL_HOSTNAME": "box"}) == kill_only
+    addresses = {k: v for k, v in loopback.items() if k != "spark.ui.killEnabled"}
+    assert js.local_network({}, env, deployment={"spark.ui.killEnabled": "true"}) == js.LocalNetwork(addresses, ui)
+    # A job started by hand: its launcher's arguments and Spark's configuration directory may choose as well.
+    assert js.self_started_network({}, env) == js.LocalNetwork(loopback, ui)
+    assert js.self_started_network({}, {**env, "PYSPARK_SUBMIT_ARGS": "--conf spark.driver.host=h pyspark-shell"}
+                                   ) == kill_only
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    assert js.self_started_network({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}) == js.LocalNetwork(loopback, ui)
+    (conf_dir / "spark-env.sh").write_text("SPARK_LOCAL_IP=10.1.2.3\n")
+    assert js.self_started_network({}, {**env, "SPARK_CONF_DIR": str(conf_dir)}) == js.LocalNetwork({}, {})
+    # Hadoop's and YARN's configuration set nothing of Spark's.
+    assert js.self_started_network({}, {**env, "HADOOP_CONF_DIR": str(conf_dir)}) == js.LocalNetwork(loopback, ui)
+
+
+LISTENING_PROBE = """
+import json, os, sys, time
+from pathlib import Path
+from statekeeper.entrypoint import spark_session
+
+out = Path(sys.argv[1])
+with spark_session('bind-check', 'local[1]') as spark:
+    sc = spark.sparkContext
+    # Python workers too: their daemon is the JVM's child and listens while it lives.
+    assert sc.parallelize(range(4), 2).map(lambda x: x + 1).sum() == 10
+    info = {"jvm": sc._jvm.java.lang.ProcessHandle.current().pid(), "ui": sc.uiWebUrl,
+            "kill": sc.getConf().get("spark.ui.killEnabled", "true")}
+    out.with_suffix(".tmp").write_text(json.dumps(info))
+    out.with_suffix(".tmp").rename(out)
+    deadline = time.monotonic() + 180
+    while not out.with_suffix(".stop").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs a JDK on PATH")
+def test_a_job_started_as_python_with_a_local_master_listens_on_loopback_only(tmp_path):
+    """`python spark_jobs/<job>.py --master local[N]` starts its driver through PySpark's launcher, not the
+    operator: its JVM (RPC server, block manager, UI, Py4J) and the Python workers it forks listen on loopback only,
+    and the UI's kill links are off."""
+    import json
+    import sys
+
+    import psutil
+
+    # Nothing of the deployment's: SPARK_LOCAL_IP, a launcher's arguments or a configuration directory would choose.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SPARK_LOCAL_IP",
+                        "SPARK_LOCAL_HOSTNAME", "SPARK_CONF_DIR")}
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen([sys.executable, "-c", LISTENING_PROBE, str(ready)], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "the session never started"
+            time.sleep(0.5)
+        info = json.loads(ready.read_text())
+        jvm = psutil.Process(info["jvm"])
+        # A JVM's IPv4 sockets show as IPv4-mapped IPv6 addresses (::ffff:127.0.0.1).
+        listening = sorted({(c.laddr.ip.removeprefix("::ffff:"), c.laddr.port)
+                            for p in [jvm, *jvm.children(recursive=True)]
+                            for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN})
+    finally:
+        ready.with_suffix(".stop").touch()
+        out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    ui_port = int(info["ui"].rsplit(":", 1)[1])
+    assert ("127.0.0.1", ui_port) in listening, (info, listening)
+    assert len(listening) >= 3, listening     # at least the UI, the driver's RPC server and its block manager
+    exposed = [(ip, port) for ip, port in listening if ip not in ("127.0.0.1", "::1")]
+    assert not exposed, f"listening beyond loopback: {exposed} (all: {listening})"
+    assert info["kill"] == "false"

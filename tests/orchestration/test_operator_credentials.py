@@ -382,6 +382,36 @@ def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(c
     assert heaps(submitted()) == []
 
 
+@pytest.mark.airflow
+def test_a_local_driver_stays_on_loopback_unless_the_deployment_chose_its_address(cluster_connections, dr_connection,
+                                                                                 recording_spark_submit, monkeypatch):
+    """The rule a job started by hand follows too (statekeeper.jvm_startup.local_network): RPC server and block
+    manager on 127.0.0.1, the UI too (SPARK_LOCAL_IP in the driver's environment), kill links off; an address the
+    deployment's spark-defaults.conf or the environment chose stays (a --conf would silently replace the file's)."""
+    binary, record = recording_spark_submit
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_LOCAL_HOSTNAME", raising=False)
+
+    def submitted(**kwargs: Any) -> tuple[list[str], dict[str, str]]:
+        _operator_class()(task_id=f"t_{uuid.uuid4().hex[:6]}", job="copy_to_dr", spark_conn_id="sk_dr_local",
+                          spark_binary=binary, job_args=["--warehouse", "/nonexistent"], **kwargs).execute({})
+        env = dict(line.split("=", 1) for line in (record / "env").read_text().splitlines() if "=" in line)
+        return (record / "argv").read_text().splitlines(), env
+
+    def addresses(argv: list[str]) -> list[str]:
+        return sorted(a for a in argv if a.startswith(("spark.driver.bindAddress=", "spark.driver.host=")))
+
+    argv, env = submitted()
+    assert addresses(argv) == ["spark.driver.bindAddress=127.0.0.1", "spark.driver.host=127.0.0.1"]
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1" and "spark.ui.killEnabled=false" in argv
+    (cluster_connections / "spark-defaults.conf").write_text("spark.driver.host driver.example\n")
+    argv, env = submitted()
+    assert addresses(argv) == [] and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    (cluster_connections / "spark-defaults.conf").write_text("")
+    argv, env = submitted(env_vars={"SPARK_LOCAL_IP": "10.1.2.3"})
+    assert addresses(argv) == [] and env["SPARK_LOCAL_IP"] == "10.1.2.3"
+
+
 # -- the deployment's own Java options ------------------------------------------------------------
 
 @pytest.mark.unit
