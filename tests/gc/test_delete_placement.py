@@ -1,5 +1,6 @@
-"""Where GC's delete tasks get their keys (statekeeper.gc.execute.placed): spread by key where the delete is
-conditional on the planned version, kept with their directory where the re-check needs it together."""
+"""Where GC's delete tasks get their keys (statekeeper.gc.execute.placed): spread by key below the roots whose
+store's self-test proved the conditional delete, kept with their directory where the re-check needs it together
+(a store that ignores the precondition or was not tested, OSS by default, local disks)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,7 +8,6 @@ from datetime import datetime, timezone
 import pytest
 
 from statekeeper.gc.execute import placed
-from statekeeper.storage import StorageConfig
 
 PARTITIONS = 4
 # A job whose shared/ holds most of its garbage (as Flink's incremental checkpoints leave it), and a small one.
@@ -21,11 +21,11 @@ def _plan(spark, root: str):
                                        "root_id string, bucket string, relative_path string")
 
 
-def _partitions(spark, plan, storage: StorageConfig) -> list[dict[str, int]]:
+def _partitions(spark, plan, spread: list[str]) -> list[dict[str, int]]:
     """Per partition: directory -> keys placed there."""
     from pyspark.sql import functions as F
 
-    rows = (placed(plan, storage, PARTITIONS)
+    rows = (placed(plan, spread, PARTITIONS)
             .select(F.spark_partition_id().alias("p"),
                     F.regexp_replace("relative_path", r"/[^/]*$", "").alias("dir"))
             .groupBy("p", "dir").count().collect())
@@ -36,7 +36,7 @@ def _partitions(spark, plan, storage: StorageConfig) -> list[dict[str, int]]:
 
 
 def test_conditional_deletes_are_spread_by_key_so_a_large_directory_does_not_hold_one_task(spark):
-    parts = _partitions(spark, _plan(spark, "s3://b/cp"), StorageConfig())   # S3 default: precondition
+    parts = _partitions(spark, _plan(spark, "s3://b/cp"), ["r1"])   # the store's self-test proved the precondition
     sizes = [sum(p.values()) for p in parts]
     assert sum(sizes) == sum(DIRS.values())
     # By directory, job-a/shared's 400 keys would be one partition; by key each gets a share of it.
@@ -44,13 +44,13 @@ def test_conditional_deletes_are_spread_by_key_so_a_large_directory_does_not_hol
     assert max(sizes) < 200, sizes
 
 
-@pytest.mark.parametrize("root, storage", [
-    ("s3://b/cp", StorageConfig(delete_recheck="listing")),   # an S3-compatible store that ignores preconditions
-    ("oss://b/cp", StorageConfig()),                          # OSS: re-checked by listing by default
-    ("file:///data/cp", StorageConfig()),                     # local: chk-N/ removed after its last file
-], ids=["s3-listing", "oss-listing", "local"])
-def test_a_directory_stays_in_one_task_where_the_recheck_lists_or_removes_it(spark, root, storage):
-    parts = _partitions(spark, _plan(spark, root), storage)
+@pytest.mark.parametrize("root, spread", [
+    ("s3://b/cp", []),            # an S3-compatible store that ignores the precondition: re-checked by listing
+    ("s3://b/cp", ["other"]),     # another root's store proved it, this one's did not
+    ("file:///data/cp", []),      # local: chk-N/ removed after its last file
+], ids=["s3-listing", "s3-other-root", "local"])
+def test_a_directory_stays_in_one_task_where_the_recheck_lists_or_removes_it(spark, root, spread):
+    parts = _partitions(spark, _plan(spark, root), spread)
     for d, n in DIRS.items():
         holders = [p[d] for p in parts if d in p]
         assert holders == [n], (d, parts)

@@ -17,6 +17,7 @@ import pytest
 from statekeeper.gc.deleter import DeleteResult, Deleter, DeleteSettings, PlannedDelete
 from statekeeper.storage import LocalFileIO, RoutingFileIO, StorageConfig
 from statekeeper.storage.azure import AzureFileIO
+from statekeeper.storage.enforcement import Enforcement, Guard, Proof, Verdict, store_identity
 from statekeeper.storage.gcs import GcsFileIO
 from statekeeper.storage.local import file_uri
 from statekeeper.storage.model import ConditionalDelete, ConditionalOutcome
@@ -38,6 +39,14 @@ class Progress:
         self.bytes += size
         self.retries += retries
         self.calls += 1
+
+
+def proven(config: StorageConfig, *roots: str) -> Enforcement:
+    """The stores of `roots` self-tested now, as GC does on the driver before its tasks delete: a test that counts
+    or fakes the delete requests hands this to the Deleter, so that the self-test's own requests stay out of it."""
+    enforcement = Enforcement(config)
+    enforcement.prove(roots, [Guard.CONDITIONAL_DELETE])
+    return enforcement
 
 
 def planned(info, order: int = 1) -> PlannedDelete:
@@ -269,19 +278,21 @@ def test_s3_rate_limit_counts_and_outcomes(s3_config: StorageConfig, s3_bucket: 
     put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i:04d}" for i in range(300)])
     items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
     settings = DeleteSettings(max_deletes_per_second=500, batch_size=50, requests_in_flight=2)
-    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings).run(items))
+    enforcement = proven(slow_s3.config, f"s3://{s3_bucket}/cp")
+    sent = slow_s3.forwarded["delete"]   # the self-test's
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, enforcement=enforcement).run(items))
     assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 300}
     # Batches are not merged or split by the limiter: 6 requests of 50 keys each.
-    assert slow_s3.forwarded["delete"] == 6
+    assert slow_s3.forwarded["delete"] == sent + 6
     assert remaining_keys(s3_config, s3_bucket) == set()
 
     # A limit below the batch size shrinks batches to one second's worth: 100 keys at 40/s in 3 requests.
     put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i:04d}" for i in range(100)])
     items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
     settings = DeleteSettings(max_deletes_per_second=40, requests_in_flight=4)
-    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings).run(items))
+    results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, enforcement=enforcement).run(items))
     assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 100}
-    assert slow_s3.forwarded["delete"] == 6 + 3
+    assert slow_s3.forwarded["delete"] == sent + 6 + 3
 
 
 def test_s3_throttled_deletes_complete_and_count_retries(s3_config: StorageConfig, s3_bucket: str, slow_s3,
@@ -324,11 +335,13 @@ def test_s3_retries_exhausted_fail_with_the_code(s3_config: StorageConfig, s3_bu
                                                  caplog: pytest.LogCaptureFixture) -> None:
     put_keys(s3_config, s3_bucket, [f"cp/job1/shared/k{i}" for i in range(10)])
     items = plan_s3(s3_config, f"s3://{s3_bucket}/cp")
+    enforcement = proven(slow_s3.config, f"s3://{s3_bucket}/cp")
     slow_s3.set_faults(share=1.0)
     progress = Progress()
     settings = DeleteSettings(max_attempts=3, requests_in_flight=1, **FAST_RETRY)
     with caplog.at_level(logging.WARNING, logger="statekeeper.gc.deleter"):
-        results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress).run(items))
+        results = list(Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"], settings, progress,
+                               enforcement=enforcement).run(items))
     assert {r.outcome for r in results} == {GcOutcome.FAILED}
     assert all("SlowDown" in r.message and "after 3 attempt(s)" in r.message and r.retries == 2 for r in results)
     assert slow_s3.injected == 3 and progress.retries == 2
@@ -346,6 +359,7 @@ class Versioned:
     def __init__(self, kind: str, config: StorageConfig, root: str) -> None:
         self.kind, self.config, self.root = kind, config, root
         self.fileio = RoutingFileIO(config)
+        self.enforcement = proven(config, root)   # before a test fakes the store's delete calls
 
     def put(self, path: str, body: bytes = b"chunk") -> PlannedDelete:
         return planned(self.fileio.write(f"{self.root}/{path}", body))
@@ -358,7 +372,8 @@ class Versioned:
 
     def deleter(self, settings: DeleteSettings = DeleteSettings(), progress: Progress | None = None,
                 **config) -> Deleter:
-        return Deleter(self.config.with_overrides(**config) if config else self.config, [self.root], settings, progress)
+        return Deleter(self.config.with_overrides(**config) if config else self.config, [self.root], settings, progress,
+                       enforcement=self.enforcement)
 
 
 @pytest.fixture(params=[pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)])
@@ -619,7 +634,11 @@ def test_routing_deletes_the_listed_spelling_under_its_root_and_refuses_every_ot
     from datetime import datetime, timezone
 
     now = datetime.now(timezone.utc)
-    deleter = Deleter(StorageConfig(), ["s3://b/cp", "gs://g/ck"])
+    # Given: both stores refuse a delete pinned to another version (what their self-tests would have proven).
+    given = {(store_identity(StorageConfig(), root), Guard.CONDITIONAL_DELETE):
+             Proof(store_identity(StorageConfig(), root), Guard.CONDITIONAL_DELETE, Verdict.ENFORCED, "given")
+             for root in ("s3://b/cp", "gs://g/ck")}
+    deleter = Deleter(StorageConfig(), ["s3://b/cp", "gs://g/ck"], enforcement=Enforcement(StorageConfig(), proofs=given))
     routed = {"s3://b/cp/job/shared/a": "s3://b/cp/job/shared/a",
               "s3://b/cp/job/shared/a b%20c//d": "s3://b/cp/job/shared/a b%20c//d",   # a key's own characters
               "s3a://b/cp/job/shared/x": "s3://b/cp/job/shared/x",                    # an alias, the listed key

@@ -2,10 +2,12 @@
 delete is kept, by the store itself (S3's conditional DeleteObjects on a moto server that enforces it as S3 does,
 GCS `ifGenerationMatch` on the emulator, Azure `If-Match` on Azurite) or by the lstat against the plan (local).
 
-The object stores get no request before the delete (no LIST re-check): only the precondition protects the
-replaced object, so these tests fail if a deleter stops sending it. The listing re-check stays for S3-compatible
-stores that ignore the per-key ETag (here: the fault proxy dropping it), and still keeps the replaced object.
-Every planned key has exactly one outcome. A SlowDown storm slows the prefixes down and loses nothing.
+Where a store's self-test (statekeeper.storage.enforcement) proved the precondition, the object stores get no
+request before the delete (no LIST re-check): only the precondition protects the replaced object, so these tests
+fail if a deleter stops sending it. Where the self-test finds the precondition ignored (moto as released; the
+emulator as released; the fault proxy dropping the ETags) the deleter re-checks by listing, unasked, and still
+keeps the replaced object. Every planned key has exactly one outcome. A SlowDown storm slows the prefixes down and
+loses nothing.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import pytest
 
 from statekeeper.gc.deleter import DeleteResult, Deleter, DeleteSettings, PlannedDelete
 from statekeeper.storage import LocalFileIO, RoutingFileIO, StorageConfig
+from statekeeper.storage.enforcement import Enforcement, Guard, Verdict
 from statekeeper.storage.pacing import S3_WRITES_PER_PREFIX
 from statekeeper.storage.s3 import make_s3_client
 from statekeeper.tables.vocabulary import GcOutcome
@@ -79,8 +82,11 @@ def test_an_object_replaced_after_planning_is_kept_on_every_store(store: Store, 
     store.fileio.delete_many([gone])
 
     proxy = request.getfixturevalue("slow_s3") if store.kind == "s3" else None
+    enforcement = Enforcement(store.config)   # proven first, as GC proves it on the driver before its tasks
+    assert [p.verdict for p in enforcement.prove([store.root], [Guard.CONDITIONAL_DELETE])] == \
+        ([] if store.kind == "local" else [Verdict.ENFORCED])
     sent_before = Counter(proxy.forwarded) if proxy is not None else Counter()
-    results = list(Deleter(store.config, [store.root]).run(items))
+    results = list(Deleter(store.config, [store.root], enforcement=enforcement).run(items))
     sent = Counter(proxy.forwarded) - sent_before if proxy is not None else Counter()
 
     assert sorted(r.uri for r in results) == sorted(i.uri for i in items)   # one outcome per planned key
@@ -106,20 +112,62 @@ def test_a_plan_row_without_a_version_is_never_deleted_unconditionally(s3_config
     assert fio.exists(info.uri)
 
 
-def test_a_store_that_ignores_the_precondition_is_protected_by_the_listing_recheck(s3_config, s3_bucket, slow_s3):
-    slow_s3.ignore_delete_preconditions = True     # an S3-compatible store that accepts the ETag and ignores it
-    fio = RoutingFileIO(s3_config)
+@pytest.mark.parametrize("kind", [pytest.param("proxy", marks=pytest.mark.s3),
+                                  pytest.param("plain_moto", marks=pytest.mark.s3),
+                                  pytest.param("plain_gcs", marks=pytest.mark.gcs)])
+def test_a_store_that_ignores_the_precondition_is_found_out_and_rechecked_by_listing(kind, request):
+    """Nothing configured (the default, `precondition`): the store's self-test finds that it deletes what a pinned
+    delete must keep, and the deleter re-checks by listing instead; the replaced object is kept. Today's stores
+    that accept the precondition and ignore it: moto as released, the GCS emulator as released, and an endpoint
+    that drops the per-key ETags on their way (the fault proxy)."""
+    from tests.plugins.object_stores import make_gcs_bucket
+    from tests.plugins.s3 import make_bucket
+
+    if kind == "proxy":
+        proxy = request.getfixturevalue("slow_s3")
+        proxy.ignore_delete_preconditions = True
+        config, root = proxy.config, f"s3://{request.getfixturevalue('s3_bucket')}/cp"
+    elif kind == "plain_moto":
+        config = request.getfixturevalue("plain_moto_server").config()
+        root = f"s3://{make_bucket(config)}/cp"
+    else:
+        config = request.getfixturevalue("plain_gcs_emulator").config()
+        root = f"gs://{make_gcs_bucket(config)}/cp"
+    assert config.delete_recheck == "precondition"
+    fio = RoutingFileIO(config)
     for i in range(6):
-        fio.write(f"s3://{s3_bucket}/cp/job1/shared/k{i}", b"AAAA")
-    items = [planned(i) for i in fio.list(f"s3://{s3_bucket}/cp")]
-    fio.write(f"s3://{s3_bucket}/cp/job1/shared/k2", b"BBBB")
-    config = slow_s3.config.with_overrides(delete_recheck="listing")
-    results = {r.uri: r for r in Deleter(config, [f"s3://{s3_bucket}/cp"]).run(items)}
-    kept = f"s3://{s3_bucket}/cp/job1/shared/k2"
-    assert results[kept].outcome is GcOutcome.CHANGED_SKIPPED and "etag" in results[kept].message
+        fio.write(f"{root}/job1/shared/k{i}", b"AAAA")
+    items = [planned(i) for i in fio.list(root)]
+    kept = f"{root}/job1/shared/k2"
+    fio.write(kept, b"BBBB")
+    deleter = Deleter(config, [root])
+    results = {r.uri: r for r in deleter.run(items)}
+    [proof] = deleter.enforcement.prove([root], [Guard.CONDITIONAL_DELETE])
+    assert proof.verdict is Verdict.IGNORED, proof
+    assert results[kept].outcome is GcOutcome.CHANGED_SKIPPED and "changed since it was planned" in results[kept].message
     assert Counter(r.outcome for r in results.values())[GcOutcome.DELETED] == 5
-    assert {i.uri for i in fio.list(f"s3://{s3_bucket}/cp")} == {kept} and fio.read_bytes(kept) == b"BBBB"
-    assert slow_s3.forwarded["list"] >= 1   # the re-check listed the directory first
+    assert {i.uri for i in fio.list(root)} == {kept} and fio.read_bytes(kept) == b"BBBB"
+    if kind == "proxy":
+        assert request.getfixturevalue("slow_s3").forwarded["list"] >= 1   # the re-check listed the directory
+
+
+def test_a_store_whose_self_test_cannot_complete_is_rechecked_by_listing(s3_config, s3_bucket, slow_s3) -> None:
+    """Fail closed: a self-test that cannot write its scratch object (here: every PUT answered 503) is `unknown`,
+    never `enforced`: the deletes re-check by listing."""
+    fio = RoutingFileIO(s3_config)
+    root = f"s3://{s3_bucket}/cp"
+    for i in range(3):
+        fio.write(f"{root}/job1/shared/k{i}", b"AAAA")
+    items = [planned(i) for i in fio.list(root)]
+    slow_s3.set_faults(share=1.0, kinds={"put"})
+    enforcement = Enforcement(slow_s3.config.with_overrides(max_attempts=1))
+    [proof] = enforcement.prove([root], [Guard.CONDITIONAL_DELETE])
+    slow_s3.set_faults()
+    assert proof.verdict is Verdict.UNKNOWN and "cannot write the scratch object" in proof.detail, proof
+    lists = slow_s3.forwarded["list"]
+    results = list(Deleter(slow_s3.config, [root], enforcement=enforcement).run(items))
+    assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: 3}
+    assert slow_s3.forwarded["list"] > lists   # re-checked by listing
 
 
 def test_oss_keeps_the_listing_recheck_unless_told_otherwise() -> None:
@@ -146,10 +194,12 @@ def test_a_slowdown_storm_slows_the_prefixes_and_loses_nothing(s3_config, s3_buc
     _put_many(s3_config, s3_bucket, keys)
     items = [planned(i) for i in RoutingFileIO(s3_config).list(f"s3://{s3_bucket}/cp")]
     retried = []
+    enforcement = Enforcement(slow_s3.config)
+    enforcement.prove([f"s3://{s3_bucket}/cp"], [Guard.CONDITIONAL_DELETE])   # before the storm, as GC's driver
     slow_s3.set_faults(share=0.5, seed=3, kinds={"delete"})   # half the DeleteObjects requests answer 503 SlowDown
     deleter = Deleter(slow_s3.config, [f"s3://{s3_bucket}/cp"],
                       DeleteSettings(batch_size=50, requests_in_flight=4, max_attempts=30, **FAST_RETRY),
-                      on_progress=lambda files, size, retries: retried.append(retries))
+                      on_progress=lambda files, size, retries: retried.append(retries), enforcement=enforcement)
     results: list[DeleteResult] = list(deleter.run(items))
     assert Counter(r.outcome for r in results) == {GcOutcome.DELETED: len(items)}
     assert sorted(r.uri for r in results) == sorted(i.uri for i in items)

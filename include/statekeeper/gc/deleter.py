@@ -10,16 +10,18 @@ a higher one starts.
 
 How "still the planned version" is made sure of (statekeeper.storage.model.DeleteRecheck, per store):
 
-* object stores, `precondition` (the default; S3 since 2025-09, GCS, Azure): the delete itself is conditional
-  on the planned version, with no request before it. S3 and OSS: DeleteObjects of up to 1,000 keys, each with
+* object stores whose self-test proved that they refuse a delete pinned to another version
+  (statekeeper.storage.enforcement, Guard.CONDITIONAL_DELETE: proven once per store and run on the driver and handed
+  to the tasks in an `Enforcement`; a Deleter given none proves each store itself on first use): the delete itself
+  is conditional on the planned version, with no request before it. S3 and OSS: DeleteObjects of up to 1,000 keys, each with
   its planned ETag; GCS: batches of up to 100 deletes with `ifGenerationMatch`; Azure: Blob Batch of up to 256
   with `If-Match` (single conditional deletes on an account that refuses Blob Batch). The store keeps an object
   rewritten since it was planned (CHANGED_SKIPPED; one metadata read then says how it changed, or that it is
   gone: ALREADY_GONE), answers a missing one as such (ALREADY_GONE), and a throttled key is sent again. A plan
   row without a version (etag) cannot be pinned: FAILED, never deleted unconditionally.
-* object stores, `listing` (StorageConfig.delete_recheck / oss_delete_recheck, for S3-compatible stores that
-  accept the per-object ETag and ignore it): each parent "directory" is listed again just before its keys are
-  deleted (statekeeper.storage.listing: one page per 1,000 keys, metadata reads where candidates are sparse) and
+* object stores whose self-test found the precondition ignored, or could not complete (unknown: fail closed), and
+  every store configured `listing` (StorageConfig.delete_recheck / oss_delete_recheck: then nothing is tested):
+  each parent "directory" is listed again just before its keys are deleted (statekeeper.storage.listing: one page per 1,000 keys, metadata reads where candidates are sparse) and
   size, version and mtime (to the second) compared with the plan; what matches is deleted (S3, OSS: plain
   DeleteObjects; GCS and Azure: still conditional). An object replaced between the listing and the delete on
   such a store is deleted: the window is kept to a few batches.
@@ -48,6 +50,7 @@ from typing import Any
 
 from statekeeper.storage.bulk import Answer, BulkEngine, BulkSettings, Work, log_report
 from statekeeper.storage.config import StorageConfig
+from statekeeper.storage.enforcement import Enforcement, Guard
 from statekeeper.storage.errors import StorageError
 from statekeeper.storage.listing import ListingLookup, Resolved
 from statekeeper.storage.local import file_uri, local_path, object_type_of, symlink_below
@@ -421,18 +424,32 @@ class _LocalDeletes:
 class _Routed:
     refused: list[DeleteResult] = field(default_factory=list)
     local: list[_LocalItem] = field(default_factory=list)
-    stores: dict[str, dict[str, _Key]] = field(default_factory=dict)   # scheme -> uri -> key
+    # (scheme, how the planned version is held) -> uri -> key
+    stores: dict[tuple[str, DeleteRecheck], dict[str, _Key]] = field(default_factory=dict)
 
 
-def recheck_mode(storage: StorageConfig, scheme: str) -> DeleteRecheck:
-    """The configured re-check of a canonical object-store scheme (OSS has a setting of its own)."""
+def configured_recheck(storage: StorageConfig, scheme: str) -> DeleteRecheck:
+    """The configured re-check of a canonical object-store scheme (OSS has a setting of its own): `listing` is the
+    operator's word that the store is not to be trusted; `precondition` asks for the precondition where the store's
+    self-test proves it."""
     return DeleteRecheck(storage.oss_delete_recheck if scheme == "oss" else storage.delete_recheck)
 
 
-def deletes_conditionally(storage: StorageConfig, scheme: str) -> bool:
-    """Whether deletes on a canonical object-store scheme are conditional on the planned version: GCS and Azure
-    always, S3 and OSS with `precondition`. Such deletes need the plan's version and no re-check by listing."""
-    return scheme in ("gs", "abfss") or recheck_mode(storage, scheme) is DeleteRecheck.PRECONDITION
+def recheck_mode(storage: StorageConfig, enforcement: Enforcement, root: str) -> DeleteRecheck:
+    """How the deletes below the object-store root `root` hold the planned version: PRECONDITION only where the
+    configuration allows it and the store's self-test proved that it refuses a delete pinned to another version;
+    anything else (ignored, unknown, configured `listing`) re-checks by listing."""
+    scheme = root.partition(":")[0]
+    if configured_recheck(storage, scheme) is DeleteRecheck.LISTING:
+        return DeleteRecheck.LISTING
+    return DeleteRecheck.PRECONDITION if enforcement.enforced(root, Guard.CONDITIONAL_DELETE) else DeleteRecheck.LISTING
+
+
+def deletes_conditionally(scheme: str, mode: DeleteRecheck) -> bool:
+    """Whether deletes on a canonical object-store scheme are conditional on the planned version: with
+    PRECONDITION, and on GCS and Azure also after a listing re-check (a pinned delete costs nothing more there).
+    Such deletes need the plan's version."""
+    return scheme in ("gs", "abfss") or mode is DeleteRecheck.PRECONDITION
 
 
 def _version_problem(scheme: str, etag: str | None) -> str | None:
@@ -465,11 +482,14 @@ class Deleter:
     """
 
     def __init__(self, storage: StorageConfig, roots: Sequence[str], settings: DeleteSettings = DeleteSettings(),
-                 on_progress: ProgressCallback | None = None) -> None:
+                 on_progress: ProgressCallback | None = None, enforcement: Enforcement | None = None) -> None:
+        """`enforcement`: what the stores of the roots were proven to enforce (the run's, proven on the driver);
+        None: each store's self-test runs on first use, once for this Deleter."""
         self.storage = storage
         self.roots = list(roots)
         self.settings = settings
         self.on_progress = on_progress
+        self.enforcement = enforcement if enforcement is not None else Enforcement(storage)
         self._roots = Roots(self.roots)   # validates now, on the driver, not in every task
         self._reset()
 
@@ -487,18 +507,23 @@ class Deleter:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"storage": self.storage, "roots": self.roots, "settings": self.settings,
-                "on_progress": self.on_progress}
+                "on_progress": self.on_progress, "enforcement": self.enforcement}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.storage = state["storage"]
         self.roots = state["roots"]
         self.settings = state["settings"]
         self.on_progress = state["on_progress"]
+        self.enforcement = state["enforcement"]
         self._roots = Roots(self.roots)
         self._reset()
 
     def __repr__(self) -> str:
         return f"Deleter({self.storage!r}, {self.roots!r}, {self.settings!r})"
+
+    def recheck(self, root: str) -> DeleteRecheck:
+        """How deletes below the object-store root `root` hold the planned version (recheck_mode)."""
+        return recheck_mode(self.storage, self.enforcement, root)
 
     # -- clients and engines ------------------------------------------------------------------------------
 
@@ -557,9 +582,9 @@ class Deleter:
             yield from self._emit(routed.refused)
         if routed.local:
             yield from self._run_local(routed.local)
-        for scheme, keys in routed.stores.items():
+        for (scheme, mode), keys in routed.stores.items():
             if keys:
-                yield from self._run_store(scheme, list(keys.values()))
+                yield from self._run_store(scheme, mode, list(keys.values()))
 
     def _route(self, items: list[PlannedDelete]) -> _Routed:
         routed = _Routed()
@@ -568,7 +593,7 @@ class Deleter:
         prefixes = [(root, root.uri.rstrip("/") + "/") for root in self._roots]
         containers = {root.uri: _container(scheme, root.uri) for root in self._roots
                       if (scheme := root.uri.partition(":")[0]) in _BATCH_MAX}
-        needs_version = {scheme: deletes_conditionally(self.storage, scheme) for scheme in _BATCH_MAX}
+        modes: dict[str, DeleteRecheck] = {}   # per root with items: proven (or looked up) once
         for item in items:
             try:
                 norm = normalize_uri(item.uri)
@@ -610,18 +635,21 @@ class Deleter:
                                                     "oss://, gs:// and abfss:// are supported); not deleted"))
             else:
                 # S3 (s3a/s3n/s3p) aliases with the listed key are deleted under the canonical spelling, as before.
-                self._add_key(routed, item, norm, scheme, containers[root.uri], root, needs_version[scheme])
+                mode = modes.get(root.uri)
+                if mode is None:
+                    mode = modes[root.uri] = self.recheck(root.uri)
+                self._add_key(routed, item, norm, scheme, containers[root.uri], root, mode)
         return routed
 
     @staticmethod
     def _add_key(routed: _Routed, item: PlannedDelete, norm: str, scheme: str, container: str, root: Root,
-                 needs_version: bool) -> None:
-        problem = _version_problem(scheme, item.etag) if needs_version else None
+                 mode: DeleteRecheck) -> None:
+        problem = _version_problem(scheme, item.etag) if deletes_conditionally(scheme, mode) else None
         if problem is not None:
             routed.refused.append(_failed(item, f"{item.uri}: {problem}, so the delete cannot be made conditional on "
                                                 "the planned version; not deleted (re-index and re-plan)"))
             return
-        keys = routed.stores.setdefault(scheme, {})
+        keys = routed.stores.setdefault((scheme, mode), {})
         found = keys.get(norm)
         if found is None:
             keys[norm] = _Key(norm, [item], container, _lane_of(root, norm))
@@ -643,7 +671,7 @@ class Deleter:
 
     # -- object stores --------------------------------------------------------------------------------------
 
-    def _run_store(self, scheme: str, keys: list[_Key]) -> Iterator[DeleteResult]:
+    def _run_store(self, scheme: str, mode: DeleteRecheck, keys: list[_Key]) -> Iterator[DeleteResult]:
         try:
             backend = self._backend(scheme)
             if scheme == "abfss":
@@ -657,8 +685,7 @@ class Deleter:
             yield from self._emit([_failed(i, f"cannot delete {i.uri}: {exc}; not deleted")
                                    for k in keys for i in k.items])
             return
-        mode = recheck_mode(self.storage, scheme)
-        conditional = deletes_conditionally(self.storage, scheme)
+        conditional = deletes_conditionally(scheme, mode)
         op = _StoreDeletes(backend, scheme, min(self.settings.batch_size, _BATCH_MAX[scheme]), conditional,
                            rechecked=mode is DeleteRecheck.LISTING, policy=self.settings.retry,
                            throttle_log=self._throttle)

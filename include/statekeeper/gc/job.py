@@ -31,11 +31,13 @@ from statekeeper.gc.options import GcOptions
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
+from statekeeper.jobs.protection import StoreProtection, summary_lines
 from statekeeper.jobs.result import JobResult
 from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.layout.locate import job_location
 from statekeeper.layout.spark_locate import job_of
 from statekeeper.registry import GC
+from statekeeper.storage.enforcement import Enforcement
 from statekeeper.units import human_size
 from statekeeper.tables.catalog import GC_ACTIONS, GC_RUNS
 from statekeeper.tables.vocabulary import GcMode, GcOutcome, GcRunStatus, IndexRunStatus, OwnerlessVerdict
@@ -83,6 +85,7 @@ class GcResult(JobResult):
     grace_seconds: float | None = None           # the grace period (--older-than), typed (also in `options`)
     prefixes: tuple[str, ...] = ()               # what the deletes achieved per job prefix (busiest first)
     forst: tuple[ForstJob, ...] = ()             # job directories with ForSt databases, largest first
+    protection: tuple[StoreProtection, ...] = ()  # per object store: what held it to the planned versions
 
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
@@ -99,6 +102,7 @@ class GcResult(JobResult):
                          f"{self.retries} retried request(s); {self.new_snapshots} _metadata written since the index "
                          "were parsed and their files kept")
         lines.extend(f"  per prefix: {p}" for p in self.prefixes)
+        lines.extend(summary_lines(self.protection))
         if self.not_judged:
             lines.append(f"  {self.not_judged} object(s) GC never judges (unknown layout, symlinks and other "
                          "non-regular objects) were left alone")
@@ -179,7 +183,8 @@ class GcResult(JobResult):
         return lines
 
     def audit_values(self) -> dict[str, Any]:
-        return {"breakdown": [{"root": r.root, "job_dir": r.job_dir, "reason": r.reason, "files": r.files,
+        return {"protection": [p.row() for p in self.protection],
+                "breakdown": [{"root": r.root, "job_dir": r.job_dir, "reason": r.reason, "files": r.files,
                                "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]],
                 "ownerless": [{"root": d.root, "job_dir": d.job_dir, "files": d.files, "bytes": d.bytes,
                                "verdict": d.verdict.value} for d in self.ownerless[:_BREAKDOWN_ROWS]],
@@ -209,6 +214,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
             "index_runs", columns=["run_id", "status", "finished_at", "roots", "table_versions"]).to_pylist(),
             key=lambda r: r["finished_at"])
         self._newest_index = self._index_runs[-1] if self._index_runs else None
+        # What each store was proven to enforce, for this execution (resumed runs and its own share it).
+        self._enforcement = Enforcement(ctx.storage, tag=ctx.run_id)
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         opts = self.options
@@ -381,7 +388,8 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
             ctx.log.error("%s: BLOCKED, nothing deleted: %s", ctx.label, blocker)
             return self._result(ctx, GcRunStatus.BLOCKED, plan_run_id=plan_run_id, blocked=(str(blocker),), **values)
         newly = plan.join(keep_now, "uri", "left_semi")
-        outcomes, prefixes = self._delete_files(ctx, plan.join(keep_now, "uri", "left_anti"), values.get("planned", 0))
+        outcomes, prefixes, protection = self._delete_files(ctx, plan.join(keep_now, "uri", "left_anti"),
+                                                            values.get("planned", 0))
         now = datetime.now(timezone.utc)
         kept = newly.select("uri", F.lit(GcOutcome.CHANGED_SKIPPED.value).alias("outcome"),
                             F.lit("referenced by a _metadata written after the index; kept").alias("message"),
@@ -394,7 +402,7 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         ctx.beat.phase("recording outcomes in gc_actions")
         commit = _write_actions(ctx, final, plan_run_id)
         values = dict(values, table_versions={GC_ACTIONS.name: commit.version}, **_outcome_counts(final, result_rows),
-                      prefixes=describe_prefixes(prefixes.value))
+                      prefixes=describe_prefixes(prefixes.value), protection=protection)
         return self._result(ctx, GcRunStatus.COMPLETED, plan_run_id=plan_run_id, **values)
 
     def _written_since(self, ctx: RunContext, indexed_snapshots: Any) -> tuple[Any, int, Blocker | None]:
@@ -417,12 +425,13 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         keep_now = parsed.where(F.col("file_uri").isNotNull()).select(F.col("file_uri").alias("uri")).distinct()
         return keep_now, new_count, blocker
 
-    def _delete_files(self, ctx: RunContext, todo: Any, total: int) -> tuple[Any, Any]:
+    def _delete_files(self, ctx: RunContext, todo: Any, total: int) -> tuple[Any, Any, tuple[StoreProtection, ...]]:
         """Delete `todo` in Spark tasks, each file re-checked first: `_metadata` of expired snapshots
-        before any of their files. The outcome rows (kept), and the accumulator of what the deletes achieved
-        per job prefix (read it once the rows have been written)."""
+        before any of their files. The outcome rows (kept), the accumulator of what the deletes achieved
+        per job prefix (read it once the rows have been written), and what held each store to the plan."""
         from pyspark.sql import functions as F
 
+        from statekeeper.gc import protection as gc_protection
         from statekeeper.gc.execute import delete_plan
         from statekeeper.storage.pace_report import PrefixAccumulator
 
@@ -437,13 +446,16 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
             return (f"{done}/{total} file(s) done, {human_size(acc[1].value)}, {done / elapsed:.0f} file(s)/s, "
                     f"{acc[2].value} retried request(s)")
 
+        ctx.beat.phase("proving what each store enforces")
+        spread, protection = gc_protection.decide(ctx.storage, self._enforcement, gc_protection.planned_roots(todo))
         ctx.beat.phase("deleting", progress)
         outcomes = []
         for order in (0, 1):   # `_metadata` of expired snapshots before any of their files
             part = todo.where(F.col("delete_order") == order)
             outcomes.append(ctx.keep(delete_plan(part, self.inputs.roots, ctx.storage, opts.delete,
-                                                 opts.max_deletes_per_second, acc, prefixes)))
-        return outcomes[0].unionByName(outcomes[1]), prefixes
+                                                 opts.max_deletes_per_second, acc, prefixes,
+                                                 enforcement=self._enforcement, spread=spread)))
+        return outcomes[0].unionByName(outcomes[1]), prefixes, protection
 
     def _runs(self, ctx: RunContext) -> list[dict[str, Any]]:
         """Each GC run's newest gc_runs row."""

@@ -286,6 +286,16 @@ class GcOutcome(StrEnum):
         return self in (GcOutcome.DELETED, GcOutcome.ALREADY_GONE)
 
 
+class Protection(StrEnum):
+    """gc_runs.protection / dr_runs.protection: what held a store's objects to the version a mover relied on
+    (statekeeper.storage.enforcement proves per store whether the store itself does)."""
+
+    PRECONDITION = "precondition"          # the store refuses a changed object itself (its self-test: enforced)
+    LISTING = "listing"                    # GC: each directory listed again just before its keys are deleted
+    SOURCE_RECHECK = "source_recheck"      # DR: the source's version read before and after each server-side copy
+    EXISTENCE_CHECK = "existence_check"    # DR: the target looked up just before each create-only write or copy
+
+
 class DrRunStatus(StrEnum):
     """dr_runs.status."""
 

@@ -46,6 +46,17 @@ GC_FORST = pa.struct([
     pa.field("unjudged_bytes", pa.int64()),
 ])
 
+# What held one object store to the versions a mover relied on (statekeeper.jobs.protection; gc_runs and dr_runs):
+# the store (its bucket or container and endpoint), the precondition (storage.enforcement.Guard), its self-test's
+# verdict (enforced, ignored, unknown, not_tested) and the protection used (vocabulary.Protection).
+STORE_PROTECTION = pa.struct([
+    pa.field("store", pa.string()),
+    pa.field("guard", pa.string()),
+    pa.field("verdict", pa.string()),
+    pa.field("protection", pa.string()),
+    pa.field("detail", pa.string()),
+])
+
 GC_ACTIONS = TableSpec(
     "gc_actions",
     pa.schema([
@@ -109,6 +120,10 @@ GC_RUNS = TableSpec(
         _f("grace_seconds", pa.float64()),
         # Job directories with ForSt databases (GC_FORST), largest first.
         _f("forst", pa.list_(GC_FORST)),
+        # Per object store of a deleting run: whether its self-test proved conditional deletes, and the protection
+        # used (STORE_PROTECTION: precondition or listing); null in rows of runs that deleted nothing or were
+        # written before the column existed.
+        _f("protection", pa.list_(STORE_PROTECTION)),
     ]),
     (),
     "Event log of garbage-collection runs: one row per state transition (requested, planned, running, "
