@@ -114,6 +114,30 @@ def test_an_unparseable_metadata_is_named_and_nothing_of_it_is_copied(store):
     assert "statekeeper inspect" in problem.message
 
 
+def test_a_closure_object_that_is_a_symlink_refuses_the_checkpoint_named_as_a_symlink(store):
+    """A data file replaced by a symlink to the same bytes: never followed, so refused, and called what it is (its
+    listed size is the length of the link's target path, which once made it "a truncated object")."""
+    fx, root, names, _ = store
+    io = RoutingFileIO(StorageConfig())
+    job_dir = names["A"]
+    found = follow_job(io, [root], root, job_dir, last_copied=None)
+    victim_uri = max(found.objects, key=lambda o: o.size).uri
+    victim = _local(victim_uri)
+    real = victim.with_name(victim.name + ".real")
+    victim.rename(real)
+    victim.symlink_to(real)
+    try:
+        linked = follow_job(io, [root], root, job_dir, last_copied=None)
+    finally:
+        victim.unlink()
+        real.rename(victim)
+    assert linked.status is FollowStatus.REFUSED and linked.objects == ()
+    problem, = linked.problems
+    assert problem.uri == victim_uri
+    assert "is a symlink, not a regular file" in problem.message and "truncated" not in problem.message, problem
+    assert problem.kind is FollowProblemKind.NOT_REGULAR
+
+
 def test_a_closure_object_gone_from_another_jobs_shared_dir_refuses_the_checkpoint(store):
     fx, root, names, _ = store
     io = RoutingFileIO(StorageConfig())

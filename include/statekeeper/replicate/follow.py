@@ -15,9 +15,9 @@ running job by minutes cannot wait for them. What it relies on instead:
   copy pins the source to it, statekeeper.storage.transfer), not a HEAD per object.
 
 Fail closed: a `_metadata` the codec cannot parse, an object the closure names that the listing does
-not hold (or holds shorter than a handle states), and a reference outside every root are each a
-`FollowProblem` naming the object and what to do; such a checkpoint is never handed to the copy. No
-fallback to an older checkpoint happens here: one older than the last verified copy is not worth a
+not hold (or holds shorter than a handle states, or as a symlink or special file), and a reference outside
+every root are each a `FollowProblem` naming the object and what to do; such a checkpoint is never handed to
+the copy. No fallback to an older checkpoint happens here: one older than the last verified copy is not worth a
 copy, and a newer one that does not parse is something to look at, not to step around.
 
 Pure functions decide (`job_dirs`, `closure_objects`, and `layout.classify.checkpoint_dirs`); `follow_job`
@@ -52,6 +52,7 @@ class FollowProblemKind(StrEnum):
     UNREADABLE = "unreadable"                # the store refused a read or a listing
     MISSING_OBJECT = "missing_object"        # the closure names an object the listing does not hold
     SHORT_OBJECT = "short_object"            # listed, but shorter than the handle states
+    NOT_REGULAR = "not_regular"              # listed as a symlink or special file (local stores), never followed
     OUTSIDE_ROOTS = "outside_roots"          # a reference below none of the followed roots
 
 
@@ -140,6 +141,12 @@ def closure_objects(named: Mapping[str, int], listed: Mapping[str, FileInfo], ro
                 FollowProblemKind.MISSING_OBJECT, uri,
                 f"{metadata_uri} names {uri}, which its directory's listing does not hold: the checkpoint was "
                 "subsumed (the next round takes the newer one) or the object was lost (run validation)"))
+        elif not info.object_type.is_regular:
+            # Before the size: a symlink's listed size is its target path's length, which says nothing of the data.
+            problems.append(FollowProblem(
+                FollowProblemKind.NOT_REGULAR, uri,
+                f"{metadata_uri} names {uri}, which is a {info.object_type.value}, not a regular file: Statekeeper "
+                "never follows symlinks or copies special files inside roots; put the real file in its place"))
         elif stated is not None and info.size < stated:
             problems.append(FollowProblem(
                 FollowProblemKind.SHORT_OBJECT, uri,
