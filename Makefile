@@ -44,17 +44,27 @@ $(AZURITE):
 # its matching driver (the browser test; one source package, so the two never disagree). Only what is missing is
 # installed; elsewhere set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1 and install the equivalents yourself.
 SYSTEM_PACKAGES := graphviz:dot chromium:chromium chromium-driver:chromedriver
+# Prometheus 2.42 (with promtool) and its Pushgateway 1.5, for the metrics tests: they start both on free loopback
+# ports with data of their own (tests/plugins/prometheus.py), never the Debian services (which a machine whose init
+# starts services would run on 9090/9091; nothing of the project uses them). Without recommends: those are more
+# exporters, each a service of its own.
+SYSTEM_PACKAGES_LEAN := prometheus:promtool prometheus-pushgateway:prometheus-pushgateway
+# $(call apt_install,PACKAGE:BINARY ...,EXTRA apt-get OPTIONS): install the packages whose binary is missing.
+define apt_install
+missing=""; for p in $(1); do command -v $${p#*:} >/dev/null 2>&1 || missing="$$missing $${p%%:*}"; done; \
+if [ -n "$$missing" ] && [ -z "$$STATEKEEPER_SKIP_SYSTEM_PACKAGES" ]; then \
+  if ! command -v apt-get >/dev/null 2>&1; then \
+    echo "make setup: missing system packages:$$missing; install them (or set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1)" >&2; exit 1; fi; \
+  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+  echo "installing Debian packages:$$missing"; \
+  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $(2) $$missing >/dev/null \
+    || { DEBIAN_FRONTEND=noninteractive $$sudo apt-get update -q >/dev/null && \
+         DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $(2) $$missing >/dev/null; }; \
+fi
+endef
 system-packages:
-	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $${p#*:} >/dev/null 2>&1 || missing="$$missing $${p%%:*}"; done; \
-	if [ -n "$$missing" ] && [ -z "$$STATEKEEPER_SKIP_SYSTEM_PACKAGES" ]; then \
-	  if ! command -v apt-get >/dev/null 2>&1; then \
-	    echo "make setup: missing system packages:$$missing; install them (or set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1)" >&2; exit 1; fi; \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
-	  echo "installing Debian packages:$$missing"; \
-	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing >/dev/null \
-	    || { DEBIAN_FRONTEND=noninteractive $$sudo apt-get update -q >/dev/null && \
-	         DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing >/dev/null; }; \
-	fi
+	@$(call apt_install,$(SYSTEM_PACKAGES),)
+	@$(call apt_install,$(SYSTEM_PACKAGES_LEAN),--no-install-recommends)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.plugins.flink",
     "tests.plugins.object_stores",
     "tests.plugins.prepared",
+    "tests.plugins.prometheus",
     "tests.plugins.s3",
     "tests.plugins.seaweedfs",
     "tests.plugins.spark",
@@ -45,6 +46,7 @@ TIER_FIXTURES = {
                           "airflow_ui"}),                                        # tests/plugins/browser.py
     "browser": frozenset({"chromium_driver", "airflow_ui"}),               # tests/plugins/browser.py
     "cluster": frozenset({"spark_cluster"}),                                # tests/plugins/spark_cluster.py
+    "prometheus": frozenset({"pushgateway", "prometheus"}),                 # tests/plugins/prometheus.py
 }
 NOT_UNIT = frozenset(TIER_FIXTURES) | {"slow"}
 
