@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG, Param
 from statekeeper.defaults import GC_GRACE_TEXT as GRACE
+from statekeeper.metrics.names import Scope
 from statekeeper.registry import CHAINS, DR, GC, INDEX, REPORT
 from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
@@ -86,6 +87,12 @@ setup task, with the retention steps' settings) and stopped by `stop_spark_drive
 (`dr_storage_conn_id`); then each submits its own spark-submit. Neither task ever fails the run: without
 the driver each step submits its own.
 
+**Metrics** (see docs/metrics.md): after its job, `report` pushes the run's figures to a Prometheus
+Pushgateway when the form's `metrics_conn_id` or the Variable `statekeeper_metrics_conn_id` names one: each
+job's recovery point and last verified copy and the copy run's outcome (from the source warehouse), and the
+DR store's own index and GC runs and storage (from the DR warehouse), one group per warehouse. A push that
+fails is one line in the log; the run's outcome stays its own.
+
 **Trigger from the UI.** *Trigger* opens the form: leave *Targets* empty to use
 `statekeeper_dr_targets`, or give target bases / `SOURCE=TARGET` pairs (still checked against the
 allowlist); *Snapshots* copies only the listed snapshots (directory or `_metadata` URIs) instead of
@@ -142,6 +149,10 @@ TARGET_GC_ARGS = [
 
 # The retention steps read and write the DR store only: its connection, else the source's (as dr_copy).
 TARGET_SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ " + p.DR_CONN + " or params.storage_conn_id }}"}
+# The run's figures, pushed by its last step (docs/metrics.md): the copies, from the source warehouse's dr_runs and
+# dr_copies; the retention at the target, from the DR warehouse's own tables.
+METRICS = p.metrics_push((Scope.DR_COPY, WAREHOUSE, "{{ params.storage_conn_id }}"),
+                         (Scope.MAINTENANCE, DR_WAREHOUSE, TARGET_SUBMIT["storage_conn_id"]))
 
 with DAG(
     dag_id="checkpoint_dr_copy",
@@ -205,6 +216,7 @@ with DAG(
                                                    "statekeeper_dr_storage_conn_id, else the storage connection's "
                                                    "settings."),
         **p.spark(),
+        **p.metrics("dr_rpo"),
     },
 ) as dag:
     dr_copy = StatekeeperSparkSubmitOperator(
@@ -250,7 +262,9 @@ with DAG(
         # Whatever happened before it: the page of a copy with a failed snapshot is the one people need.
         trigger_rule="all_done",
         doc_md="Rewrites the source warehouse's HTML report (as the maintenance DAG's `report` does) so its DR "
-               "section and Browse > Statekeeper show this copy.",
+               "section and Browse > Statekeeper show this copy. Then pushes the run's figures to the Pushgateway, "
+               "if one is configured (docs/metrics.md).",
+        metrics=METRICS,
         **SPARK_SUBMIT,
     )
     outcome = RunOutcomeOperator(task_id="run_outcome")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG
+from statekeeper.metrics.names import Scope
 from statekeeper.registry import DR
 from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.dag_defaults import DEFAULT_ARGS, SPARK_SUBMIT
@@ -36,14 +37,19 @@ the next round copies the newer one.
 warehouse: its newest index run names the roots, and `dr_copies` lives there) and
 `statekeeper_dr_storage_conn_id`. Savepoints and retention at the target stay with the DR copy DAG.
 
+**Metrics** (see docs/metrics.md): every round, whatever its exit, pushes each job's recovery point (the
+RPO is its age), last verified copy and follow refusals in a row, and the round's outcome, to a Prometheus
+Pushgateway when the form's `metrics_conn_id` or the Variable `statekeeper_metrics_conn_id` names one.
+
 **Scheduling.** Paused when first created (it writes to another store). One run at a time and no
 catch-up: a round that takes longer than the cadence delays the next one instead of piling up. A
 failed round is not retried (the next round is the retry); exit 1 (a refused or failed checkpoint,
 named in the task's log and in `dr_copies`) fails the run so that it shows.
 """
 
+WAREHOUSE = p.form_or_variable("warehouse", "statekeeper_warehouse")
 FOLLOW_ARGS = [
-    "--warehouse", p.form_or_variable("warehouse", "statekeeper_warehouse"),
+    "--warehouse", WAREHOUSE,
     *p.RUN_ID,
     p.DR_TARGETS,
     p.DR_ALLOWED_TARGETS,
@@ -51,6 +57,8 @@ FOLLOW_ARGS = [
     "--job-filter={{ params.job_filter }}",
     "--verify={{ params.verify }}",
 ]
+# Every round's figures (docs/metrics.md): each job's recovery point and refusals in a row, the round's outcome.
+METRICS = p.metrics_push((Scope.DR_FOLLOW, WAREHOUSE, "{{ params.storage_conn_id }}"))
 
 with DAG(
     dag_id="checkpoint_dr_follow",
@@ -81,6 +89,7 @@ with DAG(
                                                    "Empty: the Variable statekeeper_dr_storage_conn_id, else the "
                                                    "storage connection's settings."),
         **p.spark(),
+        **p.metrics("dr_rpo", "follow_refusals"),
     },
 ) as dag:
     StatekeeperSparkSubmitOperator(
@@ -90,6 +99,8 @@ with DAG(
         **p.DR_CONNECTIONS,
         doc_md="Copies each job's newest completed checkpoint since its last verified copy (copy_to_dr --mode "
                "follow), verifies it, writes its rewritten `_metadata` last. Exit 1: a checkpoint was refused or "
-               "failed; `dr_copies` and the log name it.",
+               "failed; `dr_copies` and the log name it. Then, whatever its exit, pushes the round's figures to the "
+               "Pushgateway, if one is configured (docs/metrics.md).",
+        metrics=METRICS,
         **SPARK_SUBMIT,
     )

@@ -12,6 +12,7 @@ from airflow.sdk import DAG, Param
 from statekeeper.defaults import COMPACT_MAX_METADATA_SIZE_TEXT as MAX_METADATA_SIZE
 from statekeeper.defaults import GC_GRACE_TEXT as GRACE
 from statekeeper.defaults import WAREHOUSE_RETENTION_TEXT as RETENTION
+from statekeeper.metrics.names import Scope
 from statekeeper.registry import CHAINS, COMPACT, GC, INDEX, MAINTAIN, REPORT, VALIDATE
 from statekeeper_airflow import dag_params as p
 from statekeeper_airflow.assets import VALIDATION_JOBS
@@ -68,6 +69,14 @@ which other jobs' files alive, whether every job's newest checkpoint restores, `
 the GC, DR and compaction outcomes, under `<warehouse>/_reports/runs/<run>/`. The Airflow UI shows the
 latest one under **Browse > Statekeeper**. `run_outcome` fails the run when any task before it failed
 (and is skipped otherwise), so a successful report never makes a failed run look successful.
+
+**Metrics** (see docs/metrics.md): after its job, `report` pushes the run's figures (restorability and
+storage per job, each step's newest run, GC's outcome, the index's age) to a Prometheus Pushgateway, grouped
+by DAG and warehouse, when the form's `metrics_conn_id` or the Variable `statekeeper_metrics_conn_id` names
+one (an `http` connection), and through OpenTelemetry when Airflow's `[metrics] otel_on` is set. A push that
+fails is one line in the log; the run's outcome stays its own. The alerting rules
+(`monitoring/statekeeper.rules.yml`) compare with the thresholds the run pushes (`alert_*`, Variables
+`statekeeper_alert_*`).
 
 **Spark driver.** On a local master the run starts one Spark driver (`spark_driver`, a setup task) and
 every step runs its job in it instead of a spark-submit of its own: the JVM starts once per run and
@@ -140,6 +149,9 @@ MAINTAIN_ARGS = [
 ]
 
 SUBMIT = {**SPARK_SUBMIT, "storage_conn_id": "{{ params.storage_conn_id }}"}
+# The run's figures, pushed by its last step (docs/metrics.md).
+METRICS = p.metrics_push((Scope.MAINTENANCE, p.form_or_variable("warehouse", "statekeeper_warehouse"),
+                          "{{ params.storage_conn_id }}"))
 
 with DAG(
     dag_id="checkpoint_maintenance",
@@ -221,6 +233,7 @@ with DAG(
         "maintain_warehouse": p.flag(
             "Maintain the warehouse tables", "Compact the Delta tables' small files and vacuum old versions (manual "
                                              "runs; scheduled runs do it on Sundays)."),
+        **p.metrics("index_age", "gc_age"),
     },
 ) as dag:
     index = StatekeeperSparkSubmitOperator(
@@ -306,7 +319,9 @@ with DAG(
         # people need. run_outcome keeps such a run failed.
         trigger_rule="all_done",
         doc_md="Writes the run's HTML report under `<warehouse>/_reports/runs/` (storage per job, lineage, "
-               "restorability, `_metadata` bloat, GC/DR/compaction outcomes); Browse > Statekeeper shows it.",
+               "restorability, `_metadata` bloat, GC/DR/compaction outcomes); Browse > Statekeeper shows it. "
+               "Then pushes the run's figures to the Pushgateway, if one is configured (docs/metrics.md).",
+        metrics=METRICS,
         **SUBMIT,
     )
     outcome = RunOutcomeOperator(task_id="run_outcome")

@@ -11,6 +11,8 @@ from typing import Any
 
 from airflow.sdk import Param
 from statekeeper.defaults import GC_GRACE_TEXT
+from statekeeper.metrics import settings as metrics_settings
+from statekeeper.metrics.names import Scope
 
 # Scheduled and backfill runs follow the Variables (a deployment decides there, once); only a manual
 # run takes the form's values for what can delete or write elsewhere.
@@ -115,3 +117,55 @@ def spark() -> dict[str, Param]:
         "spark_master": text("Spark master override",
                              "Overrides the connection's master for this run, e.g. local[2] or spark://host:7077."),
     }
+
+
+# -- metrics (docs/metrics.md): pushed by each DAG's last step --------------------------------------------------
+
+def _setting(param: str, variable: str) -> str:
+    """The form's value when the DAG's form has the field and it is set, else the Variable, else ''."""
+    return f"{{{{ params.get('{param}') or var.value.get('{variable}', '') }}}}"
+
+
+def metrics_push(*groups: tuple[Scope, str, str]) -> dict[str, Any]:
+    """The `metrics` setting of a DAG's last step (StatekeeperSparkSubmitOperator, statekeeper_airflow.metrics_push):
+    the Pushgateway connection, the job label and the thresholds (form, else Variable, else the defaults of
+    statekeeper.metrics.settings), and per warehouse the scope of figures (statekeeper.metrics.names.Scope) and
+    the storage connection to read it with, each as (scope, warehouse template, storage connection template)."""
+    return {
+        "conn_id": _setting("metrics_conn_id", "statekeeper_metrics_conn_id"),
+        "job": _setting("metrics_job", "statekeeper_metrics_job"),
+        "thresholds": {name: _setting(f"alert_{name}", variable)
+                       for name, variable in metrics_settings.VARIABLES.items()},
+        "groups": [{"scope": Scope(scope).value, "warehouse": where, "storage_conn_id": conn}
+                   for scope, where, conn in groups],
+    }
+
+
+def metrics(*thresholds: str) -> dict[str, Param]:
+    """The form fields of the run's metrics: the Pushgateway connection, the job label and `thresholds` (names of
+    statekeeper.metrics.settings.VARIABLES: the ones this DAG's figures are judged by)."""
+    s = metrics_settings
+    described = {
+        "index_age": ("Alert: index older than", "Alert when the newest successful index run is older than this "
+                      f"(e.g. 26h). Empty: the Variable statekeeper_alert_index_age, else {s.INDEX_AGE_TEXT}."),
+        "gc_age": ("Alert: GC older than", "Alert when the newest successful GC run is older than this. Empty: the "
+                   f"Variable statekeeper_alert_gc_age, else {s.GC_AGE_TEXT}."),
+        "dr_rpo": ("Alert: DR recovery point older than", "Alert when a job's newest checkpoint with a verified DR "
+                   f"copy is older than this (the RPO). Empty: the Variable statekeeper_alert_dr_rpo, else "
+                   f"{s.DR_RPO_TEXT}."),
+        "follow_refusals": ("Alert: follow refusals in a row", "Alert when follow rounds refused the same job this "
+                            "many times in a row. Empty: the Variable statekeeper_alert_follow_refusals, else "
+                            f"{s.FOLLOW_REFUSALS}."),
+    }
+    fields = {
+        "metrics_conn_id": text("Metrics: Pushgateway connection", "An 'http' connection to a Prometheus Pushgateway "
+                                "(host or URL, port, login/password for basic auth) that the run's last step pushes "
+                                "its figures to (docs/metrics.md). Empty: the Variable statekeeper_metrics_conn_id; "
+                                "both empty: nothing is pushed."),
+        "metrics_job": text("Metrics: job label", "The Pushgateway's job label of the pushed figures. Empty: the "
+                            f"Variable statekeeper_metrics_job, else {s.DEFAULT_JOB_LABEL}."),
+    }
+    for name in thresholds:
+        title, description = described[name]
+        fields[f"alert_{name}"] = text(title, description)
+    return fields

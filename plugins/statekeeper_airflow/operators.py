@@ -461,12 +461,15 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
         registry's `JobSpec.final_exit_codes` for the job.
     :param enabled: templated; renders to true/false. False skips the task (nothing is submitted) with
         `skip_reason` in the log: steps a deployment opts in to (compaction) or that run on some days only.
+    :param metrics: templated; set on a DAG's last step (statekeeper_airflow.dag_params.metrics_push): when its
+        job has ended, whatever its exit, the run's figures are pushed to the Pushgateway (and through
+        OpenTelemetry) as statekeeper_airflow.metrics_push says; that never changes the task's outcome.
     """
 
-    template_fields: Sequence[str] = (*_StatekeeperSubmit.template_fields, "enabled")
+    template_fields: Sequence[str] = (*_StatekeeperSubmit.template_fields, "enabled", "metrics")
 
     def __init__(self, *, job: str, final_exit_codes: Sequence[int] | None = None, enabled: bool | str = True,
-                 skip_reason: str = "", **kwargs: Any) -> None:
+                 skip_reason: str = "", metrics: dict[str, Any] | None = None, **kwargs: Any) -> None:
         try:
             spec = registry.job(job)
         except KeyError as e:
@@ -490,12 +493,22 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
         self.final_exit_codes = tuple(int(c) for c in final_exit_codes)
         self.enabled = enabled
         self.skip_reason = skip_reason
+        self.metrics = metrics
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         if not _truthy(self.enabled):
             from airflow.sdk.exceptions import AirflowSkipException
 
             raise AirflowSkipException(f"{self.task_id} is off for this run: {self.skip_reason or 'enabled is false'}")
+        try:
+            return self._submit_job(context)
+        finally:
+            if self.metrics:
+                from statekeeper_airflow.metrics_push import push_run_figures
+
+                push_run_figures(self.metrics, self.dag_id, self.log)
+
+    def _submit_job(self, context: Any) -> dict[str, Any] | None:
         with self.prepared_submission() as sub:
             code = self._run_in_run_driver(context, sub)
             if code is None:
