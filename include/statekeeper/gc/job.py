@@ -30,7 +30,7 @@ from statekeeper.gc.guards import Blocker, Rule
 from statekeeper.gc.options import GcOptions
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
-from statekeeper.jobs.gc_runs import ForstJob, OwnerlessDir
+from statekeeper.jobs.gc_runs import ClaimableTail, ForstJob, OwnerlessDir
 from statekeeper.jobs.protection import StoreProtection, summary_lines
 from statekeeper.jobs.result import JobResult
 from statekeeper.jobs.side_by_side import run_side_by_side
@@ -86,6 +86,7 @@ class GcResult(JobResult):
     prefixes: tuple[str, ...] = ()               # what the deletes achieved per job prefix (busiest first)
     forst: tuple[ForstJob, ...] = ()             # job directories with ForSt databases, largest first
     protection: tuple[StoreProtection, ...] = ()  # per object store: what held it to the planned versions
+    claimable: tuple[ClaimableTail, ...] = ()    # job tails a claimed checkpoint may use, largest first
 
     def summary(self) -> str:
         verb = {GcMode.PLAN: "planned (dry run)", GcMode.DELETE: "planned", GcMode.EXECUTE: "to execute"}[self.mode]
@@ -129,7 +130,9 @@ class GcResult(JobResult):
         lines = []
         if self.roots_complete:
             lines.append("  --roots-complete: the roots of this run were taken to be every root any job may restore "
-                         "from")
+                         "from; these verdicts rest on it: the files of ownerless job directories, the tails of "
+                         "jobs (files written after a job's newest checkpoint) and the newest databases of jobs "
+                         "inactive by --inactive-after were judged as if no job elsewhere restores from them")
         held = [d for d in self.ownerless if d.held_back]
         if held:
             lines.append(f"  held back: {len(held)} ownerless job director{'y' if len(held) == 1 else 'ies'}, "
@@ -138,14 +141,24 @@ class GcResult(JobResult):
                          "the old job's files after its checkpoint is gone); index and GC that root too, or pass "
                          "--roots-complete if these roots are every root any job may restore from, or "
                          "--ownerless-older-than DURATION to collect ownerless directories untouched for longer:")
-            lines.extend(self._dir_lines(held))
+            lines.extend(self._dir_lines(held, "gc_runs.ownerless"))
+        tails = [t for t in self.claimable if t.held_back]
+        if tails:
+            lines.append(f"  held back: the tails of {len(tails)} job(s), {human_size(sum(t.bytes for t in tails))} "
+                         f"in {sum(t.files for t in tails)} file(s) - unreferenced files written after the job's "
+                         "newest retained checkpoint that no failed checkpoint explains: a job in a root you did not "
+                         "give may have been restored (CLAIM) from a newer checkpoint of this job that Flink has "
+                         "deleted since, and still read them; index and GC that root too, or pass --roots-complete "
+                         "if these roots are every root any job may restore from:")
+            lines.extend(self._dir_lines(tails, "gc_runs.claimable"))
         freed = [d for d in self.ownerless if not d.held_back]
         if freed:
             why = {OwnerlessVerdict.ROOTS_COMPLETE: "--roots-complete", OwnerlessVerdict.OLDER_THAN: "older than "
                    "--ownerless-older-than"}
             lines.append(f"  planned in {len(freed)} ownerless job director{'y' if len(freed) == 1 else 'ies'} "
                          f"({human_size(sum(d.bytes for d in freed))}):")
-            lines.extend(f"{line} ({why[d.verdict]})" for d, line in zip(freed[:20], self._dir_lines(freed)))
+            lines.extend(f"{line} ({why[d.verdict]})" for d, line in zip(freed[:20],
+                                                                          self._dir_lines(freed, "gc_runs.ownerless")))
         if self.external_locations:
             lines.append(f"  these roots reference files under {self.external_locations} location(s) outside the "
                          f"given roots (e.g. {', '.join(self.external_examples)}); GC never deletes there, but if "
@@ -170,16 +183,16 @@ class GcResult(JobResult):
                              f"{f.unjudged_files} file(s) {human_size(f.unjudged_bytes)} left alone")
         if unjudged:
             lines.append("    (a database is judged only once its job wrote nothing for the grace period and a "
-                         "newer attempt of its subtask exists, or the job is inactive by --inactive-after: "
-                         "docs/gc.md, \"ForSt databases\")")
+                         "newer attempt of its subtask exists, or the job is inactive by --inactive-after and the "
+                         "run declares --roots-complete: docs/gc.md, \"ForSt databases\")")
         return lines
 
     @staticmethod
-    def _dir_lines(dirs: list[OwnerlessDir]) -> list[str]:
+    def _dir_lines(dirs: list[OwnerlessDir], column: str) -> list[str]:
         top = sorted(dirs, key=lambda d: (-d.bytes, d.root, d.job_dir))
         lines = [f"    {job_location(d.root, d.job_dir)}: {d.files} file(s), {human_size(d.bytes)}" for d in top[:20]]
         if len(top) > 20:
-            lines.append(f"    ... {len(top) - 20} more in gc_runs.ownerless")
+            lines.append(f"    ... {len(top) - 20} more in {column}")
         return lines
 
     def audit_values(self) -> dict[str, Any]:
@@ -188,7 +201,9 @@ class GcResult(JobResult):
                                "bytes": r.bytes} for r in self.breakdown[:_BREAKDOWN_ROWS]],
                 "ownerless": [{"root": d.root, "job_dir": d.job_dir, "files": d.files, "bytes": d.bytes,
                                "verdict": d.verdict.value} for d in self.ownerless[:_BREAKDOWN_ROWS]],
-                "forst": [dataclasses.asdict(f) for f in self.forst[:_BREAKDOWN_ROWS]]}
+                "forst": [dataclasses.asdict(f) for f in self.forst[:_BREAKDOWN_ROWS]],
+                "claimable": [{"root": t.root, "job_dir": t.job_dir, "files": t.files, "bytes": t.bytes,
+                               "verdict": t.verdict.value} for t in self.claimable[:_BREAKDOWN_ROWS]]}
 
 
 def _write_actions(ctx: RunContext, df: Any, run_id: str, **metadata: str) -> Any:
@@ -267,17 +282,19 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         first = run_side_by_side(ctx.spark, ctx.beat, {
             "retention policy": lambda: ctx.keep(policy.expired_snapshots(snaps, opts.policy, now, grace_cutoff)),
             "sweep: active jobs": lambda: ctx.keep(sweep.active_jobs(files, grace_cutoff)),
-            "sweep: ownerless directories": lambda: ctx.keep(sweep.ownerless_dirs(files, snaps, rule))})
+            "sweep: ownerless directories": lambda: ctx.keep(sweep.ownerless_dirs(files, snaps, rule)),
+            "sweep: claimable tails": lambda: ctx.keep(sweep.claimable_tails(files, snaps, opts.roots_complete))})
         expired, active = first["retention policy"], first["sweep: active jobs"]
-        ownerless = first["sweep: ownerless directories"]
+        ownerless, tails = first["sweep: ownerless directories"], first["sweep: claimable tails"]
         second = run_side_by_side(ctx.spark, ctx.beat, {
             "sweep: reachable files": lambda: ctx.keep(sweep.reachable_files(inputs, expired, active)),
-            "sweep: ForSt databases": lambda: ctx.keep(forst.database_verdicts(files, snaps, active, inactive_cutoff))})
+            "sweep: ForSt databases": lambda: ctx.keep(forst.database_verdicts(files, snaps, active, inactive_cutoff,
+                                                                               opts.roots_complete))})
         live, databases = second["sweep: reachable files"], second["sweep: ForSt databases"]
         ctx.beat.phase("sweep")
         swept = ctx.keep(sweep.sweep_all(inputs, expired, run_id=ctx.run_id, grace_cutoff=grace_cutoff, live=live,
                                          dead_databases=forst.dead_database_files(files, databases)))
-        planned = sweep.withhold(swept, ownerless)
+        planned = sweep.withhold(swept, ownerless, tails)
         ctx.beat.phase("writing the plan to gc_actions")
         commit = _write_actions(ctx, planned, ctx.run_id, **{"statekeeper.sourceVersions":
                                                              json.dumps(self.inputs.versions, sort_keys=True)})
@@ -289,11 +306,15 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
             "summing what the plan leaves": lambda: {
                 "expired_snapshots": int(expired.count()), "not_judged": int(sweep.not_judged(files).count())},
             "ownerless directories": lambda: self._ownerless(sweep.held_back(swept, ownerless)),
+            "claimable tails": lambda: self._ownerless(
+                sweep.tail_rows(swept, tails).select("root", "root_id", "job", "size", "verdict")
+                .unionByName(forst.held_back_files(files, live, databases)), ClaimableTail),
             "ForSt databases": lambda: self._forst(forst.per_job(files, live, databases, swept)),
             "locations outside the roots": lambda: self._external(refs)})
         return plan, dict(said["summing the plan"], **said["summing what the plan leaves"],
                           table_versions={GC_ACTIONS.name: commit.version},
                           ownerless=said["ownerless directories"], forst=said["ForSt databases"],
+                          claimable=said["claimable tails"],
                           **said["locations outside the roots"])
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -340,14 +361,15 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
                                    for r in rows)}
 
     @staticmethod
-    def _ownerless(held: Any) -> tuple[OwnerlessDir, ...]:
-        """One row per ownerless job directory (its `job`) with unreferenced files (at most 1000, largest first)."""
+    def _ownerless(held: Any, record: type[OwnerlessDir] = OwnerlessDir) -> tuple[OwnerlessDir, ...]:
+        """One `record` per job directory (its `job`) of `held` (`held_back` or `tail_rows`): its unreferenced
+        files and bytes and the verdict (at most 1000, largest first)."""
         from pyspark.sql import functions as F
 
         rows = (held.groupBy("root", F.col("job").alias("job_dir"), "verdict")
                 .agg(F.count(F.lit(1)).alias("files"), F.sum("size").alias("bytes"))
                 .orderBy(F.col("bytes").desc(), "root", "job_dir").limit(_BREAKDOWN_ROWS).collect())
-        return tuple(OwnerlessDir.from_row(r) for r in rows)
+        return tuple(record.from_row(r) for r in rows)
 
     @staticmethod
     def _forst(rows: Any) -> tuple[ForstJob, ...]:
@@ -505,6 +527,7 @@ class CollectGarbage(StatekeeperJob[GcResult, GcOptions]):
         # absent in rows written before the column existed
         values["ownerless"] = tuple(OwnerlessDir.from_row(d) for d in row.get("ownerless") or [])
         values["forst"] = tuple(ForstJob(**d) for d in row.get("forst") or [])
+        values["claimable"] = tuple(ClaimableTail.from_row(d) for d in row.get("claimable") or [])
         other = replace(ctx, run_id=run_id)
         result = self._delete(other, run_id, self._plan_of(ctx, run_id), indexed_snapshots, values)
         self._audit(other, result)

@@ -260,7 +260,9 @@ class DatabaseVerdict(StrEnum):
     SUPERSEDED = "superseded"          # its job wrote nothing for the grace period; a newer attempt of its
                                        # subtask has a database beside it
     JOB_INACTIVE = "job_inactive"      # its job wrote nothing for the grace period and is inactive by
-                                       # --inactive-after
+                                       # --inactive-after; the run declared its roots complete
+    HELD_BACK = "held_back"            # as job_inactive, but the roots are not declared complete: a job in a
+                                       # root the run was not given may read it (CLAIM); not judged
     LIVE = "live"                      # anything else: maybe written still; its unreferenced files are left
 
 

@@ -120,6 +120,10 @@ GC_RUNS = TableSpec(
         _f("grace_seconds", pa.float64()),
         # Job directories with ForSt databases (GC_FORST), largest first.
         _f("forst", pa.list_(GC_FORST)),
+        # Claimable tails (statekeeper.gc.plan): per job its unreferenced files newer than its newest retained
+        # checkpoint that no failed checkpoint explains, in GC_OWNERLESS's shape (verdict: held_back, or
+        # roots_complete when the run declared its roots complete), largest first.
+        _f("claimable", pa.list_(GC_OWNERLESS)),
         # Per object store of a deleting run: whether its self-test proved conditional deletes, and the protection
         # used (STORE_PROTECTION: precondition or listing); null in rows of runs that deleted nothing or were
         # written before the column existed.
