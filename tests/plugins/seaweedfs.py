@@ -56,7 +56,10 @@ class SeaweedFS(LoopbackServer):
         self._client = None
         super().__init__([str(weed_binary()), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
                           f"-master.port={master}", f"-master.port.grpc={master_grpc}", "-master.volumeSizeLimitMB=64",
-                          f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
+                          # Each bucket is a collection that grows volumes of its own (7 at a time): the default
+                          # limit of 8 volumes refuses writes to a session's second bucket (InternalError). 0: as
+                          # many as the free disk holds at 64 MB each (nothing is preallocated).
+                          "-volume.max=0", f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
                           f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
                           "-s3", f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={iceberg}",
                           f"-s3.port.lance={lance}", f"-s3.config={identities}", "-metricsPort=0"],

@@ -184,3 +184,61 @@ def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, 
     at_target = {i.uri: i.size for i in fio.list(target)}
     assert {r["target_uri"]: r["size"] for r in files}.items() <= at_target.items()
     assert _etags(fio, roots) == s3_source.etags   # the source untouched: as indexed
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("server", ["plain_moto_server", "seaweedfs"])
+def test_dr_relies_on_a_stores_preconditions_only_where_its_self_test_proves_them(server, spark, flink_fixture,
+                                                                                 tmp_path, request):
+    """The copy to a target in the source's bucket (server-side CopyObject) after an object only the newest
+    checkpoint names was rewritten (same size). SeaweedFS enforces CopySourceIfMatch and If-None-Match on PutObject
+    and CopyObject: the self-test proves all three, and the store refuses the copy of the rewritten source. Moto as
+    released ignores CopySourceIfMatch and If-None-Match on CopyObject: the self-test finds that out, and the copier
+    reads each source's version before and after its copy and looks each target up before a create-only copy. Either
+    way the newest checkpoint fails at the source and the job falls back; dr_runs records the protection per store."""
+    fx = flink_fixture(VERSION, SCENARIO)
+    chks = sorted(Path(fx.root).glob("checkpoints/*/chk-*"), key=lambda d: int(d.name[4:]))
+    newest, older = chks[-1], chks[-2]
+    only_newest = sorted(_named(newest / "_metadata") - _named(older / "_metadata"))
+    base = normalize_uri(str(fx.root))
+    config = request.getfixturevalue(server).config()
+    fio = RoutingFileIO(config)
+    bucket = make_bucket(config, "src")
+    store = relocate_store(fx.root, f"s3://{bucket}/store", fio)
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    _prepare(spark, store_roots(store), warehouse, config)
+    victim = store + only_newest[0][len(base):]
+    fio.write(victim, bytes(b ^ 0x5A for b in fio.read_bytes(victim)))
+    target = f"s3://{bucket}/dr"
+
+    result = (CopyToDr(spark).warehouse(warehouse).storage(config).progress_interval(0)
+              .configure(DrOptions(targets=TargetSpec.parse([target]), allowed_targets=(target,),
+                                   savepoints=SavepointPolicy.NONE))
+              .target_storage(None).execute())
+    assert result.status == "succeeded" and result.fallbacks == 1 and result.verified == 1, result.summary()
+    rows = sorted(copies(warehouse, result.run_id), key=lambda r: r["checkpoint_id"])
+    assert [(r["checkpoint_id"], r["status"]) for r in rows] == [(int(older.name[4:]), "verified"),
+                                                                (int(newest.name[4:]), "failed")]
+    [changed] = [r for r in table(warehouse, "dr_files") if r["run_id"] == result.run_id and r["source_uri"] == victim]
+    assert changed["outcome"] == "source_changed" and not changed["verified"], changed
+    enforced = server == "seaweedfs"
+    assert ("the copy was refused by the store" if enforced else "re-checked because the store does not enforce "
+            "CopySourceIfMatch") in changed["message"], changed["message"]
+    assert all(r["method"] in ("server_side", "", None) for r in table(warehouse, "dr_files")
+               if r["run_id"] == result.run_id)
+    victim_target = target + victim[len(store):]
+    assert not fio.exists(victim_target) or fio.read_bytes(victim_target) != fio.read_bytes(victim)
+
+    name = f"s3://{bucket} at {config.endpoint}"
+    expected = ([("pinned_copy", "enforced", "precondition"), ("create_only_write", "enforced", "precondition"),
+                 ("create_only_copy", "enforced", "precondition")] if enforced else
+                [("pinned_copy", "ignored", "source_recheck"), ("create_only_write", "enforced", "precondition"),
+                 ("create_only_copy", "ignored", "existence_check")])
+    [run] = [r for r in table(warehouse, "dr_runs") if r["run_id"] == result.run_id]
+    assert [(p["store"], p["guard"], p["verdict"], p["protection"]) for p in run["protection"]] == [
+        (name, *e) for e in expected]
+    line = (f"protection: {name}: CopySourceIfMatch on CopyObject: {expected[0][2]} ({expected[0][1]}); If-None-Match: "
+            f"* on PutObject: precondition (enforced); If-None-Match: * on CopyObject: {expected[2][2]} "
+            f"({expected[2][1]})")
+    assert line in result.summary(), result.summary()
+    assert not [i.uri for i in fio.list(f"s3://{bucket}") if "/_statekeeper_probe/" in i.uri]

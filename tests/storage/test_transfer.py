@@ -750,3 +750,88 @@ def test_a_same_size_foreign_object_at_a_remote_target_is_replaced_an_equal_one_
     assert replaced.outcome is TransferOutcome.COPIED and fio.read_bytes(f"{dr}/foreign") == data
     skipped = _one(transfer, f"{src}/f", f"{dr}/equal", len(data))
     assert skipped.outcome is TransferOutcome.SKIPPED and fio.stat(f"{dr}/equal").etag == equal.etag
+
+
+# -- a store that ignores what it accepts: its self-test decides, the copy re-checks --------------------------------
+
+# The stores that enforce (SeaweedFS, the emulator with the checks of tests/plugins/gcs_emulator.py) and those that
+# accept the preconditions and ignore them (moto and the GCS emulator as released).
+SERVERS = [pytest.param("plain_moto_server", marks=pytest.mark.s3), pytest.param("seaweedfs", marks=pytest.mark.s3),
+           pytest.param("plain_gcs_emulator", marks=pytest.mark.gcs), pytest.param("gcs_emulator", marks=pytest.mark.gcs)]
+ENFORCING = ("seaweedfs", "gcs_emulator")
+
+
+def _server_store(request, server: str) -> tuple[StorageConfig, str]:
+    from tests.plugins.object_stores import make_gcs_bucket
+
+    config = request.getfixturevalue(server).config()
+    if "gcs" in server:
+        return config, f"gs://{make_gcs_bucket(config, 'tr')}"
+    return config, f"s3://{make_bucket(config, 'tr')}"
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_create_only_copy_the_store_ignores_is_preceded_by_an_existence_check(request, server, monkeypatch):
+    """Absent when stat'ed, the target is copied server-side create-only; another writer's object appears in
+    between. SeaweedFS refuses the CopyObject (If-None-Match: *), the checked GCS emulator the rewrite
+    (ifGenerationMatch=0); moto and the emulator as released would replace the object, so their self-tests'
+    verdicts make the copier look the target up just before the copy. Either way the object is found by the retry
+    and skipped, never replaced blindly."""
+    from statekeeper.storage.enforcement import Guard
+
+    config, base = _server_store(request, server)
+    fio = RoutingFileIO(config)
+    data = _payload(40_000, 27)
+    _put(fio, f"{base}/cp/f", data)
+    other = fio.write(f"{base}/dr/f", data)      # the other writer got there first
+    transfer = Transfer(config, None, [f"{base}/dr"], TransferSettings(backoff_base=0.01),
+                        source_roots=[f"{base}/cp"])
+    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.CREATE_ONLY_COPY)
+    assert enforced is (server in ENFORCING)
+    original = Transfer._stat_target
+    calls = []
+
+    def stale_first(self, target):
+        calls.append(target)
+        return None if len(calls) == 1 else original(self, target)   # the first stat predates the object
+
+    monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+    result = _one(transfer, f"{base}/cp/f", f"{base}/dr/f", len(data))
+    assert (result.outcome, result.retries) == (TransferOutcome.SKIPPED, 1), result
+    # the stale stat, the retry's stat, and where the store does not enforce it the check just before the copy
+    assert len(calls) == (2 if enforced else 3)
+    assert fio.stat(f"{base}/dr/f").etag == other.etag
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_source_pin_the_store_ignores_is_replaced_by_reading_the_source_before_and_after(request, server,
+                                                                                         monkeypatch):
+    """The source is rewritten (same size) between the copier's stat and its server-side copy. SeaweedFS refuses
+    the CopyObject (CopySourceIfMatch), the checked GCS emulator the rewrite (ifSourceGenerationMatch); moto and the
+    emulator as released would copy the new bytes, so their self-tests' verdicts make the copier read the source's
+    version again around the copy: SOURCE_CHANGED either way, nothing at the target."""
+    from statekeeper.storage.enforcement import Guard, guard_name
+
+    config, base = _server_store(request, server)
+    fio = RoutingFileIO(config)
+    data = _payload(30_000, 28)
+    _put(fio, f"{base}/cp/g", data)
+    transfer = Transfer(config, None, [f"{base}/dr"], source_roots=[f"{base}/cp"])
+    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.PINNED_COPY)
+    assert enforced is (server in ENFORCING)
+    original = Transfer._stat_source
+    rewritten = []
+
+    def then_rewritten(self, source):
+        info = original(self, source)
+        if not rewritten:
+            _put(fio, source, data[::-1])
+            rewritten.append(source)
+        return info
+
+    monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+    changed = transfer.copy_one(TransferItem(f"{base}/cp/g", f"{base}/dr/g"))
+    assert (changed.outcome, changed.retries) == (TransferOutcome.SOURCE_CHANGED, 0), changed
+    assert ("the copy was refused by the store" if enforced else "re-checked because the store does not enforce "
+            f"{guard_name(base[:base.index(':')], Guard.PINNED_COPY)}") in changed.message, changed.message
+    assert not fio.exists(f"{base}/dr/g")

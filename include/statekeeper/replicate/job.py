@@ -28,6 +28,7 @@ from statekeeper.jobs import selection
 from statekeeper.jobs.base import StatekeeperJob
 from statekeeper.jobs.context import RunContext
 from statekeeper.jobs.inputs import VALIDATION_TABLES
+from statekeeper.jobs.protection import StoreProtection, summary_lines
 from statekeeper.jobs.result import JobResult
 from statekeeper.jobs.side_by_side import run_side_by_side
 from statekeeper.registry import DR
@@ -35,6 +36,7 @@ from statekeeper.units import human_size
 from statekeeper.replicate.closure import mapped
 from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, VerifyMode
 from statekeeper.storage import StorageConfig
+from statekeeper.storage.enforcement import Enforcement
 from statekeeper.storage.pace_report import describe as describe_prefixes
 from statekeeper.storage.pace_report import merge as merge_prefixes
 from statekeeper.tables.catalog import DR_COPIES, DR_FILES
@@ -62,6 +64,7 @@ class DrResult(JobResult):
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()     # attempts that failed at the source but whose job got an older copy
     prefixes: tuple[str, ...] = ()  # what the copies achieved per target job prefix (busiest first)
+    protection: tuple[StoreProtection, ...] = ()   # per target store and precondition: proven, or what replaced it
 
     def summary(self) -> str:
         verb = "re-verified" if self.mode is DrMode.VERIFY else "copied and verified"
@@ -74,8 +77,12 @@ class DrResult(JobResult):
         for n in self.notes[:20]:
             lines.append(f"  fell back: {n}")
         lines.extend(f"  per prefix: {p}" for p in self.prefixes)
+        lines.extend(summary_lines(self.protection))
         lines += self._closing_lines(self.problems, "dr_runs.problems and dr_copies")
         return "\n".join(lines)
+
+    def audit_values(self) -> dict[str, Any]:
+        return {"protection": [p.row() for p in self.protection]}
 
 
 class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
@@ -89,6 +96,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         super().__init__(spark)
         self._target: StorageConfig | None = None
         self._mapping: dict[str, str] = {}
+        self._enforcement: Enforcement | None = None       # what the target stores enforce: proven once per run
+        self._protection: tuple[StoreProtection, ...] = ()
 
     def target_storage(self, config: StorageConfig | None) -> CopyToDr:
         """Settings of the DR store (another endpoint or identity); None: the source's. A store's
@@ -103,6 +112,7 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             self.inputs.require_validation(ctx.warehouse, because="a DR copy takes only snapshots validation found "
                                            "restorable", then="the DR copy")
         self._mapping = self.options.mapping(self.inputs.roots)
+        self._enforcement, self._protection = None, ()
         if self.options.snapshots:
             self._check_explicit(ctx)
         ctx.log.info("%s: targets %s", ctx.label, self._mapping)
@@ -112,7 +122,20 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
 
     def _result_fields(self, ctx: RunContext) -> dict[str, Any]:
         return {"mode": self.options.mode, "roots": tuple(self.inputs.roots), "targets": dict(self._mapping),
-                "target_roots": tuple(sorted(self._mapping.values())), "options": self.options.to_json()}
+                "target_roots": tuple(sorted(self._mapping.values())), "options": self.options.to_json(),
+                "protection": self._protection}
+
+    def _proven(self, ctx: RunContext) -> Enforcement:
+        """What the target stores enforce, proven on the driver before the run's first copy (once per run: every
+        round and task reuses it), and recorded for the run's row."""
+        if self._enforcement is None:
+            from statekeeper.replicate.protection import decide
+
+            ctx.beat.phase("proving what each target store enforces")
+            target = self._target_config(ctx)
+            self._enforcement = Enforcement(target, tag=ctx.run_id)
+            self._protection = decide(ctx.storage, target, self._enforcement, self._mapping)
+        return self._enforcement
 
     def _run(self, ctx: RunContext) -> DrResult:
         if self.options.mode is DrMode.VERIFY:
@@ -465,7 +488,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
         slots = max(1, sc.defaultParallelism)
         per_task = opts.max_copies_per_second / min(slots, parts) if opts.max_copies_per_second else None
         copy = CopyTask(ctx.storage, self._target, self.inputs.roots, sorted(self._mapping.values()),
-                        opts.copies_in_flight, checksum, per_task, acc_files, acc_bytes, acc_prefixes)
+                        opts.copies_in_flight, checksum, per_task, self._proven(ctx), acc_files, acc_bytes,
+                        acc_prefixes)
         copied = ctx.keep(objects.mapInArrow(
             CopyThenVerifyTask(copy, self._target_config(ctx), checksum, opts.copies_in_flight),
             COPY_VERIFIED_OUT_SPARK))

@@ -85,6 +85,7 @@ class CopyTask:
     in_flight: int
     checksum: bool
     per_second: float | None = None   # this task's share of --max-copies-per-second
+    enforcement: Any = None   # storage.enforcement.Enforcement: what the target stores were proven to enforce
     files: Any = None     # Accumulator: objects done
     bytes: Any = None     # Accumulator: bytes copied
     prefixes: Any = None  # Accumulator (statekeeper.storage.pace_report): what each target job prefix achieved
@@ -104,7 +105,7 @@ class CopyTask:
         transfer = Transfer(self.source, self.target, self.target_roots,
                             TransferSettings(in_flight=self.in_flight, checksum=self.checksum,
                                              max_per_second=self.per_second or None),
-                            source_roots=self.source_roots)
+                            source_roots=self.source_roots, enforcement=self.enforcement)
 
         def rows() -> Iterator[dict[str, Any]]:
             for r in transfer.run(items()):

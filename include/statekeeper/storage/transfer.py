@@ -36,7 +36,19 @@ Then, if the target does not already hold the source's bytes (Skips, below), one
 
 Targets absent when looked at are written create-only (S3 and OSS If-None-Match: *, GCS ifGenerationMatch=0,
 Azure If-None-Match: *, local O_EXCL), so an object another writer created meanwhile is never replaced blindly:
-the attempt is retried, stat'ed, and the new state decides. A target of other content is replaced (local: a
+the attempt is retried, stat'ed, and the new state decides.
+
+Those preconditions are relied on only where the target store's self-test proved them (statekeeper.storage.
+enforcement: the run's `Enforcement`, proven on the driver; a Transfer given none proves each target store itself
+on first use). A store that ignores a create-only write or copy (moto ignores If-None-Match on CopyObject), or
+whose self-test could not complete, gets an existence check of the target just before the write instead: an object
+that appears between that check and the write is replaced (the window is one request). A store that ignores the
+source pin of a server-side copy (CopySourceIfMatch, ifSourceGenerationMatch, Copy Blob's source If-Match; the
+self-test copies within the target's bucket on the same endpoint, since the source is never written) gets the
+source's version read before and after the copy: a change in between is SOURCE_CHANGED; a source rewritten and
+put back to its old bytes (the same MD5 ETag) between the two reads is not seen (Flink never rewrites a file).
+Streamed reads stay pinned by If-Match / ifGenerationMatch on every GET, which is not self-tested (the source
+store is never written to). A target of other content is replaced (local: a
 temporary name and a rename, so a reader sees the old or the new file). New local files are written in place
 and made durable in batches: one durability barrier (statekeeper.storage.local.make_durable: syncfs, or an
 fsync of each file and directory for a few) for up to `durable_batch` files, before their results are handed
@@ -97,6 +109,7 @@ from statekeeper.storage.copy_steps import SourceChanged as _SourceChanged
 from statekeeper.storage.copy_steps import SourceGone as _SourceGone
 from statekeeper.storage.copy_steps import SourceReader as _SourceReader
 from statekeeper.storage.copy_steps import create_local, kernel_copy, upload_to_s3, write_local_atomic
+from statekeeper.storage.enforcement import Enforcement, Guard, guard_name
 from statekeeper.storage.errors import (
     NotRegularFileError,
     ObjectChangedError,
@@ -258,6 +271,15 @@ def _same_identities(a: StorageConfig, b: StorageConfig) -> dict[str, bool]:
     }
 
 
+def server_side_possible(source: StorageConfig, target: StorageConfig, source_uri: str, target_uri: str) -> bool:
+    """Whether objects below `source_uri` reach `target_uri` by a server-side copy (one store, one identity), as
+    Transfer._method decides it per object."""
+    schemes = (scheme_of(source_uri), scheme_of(target_uri))
+    if schemes[0] != schemes[1] or schemes[0] == "file" or not _same_identities(source, target).get(schemes[0], False):
+        return False
+    return schemes[0] != "abfss" or _azure_account(source_uri) == _azure_account(target_uri)
+
+
 def _azure_account(uri: str) -> str:
     return split_azure(uri)[1]
 
@@ -376,10 +398,14 @@ class Transfer:
     writing only below `target_roots` and never below `source_roots`."""
 
     def __init__(self, source: StorageConfig, target: StorageConfig | None, target_roots: list[str],
-                 settings: TransferSettings = TransferSettings(), source_roots: list[str] | None = None) -> None:
+                 settings: TransferSettings = TransferSettings(), source_roots: list[str] | None = None,
+                 enforcement: Enforcement | None = None) -> None:
+        """`enforcement`: what the target stores were proven to enforce (the run's, proven on the driver with the
+        target's settings); None: each target store's self-test runs on first use, once for this Transfer."""
         self.source = source
         self.target = target if target is not None else source
         self.settings = settings
+        self.enforcement = enforcement if enforcement is not None else Enforcement(self.target)
         self.target_roots = Roots(target_roots)
         self.source_roots = Roots(source_roots) if source_roots else None
         self._same_store = _same_store(self.source, self.target)
@@ -399,7 +425,8 @@ class Transfer:
     # Clients and pools do not pickle; a Spark task rebuilds them from the settings on first use.
     def __getstate__(self) -> dict[str, Any]:
         return {"source": self.source, "target": self.target, "target_roots": self.target_roots.uris,
-                "settings": self.settings, "source_roots": self.source_roots.uris if self.source_roots else None}
+                "settings": self.settings, "source_roots": self.source_roots.uris if self.source_roots else None,
+                "enforcement": self.enforcement}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -617,6 +644,14 @@ class Transfer:
                                     retries=retries)
         method = self._method(source, target)
         create_only = dst is None
+        remote = not target.startswith("file://")
+        if create_only and remote:
+            guard = Guard.CREATE_ONLY_COPY if method is CopyMethod.SERVER_SIDE else Guard.CREATE_ONLY_WRITE
+            if not self._enforced(target, guard):
+                self._still_absent(target, guard)
+        recheck = method is CopyMethod.SERVER_SIDE and remote and not self._enforced(target, Guard.PINNED_COPY)
+        if recheck:
+            self._source_unchanged(src, "before")
         if method is CopyMethod.SERVER_SIDE and target.startswith(("s3://", "oss://")):
             checksum = self._copy_server_side(src, target, known_checksum, create_only=create_only,
                                               size_check=not planned)
@@ -630,8 +665,33 @@ class Transfer:
             checksum = self._stream_to_s3(src, target, create_only=create_only)
         else:
             checksum = self._stream_to_fileio(src, target, create_only=create_only)
+        if recheck:
+            self._source_unchanged(src, "after")
         return self._result(item, TransferOutcome.COPIED, size=src.size, checksum=checksum, method=method,
                             retries=retries)
+
+    # -- where the target store does not enforce a precondition ----------------------------------
+
+    def _enforced(self, target: str, guard: Guard) -> bool:
+        root = self.target_roots.root_of(target)
+        return root is not None and self.enforcement.enforced(root.uri, guard)
+
+    def _still_absent(self, target: str, guard: Guard) -> None:
+        """The target store does not enforce the create-only write or copy: look the target up just before it; one
+        that appeared since it was listed is not replaced blindly (the retry stats it and decides)."""
+        if self._stat_target(target) is not None:
+            raise ObjectExistsError(f"{target} exists (looked up just before a create-only write, because the store "
+                                    f"does not enforce {guard_name(scheme_of(target), guard)})")
+
+    def _source_unchanged(self, src: FileInfo, when: str) -> None:
+        """The store does not enforce the source pin of a server-side copy: the source must be the pinned version
+        `when` ("before", "after") the copy."""
+        now = self._stat_source(src.uri)
+        if now.size != src.size or (src.etag is not None and now.etag != src.etag):
+            name = guard_name(scheme_of(src.uri), Guard.PINNED_COPY)
+            raise _SourceChanged(f"{src.uri} is not the version pinned for the copy {when} it (version {src.etag}, "
+                                 f"{src.size} bytes -> {now.etag}, {now.size} bytes; re-checked because the store does "
+                                 f"not enforce {name}): nothing of it is published")
 
     def _method(self, source: str, target: str) -> CopyMethod:
         schemes = (scheme_of(source), scheme_of(target))

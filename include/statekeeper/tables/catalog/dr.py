@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from statekeeper.tables.catalog.gc import STORE_PROTECTION
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
@@ -101,6 +102,10 @@ DR_RUNS = TableSpec(
         _f("notes", pa.list_(pa.string()), False),
         _f("airflow_run_id", pa.string()),
         _f("error", pa.string()),
+        # Added after the first release (nullable, last): per target store and precondition the copy may rely on,
+        # its self-test's verdict and the protection used (STORE_PROTECTION: precondition, source_recheck or
+        # existence_check); null in rows written before the column existed.
+        _f("protection", pa.list_(STORE_PROTECTION)),
     ]),
     (),
     "Audit row per DR copy run: counts, targets, and the snapshots that could not be copied.",
