@@ -147,9 +147,10 @@ class StorageConfig:
     oss_access_key_secret: str | None = None
     oss_path_style: bool | None = None
     # How GC makes sure an object is still the planned version when it deletes it (storage.model.DeleteRecheck):
-    # "precondition" (the delete is conditional on it: Amazon S3 since 2025-09, GCS, Azure) or "listing" (list
-    # again just before deleting: S3-compatible stores that accept the per-object ETag and ignore it). OSS
-    # documents no conditional DeleteObjects, so it keeps the listing re-check unless told otherwise.
+    # "precondition" (the delete is conditional on it, where the store's self-test proves that it refuses a delete
+    # pinned to another version: statekeeper.storage.enforcement; else the listing re-check) or "listing" (never
+    # rely on the store: list again just before deleting, nothing is tested). OSS documents no conditional
+    # DeleteObjects, so it keeps the listing re-check unless told otherwise.
     delete_recheck: str = "precondition"
     oss_delete_recheck: str = "listing"
 

@@ -141,11 +141,12 @@ class DeleteRecheck(StrEnum):
     """How a deleter makes sure an object is still the planned version when it deletes it.
 
     PRECONDITION: the delete itself is conditional on the planned version (S3 and OSS: the per-object ETag of
-    DeleteObjects; GCS `ifGenerationMatch`; Azure `If-Match`); the store refuses a changed object. Needs a store
-    that enforces the precondition: Amazon S3 since 2025-09, GCS and Azure always.
+    DeleteObjects; GCS `ifGenerationMatch`; Azure `If-Match`); the store refuses a changed object. Used only where
+    the store's self-test proved that it enforces the precondition (statekeeper.storage.enforcement).
     LISTING: list each directory again just before deleting and compare size, version and mtime; then delete
-    (S3-compatible stores that accept and ignore the per-object ETag; on GCS and Azure the delete stays
-    conditional as well). Local files are always re-checked by lstat, whatever the setting."""
+    (stores whose self-test found the precondition ignored or could not complete, and stores configured so; on
+    GCS and Azure the delete stays conditional as well). Local files are always re-checked by lstat, whatever
+    the setting."""
 
     PRECONDITION = "precondition"
     LISTING = "listing"

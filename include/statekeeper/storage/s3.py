@@ -367,7 +367,8 @@ class S3FileIO(FileIO):
         answered `NoSuchKey` (MISSING). One answer per item, in order.
 
         A store that accepts the per-object ETag and ignores it deletes unconditionally: such stores need the
-        listing re-check (StorageConfig.delete_recheck = listing), never this. One attempt, no client retries
+        listing re-check, never this (the GC deleter uses it only where statekeeper.storage.enforcement's
+        self-test proved the store refuses a wrong ETag). One attempt, no client retries
         expected (the caller retries what comes back `retriable`, and counts it). Raises ValueError for items that
         cannot be pinned (no key, several buckets, no ETag) and StorageError, caused by the client's error, when
         the request as a whole fails."""
