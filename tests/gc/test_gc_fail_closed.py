@@ -4,7 +4,9 @@ Each case is a relocated copy of a cached 2.3.0 store (the newest configured ver
 warehouse, damaged or extended in one way, then indexed, chained and garbage-collected with
 `--mode delete` and a 1 s grace period through the entry point:
 
-* a corrupt `_metadata` under a root: blocked (exit 1), the message names the object, nothing deleted;
+* a corrupt `_metadata` under a root: blocked (exit 1), the message names the object, nothing deleted; run as
+  its own process (`python spark_jobs/collect_garbage.py`), whose log ends with the summary: no Spark job of the
+  run still running fails on a frame the run released;
 * a `_metadata` written after the index that references a planned orphan: that file survives
   (`changed_skipped`), the other garbage goes; the same for every placement the layout classifier
   calls a snapshot (`compacted/<dir>/`, savepoint directories, nested self-contained snapshots);
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,7 @@ import tests.harness as harness
 from statekeeper.format import read_metadata, rewrite_prefixes, to_bytes
 from tests.chains.support import oracle_references
 from tests.gc.support import SHORT, actions, listing, local, pipeline, relocated, uri
+from tests.plugins.spark import job_process_env
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -53,18 +58,38 @@ def store(spark, flink_fixture, tmp_path):
             "job_dir": moved(job["job_dir"])}
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gc_process(p, *args: str) -> tuple[int, dict, list[str]]:
+    """GC as a user starts it by hand, in a process of its own: exit code, --result-json, its whole log (stdout,
+    stderr and its JVM's, in the order written)."""
+    out, log = p.base / "gc-process.json", p.base / "gc-process.log"
+    with log.open("wb") as f:
+        code = subprocess.run([sys.executable, str(REPO / "spark_jobs" / "collect_garbage.py"), "--warehouse",
+                               p.warehouse.uri, "--master", "local[2]", "--progress-interval", "0", "--result-json",
+                               str(out), *args], env=job_process_env(), cwd=p.base, stdout=f,
+                              stderr=subprocess.STDOUT, timeout=600).returncode
+    return code, (json.loads(out.read_text()) if out.exists() else {}), log.read_text(errors="replace").splitlines()
+
+
 def test_corrupt_metadata_blocks_every_deletion(store):
     p, victim = store["p"], store["retained"][0] / "_metadata"
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) // 2])
     p.refresh()
     before = listing(p.roots)
-    code, result = p.gc("--mode", "delete", *SHORT)
-    assert code == 1
+    code, result, log = gc_process(p, "--mode", "delete", *SHORT)
+    assert code == 1, "\n".join(log[-50:])
     assert result["status"] == "blocked" and result["deleted"] == 0
     text = " ".join(result["blocked"])
     assert "snapshot_not_ok" in text and uri(victim) in text
     assert listing(p.roots) == before
+    # Nothing of the run fails after its summary: a query that returned while a broadcast job it started still ran
+    # left that job reading the run's kept frames after they were released (a task error, logged after it).
+    summary = next(i for i, line in enumerate(log) if f"gc run {result['run_id']} (delete) blocked" in line)
+    after = [line for line in log[summary:] if "ERROR" in line or "Exception" in line]
+    assert after == [], "\n".join(log[summary:])
 
 
 def test_metadata_written_after_the_index_keeps_its_files(store):
@@ -167,6 +192,8 @@ def test_unresolvable_relative_path_blocks(store):
     assert code == 1 and result["status"] == "blocked"
     assert "chk-902/_metadata" in " ".join(result["blocked"])
     assert listing(p.roots) == before
+    # The run returned after every Spark job it started had ended (none reads a frame it released any more).
+    assert p.spark.sparkContext.statusTracker().getActiveJobsIds() == []
 
 
 def test_expire_keeps_what_other_jobs_use(spark, flink_fixture, tmp_path):

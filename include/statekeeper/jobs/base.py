@@ -142,7 +142,8 @@ class StatekeeperJob(Generic[R, O]):
         started = datetime.now(timezone.utc)
         activate(self._spark)
         engine = select_engine(self._spark, self._engine)
-        beat = Heartbeat(self._spark, self.log, f"{self.JOB.label} run {run_id}", self._progress_interval)
+        beat = Heartbeat(self._spark, self.log, f"{self.JOB.label} run {run_id}", self._progress_interval,
+                         job_tag=f"statekeeper-{run_id}")
         ctx = RunContext(self._spark, engine, warehouse, storage, run_id, started, self.JOB.name, self.JOB.label,
                          self.log, beat)
         self._progress = {}
@@ -156,6 +157,7 @@ class StatekeeperJob(Generic[R, O]):
         self.log.info("%s: warehouse %s, engine %s%s, %s", ctx.label, warehouse.uri, engine.name, self._read_line(),
                       self._options)
         try:
+            # The heartbeat stops once the run's Spark jobs have ended, before the kept frames are released.
             with ctx.keep, beat:
                 try:
                     result = self._run(ctx)

@@ -125,6 +125,7 @@ class RunContext:
         def one(item: tuple[TableSpec, Any]) -> int:
             spec, df = item
             activate(self.spark)  # a new thread has no active session on the JVM side
+            self.beat.name_jobs(f"writing {spec.name}")
             return self.write(df, spec, metadata=metadata).version
 
         self.deferred.settle()   # here, not in each writer's thread: no table commits before the checks pass

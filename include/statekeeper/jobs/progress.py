@@ -1,6 +1,12 @@
 """Progress for long Spark phases: a log line every few seconds naming the phase, how many tasks
 of the running stages are done and any counters the phase updates (Spark accumulators), and the
-phase as the Spark job description, so each step is named in the Spark UI."""
+phase as the Spark job description, so each step is named in the Spark UI.
+
+A run's heartbeat also tags the Spark jobs of the run (`job_tag`), and stops only once none of them is running
+any more: a query can return while a job it started still runs. Adaptive execution drops a join whose other side
+came back empty and leaves the broadcast job of this side running; the run then released the frames it kept
+(statekeeper.jobs.context.Materialized) under that job, which failed on a missing checkpoint block after the
+run's summary (a blocked GC run, tests/gc/test_gc_fail_closed.py)."""
 from __future__ import annotations
 
 import logging
@@ -18,8 +24,10 @@ class Heartbeat:
             ...
     """
 
-    def __init__(self, spark: Any, log: logging.Logger, prefix: str, interval: float) -> None:
+    def __init__(self, spark: Any, log: logging.Logger, prefix: str, interval: float,
+                 job_tag: str | None = None) -> None:
         self._context = spark.sparkContext
+        self._job_tag = job_tag
         self._tracker = self._context.statusTracker()
         self._log = log
         self._prefix = prefix
@@ -35,12 +43,26 @@ class Heartbeat:
         self.name_jobs(name)
 
     def name_jobs(self, name: str) -> None:
-        """Name the Spark jobs the calling thread starts: the job description is a property of the thread
-        (`phase` names the main thread's; a part run beside others, statekeeper.jobs.side_by_side, its own)."""
+        """Name (and tag, with the run's `job_tag`) the Spark jobs the calling thread starts: both are properties
+        of the thread (`phase` names the main thread's; a part run beside others, statekeeper.jobs.side_by_side,
+        its own). A job started for a query in another thread of Spark's (a broadcast) has its query's."""
         try:
             self._context.setJobDescription(f"{self._prefix}: {name}")
+            if self._job_tag is not None:
+                self._context.addJobTag(self._job_tag)
         except Exception:  # noqa: BLE001 - naming the Spark UI's jobs must never fail the run
             pass
+
+    def wait_for_jobs(self, poll: float = 0.05) -> None:
+        """Return once no Spark job tagged with the run's `job_tag` is running (at once without a tag)."""
+        if self._job_tag is None:
+            return
+        jvm_tracker = self._context._jsc.sc().statusTracker()
+        while True:
+            infos = (self._tracker.getJobInfo(int(job)) for job in jvm_tracker.getJobIdsForTag(self._job_tag))
+            if not any(info is not None and info.status == "RUNNING" for info in infos):
+                return
+            time.sleep(poll)
 
     @property
     def phase_seconds(self) -> float:
@@ -55,8 +77,11 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        self.wait_for_jobs()
         try:
             self._context.setJobDescription(None)
+            if self._job_tag is not None:
+                self._context.removeJobTag(self._job_tag)
         except Exception:  # noqa: BLE001
             pass
 
