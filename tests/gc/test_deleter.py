@@ -638,7 +638,8 @@ def test_routing_deletes_the_listed_spelling_under_its_root_and_refuses_every_ot
     given = {(store_identity(StorageConfig(), root), Guard.CONDITIONAL_DELETE):
              Proof(store_identity(StorageConfig(), root), Guard.CONDITIONAL_DELETE, Verdict.ENFORCED, "given")
              for root in ("s3://b/cp", "gs://g/ck")}
-    deleter = Deleter(StorageConfig(), ["s3://b/cp", "gs://g/ck"], enforcement=Enforcement(StorageConfig(), proofs=given))
+    deleter = Deleter(StorageConfig(), ["s3://b/cp", "gs://g/ck"],
+                      enforcement=Enforcement(StorageConfig(), proofs=given))
     routed = {"s3://b/cp/job/shared/a": "s3://b/cp/job/shared/a",
               "s3://b/cp/job/shared/a b%20c//d": "s3://b/cp/job/shared/a b%20c//d",   # a key's own characters
               "s3a://b/cp/job/shared/x": "s3://b/cp/job/shared/x",                    # an alias, the listed key

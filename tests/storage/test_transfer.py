@@ -757,7 +757,8 @@ def test_a_same_size_foreign_object_at_a_remote_target_is_replaced_an_equal_one_
 # The stores that enforce (SeaweedFS, the emulator with the checks of tests/plugins/gcs_emulator.py) and those that
 # accept the preconditions and ignore them (moto and the GCS emulator as released).
 SERVERS = [pytest.param("plain_moto_server", marks=pytest.mark.s3), pytest.param("seaweedfs", marks=pytest.mark.s3),
-           pytest.param("plain_gcs_emulator", marks=pytest.mark.gcs), pytest.param("gcs_emulator", marks=pytest.mark.gcs)]
+           pytest.param("plain_gcs_emulator", marks=pytest.mark.gcs),
+           pytest.param("gcs_emulator", marks=pytest.mark.gcs)]
 ENFORCING = ("seaweedfs", "gcs_emulator")
 
 
@@ -786,8 +787,6 @@ def test_a_create_only_copy_the_store_ignores_is_preceded_by_an_existence_check(
     other = fio.write(f"{base}/dr/f", data)      # the other writer got there first
     transfer = Transfer(config, None, [f"{base}/dr"], TransferSettings(backoff_base=0.01),
                         source_roots=[f"{base}/cp"])
-    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.CREATE_ONLY_COPY)
-    assert enforced is (server in ENFORCING)
     original = Transfer._stat_target
     calls = []
 
@@ -798,9 +797,11 @@ def test_a_create_only_copy_the_store_ignores_is_preceded_by_an_existence_check(
     monkeypatch.setattr(Transfer, "_stat_target", stale_first)
     result = _one(transfer, f"{base}/cp/f", f"{base}/dr/f", len(data))
     assert (result.outcome, result.retries) == (TransferOutcome.SKIPPED, 1), result
+    assert fio.stat(f"{base}/dr/f").etag == other.etag
+    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.CREATE_ONLY_COPY)
+    assert enforced is (server in ENFORCING)
     # the stale stat, the retry's stat, and where the store does not enforce it the check just before the copy
     assert len(calls) == (2 if enforced else 3)
-    assert fio.stat(f"{base}/dr/f").etag == other.etag
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -817,8 +818,6 @@ def test_a_source_pin_the_store_ignores_is_replaced_by_reading_the_source_before
     data = _payload(30_000, 28)
     _put(fio, f"{base}/cp/g", data)
     transfer = Transfer(config, None, [f"{base}/dr"], source_roots=[f"{base}/cp"])
-    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.PINNED_COPY)
-    assert enforced is (server in ENFORCING)
     original = Transfer._stat_source
     rewritten = []
 
@@ -832,6 +831,9 @@ def test_a_source_pin_the_store_ignores_is_replaced_by_reading_the_source_before
     monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
     changed = transfer.copy_one(TransferItem(f"{base}/cp/g", f"{base}/dr/g"))
     assert (changed.outcome, changed.retries) == (TransferOutcome.SOURCE_CHANGED, 0), changed
+    assert not fio.exists(f"{base}/dr/g")
+    enforced = transfer.enforcement.enforced(f"{base}/dr", Guard.PINNED_COPY)
+    assert enforced is (server in ENFORCING)
     assert ("the copy was refused by the store" if enforced else "re-checked because the store does not enforce "
             f"{guard_name(base[:base.index(':')], Guard.PINNED_COPY)}") in changed.message, changed.message
     assert not fio.exists(f"{base}/dr/g")

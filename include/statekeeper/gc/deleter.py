@@ -21,8 +21,9 @@ How "still the planned version" is made sure of (statekeeper.storage.model.Delet
   row without a version (etag) cannot be pinned: FAILED, never deleted unconditionally.
 * object stores whose self-test found the precondition ignored, or could not complete (unknown: fail closed), and
   every store configured `listing` (StorageConfig.delete_recheck / oss_delete_recheck: then nothing is tested):
-  each parent "directory" is listed again just before its keys are deleted (statekeeper.storage.listing: one page per 1,000 keys, metadata reads where candidates are sparse) and
-  size, version and mtime (to the second) compared with the plan; what matches is deleted (S3, OSS: plain
+  each parent "directory" is listed again just before its keys are deleted (statekeeper.storage.listing: one
+  page per 1,000 keys, metadata reads where candidates are sparse) and size, version and mtime (to the second)
+  compared with the plan; what matches is deleted (S3, OSS: plain
   DeleteObjects; GCS and Azure: still conditional). An object replaced between the listing and the delete on
   such a store is deleted: the window is kept to a few batches.
 * local and NFS: lstat against the planned size, mtime and fingerprint (inode, mtime in ns, size), then unlink,

@@ -136,7 +136,9 @@ def _wrong_version(scheme: str, version: str | None) -> str:
         wrong = "0x8D0000000000001"
         return wrong if wrong != (version or "").strip('"') else "0x8D0000000000002"
     wrong = hashlib.md5(b"statekeeper: not this object", usedforsecurity=False).hexdigest()
-    return wrong if wrong != (version or "").strip('"') else hashlib.md5(wrong.encode(), usedforsecurity=False).hexdigest()
+    if wrong == (version or "").strip('"'):
+        wrong = hashlib.md5(wrong.encode(), usedforsecurity=False).hexdigest()
+    return wrong
 
 
 def self_test(backend: Any, scratch: str, guards: Iterable[Guard], store: str) -> list[Proof]:
@@ -166,7 +168,8 @@ def self_test(backend: Any, scratch: str, guards: Iterable[Guard], store: str) -
                 info = backend.stat(a)
             except Exception as exc:  # noqa: BLE001
                 rest = wanted[len(proofs):]
-                proofs += [Proof(store, g, Verdict.UNKNOWN, f"cannot restore the scratch object {a}: {exc}") for g in rest]
+                proofs += [Proof(store, g, Verdict.UNKNOWN, f"cannot restore the scratch object {a}: {exc}")
+                           for g in rest]
                 break
     _clean(backend, [a, b, c])
     for proof in proofs:
