@@ -58,8 +58,8 @@ def _push(settings: dict[str, Any], dag_id: str, log: Any) -> None:
     for problem in problems:
         log.warning("metrics: %s", problem)
     job = str(settings.get("job") or "").strip() or DEFAULT_JOB_LABEL
-    gathered = [(Group(job, dag_id, g.warehouse), figures) for g in _groups(settings)
-                if (figures := _gather(g, thresholds, log)) is not None]
+    gathered = [(Group(job, dag_id, found[0]), found[1]) for g in _groups(settings)
+                if (found := _gather(g, thresholds, log)) is not None]
     if not gathered:
         return
     where = "; ".join(group.warehouse for group, _ in gathered)
@@ -95,7 +95,8 @@ def _groups(settings: dict[str, Any]) -> list[GroupSetting]:
     return out
 
 
-def _gather(group: GroupSetting, thresholds: Any, log: Any) -> list[Any] | None:
+def _gather(group: GroupSetting, thresholds: Any, log: Any) -> tuple[str, list[Any]] | None:
+    """The warehouse's canonical URI (the group's label: one group however a setting spells it) and its figures."""
     from statekeeper.metrics.gather import gather
     from statekeeper.storage import StorageConfig
     from statekeeper.tables import Warehouse
@@ -104,7 +105,8 @@ def _gather(group: GroupSetting, thresholds: Any, log: Any) -> list[Any] | None:
     try:
         storage = StorageConfig.from_env(_connection_env(group.storage_conn_id)) if group.storage_conn_id \
             else StorageConfig.from_env()
-        return gather(Warehouse(group.warehouse, storage), group.scope, thresholds)
+        warehouse = Warehouse(group.warehouse, storage)
+        return warehouse.uri, gather(warehouse, group.scope, thresholds)
     except Exception as exc:   # noqa: BLE001 - a warehouse that cannot be read is one line, not a failed run
         log.warning("metrics: could not read the %s figures of warehouse %s (%s: %s); not pushed", group.scope.value,
                     group.warehouse, type(exc).__name__, exc)
