@@ -198,7 +198,7 @@ def _copy_task(spark, source, target, source_root: str, target_root: str, in_fli
     opts = DrOptions()
     sc = spark.sparkContext
     return CopyTask(source, target, [source_root], [target_root], in_flight or opts.copies_in_flight,
-                    opts.verify is VerifyMode.CHECKSUM, None, sc.accumulator(0), sc.accumulator(0))
+                    opts.verify is VerifyMode.CHECKSUM, None, files=sc.accumulator(0), bytes=sc.accumulator(0))
 
 
 def _noop_task(batches):

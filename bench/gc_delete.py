@@ -124,16 +124,23 @@ def _write_plan(infos, root: str, path: Path) -> None:
 
 
 def _ours(spark, plan: Path, storage, roots: list[str]) -> tuple[float, dict[str, int], list[str]]:
-    """The GC job's deletion stage: delete_plan (its partitioning, DeleteTask, its defaults), outcome counts."""
+    """The GC job's deletion stage: the stores' self-tests on the driver (gc.protection), delete_plan (its
+    partitioning, DeleteTask, its defaults), outcome counts."""
     from pyspark.sql import functions as F
 
+    from statekeeper.gc import protection as gc_protection
     from statekeeper.gc.execute import delete_plan
     from statekeeper.gc.options import GcOptions
+    from statekeeper.storage.enforcement import Enforcement
+    from statekeeper.storage.roots import Root
 
     sc = spark.sparkContext
     accumulators = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0))
     t = time.perf_counter()
-    results = delete_plan(spark.read.parquet(str(plan)), roots, storage, GcOptions().delete, None, accumulators)
+    enforcement = Enforcement(storage)
+    spread, _ = gc_protection.decide(storage, enforcement, [(root, Root(root).root_id) for root in roots])
+    results = delete_plan(spark.read.parquet(str(plan)), roots, storage, GcOptions().delete, None, accumulators,
+                          enforcement=enforcement, spread=spread)
     rows = results.groupBy("outcome").agg(F.count("*").alias("n"), F.first("message").alias("example")).collect()
     seconds = time.perf_counter() - t
     counts = {r["outcome"]: r["n"] for r in rows}
