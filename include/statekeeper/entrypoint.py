@@ -61,9 +61,6 @@ class JobEntry(Generic[O]):
     options: Callable[[argparse.Namespace], O]
     # The exit code of a run that finished (whatever its Result says; exceptions are the driver's).
     exit_code: Callable[[Any, argparse.Namespace], ExitCode] = _always_ok
-    # Open the warehouse before Spark starts, so a wrong one answers in a second (the index, which
-    # creates it, leaves it to the run).
-    check_warehouse: bool = True
     # Further checks of the checked options before Spark starts (roots, a second store's settings).
     preflight: Callable[[O], Any] | None = None
     # Builder settings that are not options (a second store's settings: secrets stay out of options).
@@ -131,15 +128,15 @@ def run(entry: JobEntry[Any], argv: list[str] | None = None, *, prog: str | None
 def _checked_options(entry: JobEntry[O], args: argparse.Namespace) -> O:
     """The job's options, checked, and whatever else can be checked before Spark starts: a wrong
     setting should answer in a second, not after JVM start-up."""
+    from statekeeper.storage import StorageConfig
+    from statekeeper.tables.warehouse import Warehouse
+
     options = entry.options(args)
     options.check()
     if entry.preflight is not None:
         entry.preflight(options)
-    if entry.check_warehouse:
-        from statekeeper.storage import StorageConfig
-        from statekeeper.tables.warehouse import Warehouse
-
-        Warehouse(args.warehouse, StorageConfig.from_env())
+    # Every job writes the warehouse (its audit table at least), the index too, which creates it.
+    Warehouse(args.warehouse, StorageConfig.from_env()).check_writable()
     return options
 
 

@@ -29,8 +29,9 @@ class ExitCode(IntEnum):
 
 
 _USAGE = ("usage or configuration error (bad, overlapping or missing roots, an empty S3 root without "
-          "--allow-empty-root, a warehouse overlapping a root, storage settings, missing or foreign tables, "
-          "no succeeded index run to read): fix the parameters or connections")
+          "--allow-empty-root, a warehouse overlapping a root or one that cannot be written: read-only, no "
+          "permission, a full disk; storage settings, missing or foreign tables, no succeeded index run to read): "
+          "fix the parameters or connections")
 
 
 @dataclass(frozen=True)

@@ -56,4 +56,4 @@ def exit_code(result: object, args: argparse.Namespace) -> ExitCode:
 
 
 # The index creates the warehouse: its roots and storage are checked by the run itself.
-ENTRY = ep.JobEntry(INDEX, DESCRIPTION, add_arguments, options, exit_code, check_warehouse=False)
+ENTRY = ep.JobEntry(INDEX, DESCRIPTION, add_arguments, options, exit_code)

@@ -17,6 +17,11 @@ class UnsupportedTableError(TableError, ConfigurationError):
     mapping, ...); reading it anyway could return deleted or mislabelled rows."""
 
 
+class WarehouseNotWritableError(TableError, ConfigurationError):
+    """A local warehouse this process cannot write (a read-only file system, no permission, a full disk, a
+    regular file on its path): refused before a job starts, naming the directory and what to do."""
+
+
 class MissingTableError(TableError, ConfigurationError):
     """A table a job or command needs is absent from the warehouse (run the job that writes it)."""
 
