@@ -168,25 +168,24 @@ def build(path) -> Store:
         {"run_id": "f1", "status": "verified", "source_root": ROOT, "job_dir": A, "checkpoint_id": 2,
          "snapshot_type": "checkpoint", "selected_by": "follow", "finished_at": at(-15),
          "source_completed_at": at(-20)},
-        {"run_id": "f0", "status": "failed", "source_root": ROOT, "job_dir": A, "snapshot_type": "checkpoint",
-         "selected_by": "follow", "finished_at": at(-17)},     # before the verified copy: not in a row
+        # a copy that failed in a follow round (its round also names it in dr_runs.problems: one round)
         {"run_id": "f2", "status": "failed", "source_root": ROOT, "job_dir": A, "snapshot_type": "checkpoint",
          "selected_by": "follow", "finished_at": at(-10)},
-        {"run_id": "f3", "status": "failed", "source_root": ROOT, "job_dir": A, "snapshot_type": "checkpoint",
-         "selected_by": "follow", "finished_at": at(-5)},
-        {"run_id": "f3", "status": "failed", "source_root": ROOT, "job_dir": B, "snapshot_type": "checkpoint",
-         "selected_by": "follow", "finished_at": at(-5)},
     ])
+    refused = "{} names {}/shared/gone, which its directory's listing does not hold: ..."
     append(wh, "dr_runs", [
         {"run_id": "d1", "status": "succeeded", "mode": "copy", "started_at": at(-26), "finished_at": at(-25),
          "verified": 2, "files_copied": 3, "bytes_copied": 300},
+        # refused before A's verified copy: not in the row of refusals since
         {"run_id": "f0", "status": "attention", "mode": "follow", "started_at": at(-18), "finished_at": at(-17),
-         "failed": 1},
+         "roots": [ROOT], "problems": [refused.format(a1, f"{ROOT}/{A}")]},
         {"run_id": "f1", "status": "succeeded", "mode": "follow", "started_at": at(-16), "finished_at": at(-15),
-         "verified": 1, "files_copied": 2, "bytes_copied": 40},
+         "roots": [ROOT], "verified": 1, "files_copied": 2, "bytes_copied": 40},
         {"run_id": "f2", "status": "attention", "mode": "follow", "started_at": at(-11), "finished_at": at(-10),
-         "failed": 1},
+         "roots": [ROOT], "failed": 1, "problems": [f"{ROOT}/{A}/chk-3/_metadata: copy failed: ..."]},
+        # refusals leave no dr_copies row, only their line
         {"run_id": "f3", "status": "attention", "mode": "follow", "started_at": at(-6), "finished_at": at(-5),
-         "failed": 2, "files_copied": 0},
+         "roots": [ROOT], "problems": [refused.format(f"{ROOT}/{A}/chk-4/_metadata", f"{ROOT}/{A}"),
+                                       refused.format(b5, f"{ROOT}/{A}")]},
     ])
     return Store(wh, {"a1": a1, "a2": a2, "b5": b5, "flat3": flat3})

@@ -94,6 +94,7 @@ def test_dr_copy_figures(store):
         ("statekeeper_runs_total", "dr_copy", "succeeded"): 1,
         ("statekeeper_dr_run_copied_files", "dr_copy"): 3, ("statekeeper_dr_run_copied_bytes", "dr_copy"): 300,
         ("statekeeper_dr_run_verified_snapshots", "dr_copy"): 2, ("statekeeper_dr_run_failed_snapshots", "dr_copy"): 0,
+        ("statekeeper_dr_run_problems", "dr_copy"): 0,
         ("statekeeper_dr_copied_bytes_total", "dr_copy"): 300,
         # per job, from every verified checkpoint copy whichever DAG made it (the savepoint's is no recovery point)
         ("statekeeper_dr_recovery_point_timestamp_seconds", ROOT, A): ts(-20),
@@ -115,14 +116,15 @@ def test_dr_follow_figures(store):
         ("statekeeper_runs_total", "dr_follow", "attention"): 3, ("statekeeper_runs_total", "dr_follow", "succeeded"): 1,
         ("statekeeper_dr_run_copied_files", "dr_follow"): 0, ("statekeeper_dr_run_copied_bytes", "dr_follow"): 0,
         ("statekeeper_dr_run_verified_snapshots", "dr_follow"): 0,
-        ("statekeeper_dr_run_failed_snapshots", "dr_follow"): 2,
+        ("statekeeper_dr_run_failed_snapshots", "dr_follow"): 0, ("statekeeper_dr_run_problems", "dr_follow"): 2,
         ("statekeeper_dr_copied_bytes_total", "dr_follow"): 40,
         ("statekeeper_dr_recovery_point_timestamp_seconds", ROOT, A): ts(-20),
         ("statekeeper_dr_last_verified_copy_timestamp_seconds", ROOT, A): ts(-15),
-        # A: refused at -10 and -5, after its verified copy at -15 (the refusal at -17 came before it)
+        # A: refused (or failed) in the rounds at -10 and -5, after its verified copy at -15 (the refusal at -17
+        # came before it); B: refused at -5, never copied
         ("statekeeper_dr_follow_consecutive_refusals", ROOT, A): 2,
         ("statekeeper_dr_follow_consecutive_refusals", ROOT, B): 1,
-        ("statekeeper_dr_snapshots_total", "dr_follow", "failed"): 4,
+        ("statekeeper_dr_snapshots_total", "dr_follow", "failed"): 1,
         ("statekeeper_dr_snapshots_total", "dr_follow", "verified"): 1,
         ("statekeeper_threshold_dr_rpo_seconds",): 1800, ("statekeeper_threshold_follow_refusals",): 5,
     })
@@ -171,3 +173,11 @@ def test_names_follow_prometheus_conventions():
         # in seconds: a point in time or a duration, never an age that a push would freeze (thresholds aside)
         if name.endswith("_seconds") and not name.startswith("statekeeper_threshold_"):
             assert name.endswith(("_timestamp_seconds", "_duration_seconds")), name
+
+
+def test_refused_jobs_are_the_job_directories_problems_start_with():
+    lines = ["file:///r/aa/chk-3/_metadata names file:///r/bb/shared/x, which ...",
+             "file:///r/cc: cannot list the job directory ...", "file:///flat/chk-9/_metadata does not parse",
+             "something else entirely", ""]
+    assert figures.refused_jobs(lines, ["file:///r", "file:///flat/"]) == {
+        ("file:///r", "aa"), ("file:///r", "cc"), ("file:///flat", ".")}

@@ -279,6 +279,7 @@ def dr_run_samples(step: str, runs: list[Mapping[str, Any]]) -> list[Sample]:
         sample("statekeeper_dr_run_copied_bytes", newest["bytes_copied"], step=step),
         sample("statekeeper_dr_run_verified_snapshots", newest["verified"], step=step),
         sample("statekeeper_dr_run_failed_snapshots", newest["failed"], step=step),
+        sample("statekeeper_dr_run_problems", len(newest["problems"] or ()), step=step),
         sample("statekeeper_dr_copied_bytes_total", sum(r["bytes_copied"] for r in runs), step=step),
     ]
 
@@ -295,8 +296,16 @@ class DrCopiesFold:
         self.step = step
         self.recovery_point: dict[tuple[str, str], datetime] = {}
         self.verified_at: dict[tuple[str, str], datetime] = {}
-        self.refused_at: dict[tuple[str, str], list[datetime]] = defaultdict(list)
+        # per job, the follow rounds (run ids) that refused or failed its newest checkpoint, and when
+        self.refused_at: dict[tuple[str, str], dict[str, datetime]] = defaultdict(dict)
         self.outcomes: dict[str, int] = defaultdict(int)
+
+    def add_follow_runs(self, runs: Iterable[Mapping[str, Any]]) -> None:
+        """Follow rounds (dr_runs rows of mode follow): a refused checkpoint leaves no dr_copies row, only its
+        line in the round's `problems`, which starts with the refused `_metadata`'s (or job directory's) URI."""
+        for run in runs:
+            for key in refused_jobs(run["problems"] or (), run["roots"] or ()):
+                _keep_round(self.refused_at[key], run["run_id"], run["finished_at"])
 
     def add(self, batch: pa.Table) -> None:
         for r in batch.to_pylist():
@@ -311,7 +320,7 @@ class DrCopiesFold:
                 if r["source_completed_at"] is not None:
                     _keep_max(self.recovery_point, key, r["source_completed_at"])
             elif follow:
-                self.refused_at[key].append(r["finished_at"])
+                _keep_round(self.refused_at[key], r["run_id"], r["finished_at"])
 
     def samples(self) -> list[Sample]:
         out = []
@@ -325,11 +334,30 @@ class DrCopiesFold:
                                   seconds(self.verified_at[key]), **labels))
             if self.step == "dr_follow":
                 since = self.verified_at.get(key)
-                refusals = sum(1 for t in self.refused_at.get(key, ()) if since is None or t > since)
+                refusals = sum(1 for t in self.refused_at.get(key, {}).values() if since is None or t > since)
                 out.append(sample("statekeeper_dr_follow_consecutive_refusals", refusals, **labels))
         out += [sample("statekeeper_dr_snapshots_total", n, step=self.step, status=status)
                 for status, n in sorted(self.outcomes.items())]
         return out
+
+
+def refused_jobs(problems: Iterable[str], roots: Iterable[str]) -> set[tuple[str, str]]:
+    """The job directories a DR run's `problems` name: each line starts with the URI at fault, below a root."""
+    out = set()
+    bases = [r.rstrip("/") + "/" for r in roots]
+    for line in problems:
+        first = line.split(None, 1)[0].rstrip(":,") if line.strip() else ""
+        for base in bases:
+            if first.startswith(base):
+                out.add(job_key(base[:-1], first[len(base):].split("/", 1)[0]))
+                break
+    return out
+
+
+def _keep_round(rounds: dict[str, datetime], run_id: str, at: datetime) -> None:
+    """One round counts once, whether its refusal is a line in dr_runs.problems or a failed dr_copies row."""
+    if run_id not in rounds or at > rounds[run_id]:
+        rounds[run_id] = at
 
 
 def _keep_max(into: dict[tuple[str, str], datetime], key: tuple[str, str], value: datetime) -> None:

@@ -70,9 +70,11 @@ def dr(warehouse: Warehouse, step: str) -> list[f.Sample]:
     runs = f.run_states(step, reader.read("dr_runs").to_pylist())
     samples = f.run_samples(step, runs) + f.dr_run_samples(step, runs)
     fold = f.DrCopiesFold(step)
-    for batch in _batches(reader, "dr_copies", ["source_root", "job_dir", "snapshot_type", "status", "selected_by",
-                                                "finished_at", "source_completed_at"]):
+    for batch in _batches(reader, "dr_copies", ["run_id", "source_root", "job_dir", "snapshot_type", "status",
+                                                "selected_by", "finished_at", "source_completed_at"]):
         fold.add(batch)
+    if step == "dr_follow":
+        fold.add_follow_runs(runs)
     return samples + fold.samples()
 
 

@@ -113,8 +113,9 @@ METRICS: tuple[MetricSpec, ...] = (
        "When the job's newest verified DR copy (or re-verification) finished, Unix seconds.",
        "dr_copies.finished_at, the newest of the job's verified rows", DR),
     _m("statekeeper_dr_follow_consecutive_refusals", G, JOB,
-       "Follow rounds in a row that refused or failed the job's newest checkpoint since its last verified copy.",
-       "dr_copies rows with selected_by = follow and status = failed, newer than the job's newest verified row",
+       "Follow rounds that refused or failed the job's newest checkpoint since its last verified copy.",
+       "dr_runs.problems of follow rounds naming the job directory, and dr_copies rows with selected_by = follow "
+       "and status = failed, newer than the job's newest verified row (one per round)",
        frozenset({Scope.DR_FOLLOW})),
     # -- per step: the newest run ------------------------------------------------------------------------------
     _m("statekeeper_run_succeeded", G, STEP_STATUS,
@@ -159,6 +160,9 @@ METRICS: tuple[MetricSpec, ...] = (
        "and verified.", "dr_runs.verified", DR),
     _m("statekeeper_dr_run_failed_snapshots", G, STEP, "Snapshots the newest DR run could not copy or refused.",
        "dr_runs.failed", DR),
+    _m("statekeeper_dr_run_problems", G, STEP, "Checkpoints (or job directories) the newest DR run refused or "
+       "could not copy, each a line of its problems (a follow round's refusals are counted here only).",
+       "dr_runs.problems, counted", DR),
     _m("statekeeper_dr_copied_bytes_total", C, STEP, "Bytes copied by every DR run of the step.",
        "dr_runs.bytes_copied, summed", DR),
     _m("statekeeper_dr_snapshots_total", C, STEP_STATUS, "Snapshots the step's DR runs handled, by outcome "
