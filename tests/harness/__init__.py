@@ -36,6 +36,7 @@ from tests.harness.scenarios import DEDICATED_SCENARIOS, PLANS, SCENARIOS, metad
 from tests.harness.store import MANIFEST, cached_store
 from tests.harness.store import generate as _generate
 from tests.harness.running import RunningJob, RunStats, start_job
+from tests.harness.s3_plugin import PluginChecksumError, S3Endpoint
 from tests.harness.verify import VerifyCase, VerifyResult, verify_restore, verify_restore_many
 
 DEFAULT_FLINK_VERSIONS = ("1.20.3", "2.0.2", "2.3.0")
@@ -130,5 +131,5 @@ def load_fixture(root: Path) -> Fixture:
 __all__ = [
     "DEDICATED_SCENARIOS", "FLINK_VERSIONS", "SCENARIOS", "Fixture", "RunStats", "RunningJob", "VerifyCase",
     "VerifyResult", "generate_store", "get_fixture", "load_fixture", "metadata_version_for", "named_paths",
-    "run_oracle", "scenarios_for", "start_job", "supports", "verify_restore", "verify_restore_many",
+    "PluginChecksumError", "S3Endpoint", "run_oracle", "scenarios_for", "start_job", "supports", "verify_restore", "verify_restore_many",
 ]

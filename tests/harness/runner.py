@@ -1,6 +1,7 @@
 """Running the harness's Java entry points as subprocesses (one JVM per call)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ def jvm_tmpdir_opt(directory: Path) -> str:
 
 
 def run_java(version: str, main_class: str, args: list[str], timeout: float, log: Path | None = None,
-             jvm_opts: tuple[str, ...] = ()) -> JavaRun:
+             jvm_opts: tuple[str, ...] = (), env: dict[str, str] | None = None) -> JavaRun:
+    """Run `main_class`; `env`: variables added to this process's environment (the S3 connection: never argv)."""
     parent = cache_root() / "tmp"
     parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jvm-", dir=parent, ignore_cleanup_errors=True) as jvm_tmp:
@@ -40,7 +42,7 @@ def run_java(version: str, main_class: str, args: list[str], timeout: float, log
         cmd = java_command(version, f"statekeeper.harness.{main_class}", *args,
                            jvm_opts=(jvm_tmpdir_opt(Path(jvm_tmp)), *jvm_opts), sharing=sharing)
         try:
-            run = _run(cmd, timeout, log)
+            run = _run(cmd, timeout, log, {**os.environ, **env} if env else None)
             if run.returncode == 0:
                 sharing.publish()
             return run
@@ -48,10 +50,10 @@ def run_java(version: str, main_class: str, args: list[str], timeout: float, log
             sharing.discard()
 
 
-def _run(cmd: list[str], timeout: float, log: Path | None) -> JavaRun:
+def _run(cmd: list[str], timeout: float, log: Path | None, env: dict[str, str] | None = None) -> JavaRun:
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         if log is not None:

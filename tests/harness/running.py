@@ -7,6 +7,10 @@ failed checkpoints tolerated and counted instead of failing the job. It returns 
 checkpoint is complete on disk; `RunningJob.stop()` reads Flink's checkpoint statistics, cancels
 the job (its newest checkpoint is retained) and returns them as `RunStats`.
 
+`checkpoint_root` is a local directory, or an `s3://bucket/prefix` URI with `s3=` the server's endpoint and keys:
+Flink then writes there itself through its S3 filesystem plugin (s3_plugin.py), and `job_dir` and
+`newest_checkpoint` are `s3://` URIs (str) instead of Paths.
+
 Nothing but Flink writes under `checkpoint_root`: the plan, the stop file, the result and the JVM
 log live in a private work directory under `$STATEKEEPER_CACHE/tmp/run-*`, removed on stop.
 """
@@ -26,6 +30,7 @@ from tests.harness import scenarios
 from tests.harness._fs import cache_root
 from tests.harness.flink import class_sharing, java_command
 from tests.harness.runner import HarnessRunError, jvm_tmpdir_opt, tail
+from tests.harness.s3_plugin import S3Endpoint
 
 # What the live job changes in the scenario's job spec (JobSpec keys). The payload size, key count
 # and parallelism stay those of `incremental`, so verify_restore(version, chk) checks its state.
@@ -38,14 +43,14 @@ LIVE_FLINK_OPTIONS: dict[str, str] = {}
 class RunStats:
     """Flink's checkpoint statistics of a stopped live job (read just before it was cancelled)."""
     job_id: str
-    job_dir: Path
+    job_dir: Path | str             # str: an s3:// URI (a job on S3)
     completed: int                  # CheckpointStatsCounts.getNumberOfCompletedCheckpoints()
     failed: int                     # ... getNumberOfFailedCheckpoints() since start_job returned:
                                     # declined, expired, I/O errors, failed triggers alike
     failure_reasons: list[str]      # "chk-<id>: <Flink's failure message>" per failed checkpoint
     failed_before_start: int        # failures before the first checkpoint (a trigger that found the
                                     # tasks still deploying); not in `failed`
-    newest_checkpoint: Path | None  # highest chk-N with _metadata after the cancellation
+    newest_checkpoint: Path | str | None  # highest chk-N with _metadata after the cancellation (str on S3)
     stopped_by: str                 # "stop_file" (stop()), "time_limit" (seconds_max) or "job_ended"
     job_failure: str | None         # why the job ended by itself (stopped_by == "job_ended")
     raw: dict = field(repr=False)   # the whole result.json (latest_completed_id, notified_checkpoints, ...)
@@ -61,8 +66,8 @@ class RunStats:
 class RunningJob:
     """A live job started by `start_job`. Use `stop()` (or the `with` form, which always ends the JVM)."""
 
-    def __init__(self, version: str, checkpoint_root: Path, work: Path, proc: subprocess.Popen,
-                 log: Path, job_id: str, job_dir: Path, started_after_s: float):
+    def __init__(self, version: str, checkpoint_root: Path | str, work: Path, proc: subprocess.Popen,
+                 log: Path, job_id: str, job_dir: Path | str, started_after_s: float):
         self.version = version
         self.checkpoint_root = checkpoint_root
         self.job_id = job_id
@@ -111,10 +116,10 @@ class RunningJob:
                 raise HarnessRunError(f"RunJob exited {self._proc.returncode} without a result:\n{tail(output)}")
             newest = result.get("newest_checkpoint")
             self._stats = RunStats(
-                job_id=result["job_id"], job_dir=Path(result["job_dir"]), completed=int(result["completed"]),
+                job_id=result["job_id"], job_dir=_path(result["job_dir"]), completed=int(result["completed"]),
                 failed=int(result["failed"]), failure_reasons=list(result["failure_reasons"]),
                 failed_before_start=int(result["failed_before_start"]),
-                newest_checkpoint=Path(newest) if newest else None, stopped_by=result["stopped_by"],
+                newest_checkpoint=_path(newest) if newest else None, stopped_by=result["stopped_by"],
                 job_failure=result.get("job_failure"), raw=result, output=output)
             return self._stats
         finally:
@@ -143,10 +148,19 @@ class RunningJob:
             self.kill()           # the body's exception is what matters
 
 
-def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, startup_timeout: float = 180,
+def _path(text: str) -> Path | str:
+    """A path the JVM reported: a local one as a Path, a URI (s3://) as it is."""
+    return text if is_remote(text) else Path(text)
+
+
+def is_remote(path: Path | str) -> bool:
+    return "://" in str(path) and not str(path).startswith("file:")
+
+
+def start_job(version: str, checkpoint_root: Path | str, *, seconds_max: float = 300, startup_timeout: float = 180,
               scenario: str = "incremental", job: str = "A", jvm_opts: tuple[str, ...] = (),
-              restore_from: Path | None = None, claim_mode: str = "CLAIM",
-              params: dict[str, object] | None = None) -> RunningJob:
+              restore_from: Path | str | None = None, claim_mode: str = "CLAIM",
+              params: dict[str, object] | None = None, s3: S3Endpoint | None = None) -> RunningJob:
     """Start `scenario`'s job (default `incremental` A) with Flink `version`, checkpointing into
     `checkpoint_root/<job-id>/` every 200 ms with one retained checkpoint; return once its first
     checkpoint is complete (`chk-N/_metadata` exists). The JVM stops by itself after `seconds_max`
@@ -155,9 +169,15 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
 
     `restore_from`: a retained checkpoint directory (e.g. an earlier live job's newest, kept on stop) the job
     starts from in `claim_mode`; in CLAIM mode its incremental checkpoints then use that job's `shared/`
-    files (FLINK-24149). `params`: JobSpec keys over LIVE_JOB_PARAMS (e.g. interval_ms, retained)."""
-    checkpoint_root = Path(checkpoint_root).absolute()
-    checkpoint_root.mkdir(parents=True, exist_ok=True)
+    files (FLINK-24149). `params`: JobSpec keys over LIVE_JOB_PARAMS (e.g. interval_ms, retained). `s3`: the S3
+    server an `s3://` checkpoint root (or `restore_from`) lives on."""
+    if is_remote(checkpoint_root) or (restore_from is not None and is_remote(restore_from)):
+        if s3 is None:
+            raise ValueError(f"{checkpoint_root}: an s3:// checkpoint root needs s3= (the server's endpoint and keys)")
+        checkpoint_root = str(checkpoint_root).rstrip("/")
+    else:
+        checkpoint_root = Path(checkpoint_root).absolute()
+        checkpoint_root.mkdir(parents=True, exist_ok=True)
     plan = scenarios.PLANS[scenario]
     job_plan = plan.job(job)
     job_plan = scenarios.JobPlan(job_plan.name, {**job_plan.params, **LIVE_JOB_PARAMS, **(params or {})})
@@ -168,7 +188,8 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
     lines = scenarios.job_properties(job_plan)
     lines += [f"flink.{key}={value}" for key, value in LIVE_FLINK_OPTIONS.items()]
     if restore_from is not None:
-        lines += [f"{job_plan.name}.restore={scenarios.escape(str(Path(restore_from).absolute()))}",
+        restore = str(restore_from) if is_remote(restore_from) else str(Path(restore_from).absolute())
+        lines += [f"{job_plan.name}.restore={scenarios.escape(restore)}",
                   f"{job_plan.name}.claim_mode={claim_mode}"]
     plan_file.write_text("\n".join(lines) + "\n")
     (work / "jvm-tmp").mkdir()
@@ -178,10 +199,12 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
                        # Killed mid-run by design: it maps an archive a restore wrote, never writes one.
                        sharing=class_sharing(version, write=False))
     log = work / "runjob.log"
+    # The S3 connection in the environment, never on the argv (S3Plugins.java reads it).
+    env = {**os.environ, **s3.environment(version)} if s3 is not None else None
     t0 = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
     marker = work / "started.json"
     try:
         while not marker.is_file():
@@ -202,5 +225,5 @@ def start_job(version: str, checkpoint_root: Path, *, seconds_max: float = 300, 
             proc.wait()
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return RunningJob(version, checkpoint_root, work, proc, log, started["job_id"], Path(started["job_dir"]),
+    return RunningJob(version, checkpoint_root, work, proc, log, started["job_id"], _path(started["job_dir"]),
                       time.monotonic() - t0)

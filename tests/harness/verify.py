@@ -11,6 +11,8 @@ from pathlib import Path
 from tests.harness import scenarios
 from tests.harness._fs import cache_root
 from tests.harness.runner import run_java, tail
+from tests.harness.running import is_remote
+from tests.harness.s3_plugin import S3Endpoint
 
 
 # Plan params that are Flink options (ExtraOptions.java): `flink.` for the job and its restores,
@@ -28,7 +30,7 @@ class VerifyResult:
 @dataclass(frozen=True)
 class VerifyCase:
     """One snapshot for `verify_restore_many`: restore `scenario`'s `job` (None: its verify_job)."""
-    snapshot_dir: Path
+    snapshot_dir: Path | str          # str: an s3:// URI (verify_restore_many with s3=)
     scenario: str = "incremental"
     job: str | None = None
 
@@ -60,8 +62,8 @@ def verify_restore(version: str, snapshot_dir: Path, scenario: str = "incrementa
         shutil.rmtree(work, ignore_errors=True)
 
 
-def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, str, str | None]],
-                        timeout: float | None = None) -> list[VerifyResult]:
+def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path | str, str, str | None]],
+                        timeout: float | None = None, s3: S3Endpoint | None = None) -> list[VerifyResult]:
     """`verify_restore` for many snapshots in ONE JVM (`VerifyMany`); results in input order.
 
     A case is a `VerifyCase` or a tuple `(snapshot_dir, scenario, job)` (job None: the scenario's
@@ -72,8 +74,10 @@ def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, s
     the whole run if the JVM died before the case's verdict). `returncode` is 0 (OK), 1 (FAIL) or
     the JVM's exit code for a case without verdict (-9: killed at `timeout`, default 120 s + 180 s
     per case). Snapshots are never modified; all temporary directories are deleted afterwards.
+    With `s3` (the server's endpoint and keys), a snapshot may be an `s3://` URI: Flink reads it through its S3
+    filesystem plugin (s3_plugin.py), as a job restoring from that bucket would.
     """
-    normalized = [c if isinstance(c, VerifyCase) else VerifyCase(Path(c[0]), c[1], c[2]) for c in cases]
+    normalized = [c if isinstance(c, VerifyCase) else VerifyCase(_snapshot(c[0]), c[1], c[2]) for c in cases]
     if not normalized:
         return []
     for case in normalized:   # unknown scenario/job: fail here, before any JVM starts
@@ -91,7 +95,11 @@ def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, s
             if key not in plan_files:
                 plan_files[key] = work / f"plan-{len(plan_files)}.properties"
                 plan_files[key].write_text("\n".join(scenarios.job_properties(job_plan)) + "\n")
-            fields = [str(i), str(plan_files[key]), job_plan.name, str(Path(case.snapshot_dir).absolute()),
+            snapshot = str(case.snapshot_dir) if is_remote(case.snapshot_dir) \
+                else str(Path(case.snapshot_dir).absolute())
+            if is_remote(snapshot) and s3 is None:
+                raise ValueError(f"verify_restore_many: {snapshot} needs s3= (the server's endpoint and keys)")
+            fields = [str(i), str(plan_files[key]), job_plan.name, snapshot,
                       str(work / f"case-{i}" / "checkpoints")]
             if any("\t" in f or "\n" in f for f in fields):
                 raise ValueError(f"verify_restore_many: tab or newline in a path of case {i}: {fields}")
@@ -100,7 +108,8 @@ def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, s
         results_file = work / "results.jsonl"
         cases_file.write_text("\n".join(rows) + "\n")
         run = run_java(version, "VerifyMany", [str(cases_file), str(results_file)],
-                       timeout=timeout if timeout is not None else 120 + 180 * len(normalized))
+                       timeout=timeout if timeout is not None else 120 + 180 * len(normalized),
+                       env=s3.environment(version) if s3 is not None else None)
         verdicts = {}
         if results_file.exists():
             for line in results_file.read_text().splitlines():
@@ -127,6 +136,10 @@ def verify_restore_many(version: str, cases: Sequence[VerifyCase | tuple[Path, s
 
 
 _CASE_MARK = "[verify-many] case "
+
+
+def _snapshot(path: Path | str) -> Path | str:
+    return str(path) if is_remote(path) else Path(path)
 
 
 def _case_logs(output: str) -> dict[str, str]:

@@ -15,6 +15,9 @@ import java.util.concurrent.TimeUnit;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.core.fs.FileStatus;
+import org.apache.flink.core.fs.FileSystem;
+import org.apache.flink.core.fs.Path;
 import org.apache.flink.runtime.checkpoint.AbstractCheckpointStats;
 import org.apache.flink.runtime.checkpoint.CheckpointStatsSnapshot;
 import org.apache.flink.runtime.checkpoint.CompletedCheckpointStats;
@@ -66,14 +69,23 @@ public final class RunJob {
             plan.load(in);
         }
         JobSpec spec = JobSpec.parse(args[1], plan);
-        File checkpointRoot = new File(args[2]).getAbsoluteFile();
+        // A local directory, or an s3:// URI that Flink's S3 plugin writes (S3Plugins).
+        boolean remote = S3Plugins.isRemote(args[2]);
+        File checkpointRoot = remote ? null : new File(args[2]).getAbsoluteFile();
+        String rootUri = remote ? args[2] : checkpointRoot.toURI().toString();
         File work = new File(args[3]).getAbsoluteFile();
         long deadline = System.currentTimeMillis() + (long) (Double.parseDouble(args[4]) * 1000);
         File stopFile = new File(work, "STOP");
 
         // <job>.restore: a retained checkpoint's directory to start from (in <job>.claim_mode), as the generator's
         String restore = spec.restore == null || spec.restore.isBlank() ? null : spec.restore;
-        Map<String, String> map = spec.configuration(checkpointRoot, new File(work, "savepoints"), restore);
+        S3Plugins.initialize();
+        Map<String, String> map = spec.configuration(remote ? new File(work, "checkpoints") : checkpointRoot,
+                new File(work, "savepoints"), restore);
+        if (remote) {
+            map.put("execution.checkpointing.dir", rootUri);
+            map.put("state.checkpoints.dir", rootUri);
+        }
         // Keep running through failed checkpoints (counted from the statistics instead of failing
         // the job), keep enough history for every failure's reason between two polls, and never
         // take a fixed REST port (other sessions run MiniClusters too).
@@ -105,9 +117,9 @@ public final class RunJob {
         try (MiniCluster cluster = new MiniCluster(clusterConf)) {
             cluster.start();
             JobID jobId = cluster.submitJob(jobGraph).get(60, TimeUnit.SECONDS).getJobID();
-            File jobDir = new File(checkpointRoot, jobId.toString());
+            Path jobDir = new Path(new Path(rootUri), jobId.toString());
             result.put("job_id", jobId.toString());
-            result.put("job_dir", jobDir.getPath());
+            result.put("job_dir", display(jobDir));
             System.out.println("[runjob] submitted " + jobId + " into " + jobDir);
             Map<Long, String> failures = new TreeMap<>();
             Map<Long, Long> failedAt = new TreeMap<>();
@@ -130,7 +142,7 @@ public final class RunJob {
                     startedAt = System.currentTimeMillis();
                     Map<String, Object> marker = new LinkedHashMap<>();
                     marker.put("job_id", jobId.toString());
-                    marker.put("job_dir", jobDir.getPath());
+                    marker.put("job_dir", display(jobDir));
                     writeAtomically(new File(work, "started.json"), Json.write(marker));
                     started = true;
                     System.out.println("[runjob] first checkpoint " + Probe.COMPLETED + " completed");
@@ -174,7 +186,7 @@ public final class RunJob {
             } else if ("job_ended".equals(stoppedBy)) {
                 jobFailure = "job ended by itself as " + statusBefore;
             }
-            File newest = newestCheckpoint(jobDir);
+            Path newest = newestCheckpoint(jobDir);
             List<String> reasons = new ArrayList<>();
             List<String> reasonsBeforeStart = new ArrayList<>();
             for (Map.Entry<Long, String> e : failures.entrySet()) {
@@ -195,7 +207,7 @@ public final class RunJob {
             result.put("failed_total", failedTotal);
             result.put("failed_before_start", failedTotal - failed);
             result.put("failure_reasons_before_start", reasonsBeforeStart);
-            result.put("newest_checkpoint", newest == null ? null : newest.getPath());
+            result.put("newest_checkpoint", newest == null ? null : display(newest));
             result.put("latest_completed_id", latest == null ? null : latest.getCheckpointId());
             result.put("notified_checkpoints", (long) Probe.COMPLETED.size());
             result.put("stopped_by", stoppedBy);
@@ -234,16 +246,23 @@ public final class RunJob {
         }
     }
 
-    /** The {@code chk-N} directory with the highest N that holds a {@code _metadata} file. */
-    static File newestCheckpoint(File jobDir) {
-        File[] entries = jobDir.listFiles();
+    /** The {@code chk-N} directory with the highest N that holds a {@code _metadata} file (through Flink's file
+     * system, so on S3 too). */
+    static Path newestCheckpoint(Path jobDir) throws java.io.IOException {
+        FileSystem fs = jobDir.getFileSystem();
+        FileStatus[] entries;
+        try {
+            entries = fs.listStatus(jobDir);
+        } catch (java.io.FileNotFoundException e) {
+            return null;
+        }
         if (entries == null) {
             return null;
         }
-        File best = null;
+        Path best = null;
         long bestId = -1;
-        for (File d : entries) {
-            String name = d.getName();
+        for (FileStatus entry : entries) {
+            String name = entry.getPath().getName();
             if (!name.startsWith("chk-")) {
                 continue;
             }
@@ -253,12 +272,20 @@ public final class RunJob {
             } catch (NumberFormatException e) {
                 continue;
             }
-            if (id > bestId && new File(d, "_metadata").isFile()) {
-                best = d;
+            // SeaweedFS keeps an emptied "directory" listed: only a chk-N with its _metadata counts.
+            if (id > bestId && fs.exists(new Path(entry.getPath(), "_metadata"))) {
+                best = entry.getPath();
                 bestId = id;
             }
         }
         return best;
+    }
+
+    /** A local path as a plain absolute path (as the manifest spells them), any other as its URI. */
+    private static String display(Path path) {
+        java.net.URI uri = path.toUri();
+        return uri.getScheme() == null || "file".equals(uri.getScheme()) ? new File(uri.getPath()).getPath()
+                : path.toString();
     }
 
     private static void writeAtomically(File target, String text) throws Exception {

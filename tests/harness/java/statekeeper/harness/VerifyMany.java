@@ -34,6 +34,7 @@ public final class VerifyMany {
             System.err.println("usage: VerifyMany <cases.tsv> <results.jsonl>");
             System.exit(2);
         }
+        S3Plugins.initialize();
         List<String> lines = Files.readAllLines(new File(args[0]).toPath(), StandardCharsets.UTF_8);
         File results = new File(args[1]);
         boolean allOk = true;
@@ -102,7 +103,7 @@ public final class VerifyMany {
             ExtraOptions.install(extra);
         }
         try {
-            out = JobRunner.run(spec, fresh, new File(fresh, "savepoints"), snapshot.getAbsolutePath());
+            out = JobRunner.run(spec, fresh, new File(fresh, "savepoints"), S3Plugins.isRemote(snapshotDir) ? snapshotDir : snapshot.getAbsolutePath());
         } catch (Exception e) {
             // Where Verify dies with the exception (exit 1): e.g. an unreadable _metadata fails
             // the job's submission (JobInitializationException) before it ever runs.

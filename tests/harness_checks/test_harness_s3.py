@@ -1,0 +1,53 @@
+"""Flink's own S3 filesystem plugin in the harness: the pinned jar, a live job checkpointing straight into
+SeaweedFS, and a restore that reads its checkpoint from the bucket through the same plugin."""
+from __future__ import annotations
+
+import pytest
+
+import tests.harness as harness
+from statekeeper.storage import RoutingFileIO
+from tests.harness import s3_plugin
+from tests.plugins.s3 import make_bucket
+from tests.plugins.seaweedfs import ACCESS_KEY, SECRET_KEY
+
+VERSION = harness.FLINK_VERSIONS[-1]
+
+
+@pytest.mark.unit
+def test_a_jar_that_is_not_the_pinned_one_is_refused_by_name(tmp_path):
+    name = f"{s3_plugin.PLUGIN}-{s3_plugin.plugin_version(VERSION)}.jar"
+    assert name in s3_plugin.pinned()
+    jar = tmp_path / name
+    jar.write_bytes(b"PK\x03\x04 not the plugin")
+    with pytest.raises(s3_plugin.PluginChecksumError, match=f"{name} has sha256 .* pinned"):
+        s3_plugin.verify_jar(jar)
+    unpinned = tmp_path / "flink-s3-fs-hadoop-0.0.1.jar"
+    unpinned.write_bytes(b"x")
+    with pytest.raises(s3_plugin.PluginChecksumError, match="no pinned sha256"):
+        s3_plugin.verify_jar(unpinned)
+
+
+@pytest.mark.flink
+def test_every_harness_version_has_a_pinned_served_plugin():
+    for version in harness.FLINK_VERSIONS:
+        jar = s3_plugin.plugins_root(version) / s3_plugin.PLUGIN_DIR / \
+            f"{s3_plugin.PLUGIN}-{s3_plugin.plugin_version(version)}.jar"
+        s3_plugin.verify_jar(jar)
+
+
+@pytest.mark.flink
+def test_a_live_job_checkpoints_into_seaweedfs_and_restores_from_it(seaweedfs):
+    s3 = harness.S3Endpoint(seaweedfs.endpoint, ACCESS_KEY, SECRET_KEY)
+    root = f"s3://{make_bucket(seaweedfs.config(), 'flink')}/checkpoints"
+    with harness.start_job(VERSION, root, s3=s3, params={"retained": 2}) as job:
+        assert str(job.job_dir) == f"{root}/{job.job_id}"
+        stats = job.stop()
+    assert stats.ok, stats
+    newest = str(stats.newest_checkpoint)
+    assert newest.startswith(f"{root}/{job.job_id}/chk-"), newest
+    fio = RoutingFileIO(seaweedfs.config())
+    assert fio.exists(f"{newest}/_metadata")
+    shared = [f for f in fio.list(f"{root}/{job.job_id}/shared")]
+    assert shared, "Flink wrote no shared/ file into the bucket"
+    (result,) = harness.verify_restore_many(VERSION, [(newest, "incremental", "A")], s3=s3)
+    assert result.ok, result.output
