@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.plugins.browser",
     "tests.plugins.fault_proxy",
     "tests.plugins.flink",
+    "tests.plugins.flink_s3",
     "tests.plugins.object_stores",
     "tests.plugins.prepared",
     "tests.plugins.prometheus",
@@ -37,10 +38,11 @@ TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
     "s3": frozenset({"moto_server", "second_moto_server", "plain_moto_server", "s3_config", "s3_bucket",  # plugins/s3.py
                      "s3_upload_tree", "slow_s3",                                 # tests/plugins/fault_proxy.py
-                     "seaweedfs"}),                                               # tests/plugins/seaweedfs.py
+                     "seaweedfs", "flink_s3_store"}),              # tests/plugins/seaweedfs.py, flink_s3.py
     "gcs": frozenset({"gcs_emulator", "plain_gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
     "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py
+                        "flink_s3_store",                                   # tests/plugins/flink_s3.py
                         "flink_store_for_airflow"}),                        # (a harness store, below)
     "airflow": frozenset({"airflow_home", "airflow_db", "flink_store_for_airflow",   # tests/plugins/airflow.py
                           "airflow_ui"}),                                        # tests/plugins/browser.py

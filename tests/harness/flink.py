@@ -154,10 +154,11 @@ def _extract_jars(archive: Path, dest: Path) -> None:
 # (scenarios.ScenarioPlan.fingerprint); likewise ClusterGenerate and ExtraOptions, only those of
 # `clustered` plans (clustered.py), and RecoveryGenerate only those of `recovering` plans
 # (recovering.py). RunJob runs a job for a test's own directory (running.py) and never writes a fixture;
-# S3Plugins loads the S3 plugin for RunJob and VerifyMany only (s3_plugin.py).
+# S3Plugins loads the S3 plugin for RunJob, VerifyMany and S3Generate, which writes stores on S3 for one test
+# session only (s3_store.py), never a cached fixture.
 _NOT_GENERATOR = frozenset({"Oracle.java", "Verify.java", "VerifyMany.java", "VerbatimGenerate.java", "RunJob.java",
                             "ClusterGenerate.java", "ExtraOptions.java", "RecoveryGenerate.java",
-                            "S3Plugins.java"})
+                            "S3Plugins.java", "S3Generate.java"})
 
 
 def java_sources_hash(generator_only: bool = False) -> str:

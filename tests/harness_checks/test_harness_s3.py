@@ -7,6 +7,7 @@ import pytest
 import tests.harness as harness
 from statekeeper.storage import RoutingFileIO
 from tests.harness import s3_plugin
+from tests.plugins.flink_s3 import flink_s3_endpoint
 from tests.plugins.s3 import make_bucket
 from tests.plugins.seaweedfs import ACCESS_KEY, SECRET_KEY
 
@@ -51,3 +52,30 @@ def test_a_live_job_checkpoints_into_seaweedfs_and_restores_from_it(seaweedfs):
     assert shared, "Flink wrote no shared/ file into the bucket"
     (result,) = harness.verify_restore_many(VERSION, [(newest, "incremental", "A")], s3=s3)
     assert result.ok, result.output
+
+
+@pytest.mark.flink
+def test_flink_writes_a_claim_chain_and_savepoints_into_seaweedfs(seaweedfs, flink_s3_store):
+    """The session's S3 stores (tests/plugins/flink_s3.py): B and C CLAIM-restored, their `_metadata` naming
+    their parents' `shared/` objects by the s3:// URIs Flink wrote; every job's newest checkpoint and both
+    savepoints restore from the bucket through the plugin, in one JVM."""
+    from statekeeper.format import extract_references, read_metadata
+
+    fio = RoutingFileIO(seaweedfs.config())
+    chain, saved = flink_s3_store("chain_claim"), flink_s3_store("savepoints")
+    a, b, c = chain.job("A"), chain.job("B"), chain.job("C")
+    assert (b["claim_mode"], c["claim_mode"]) == ("CLAIM", "CLAIM")
+    assert b["restored_from"].startswith(a["job_dir"] + "/chk-") and c["restored_from"].startswith(b["job_dir"])
+    newest_c = c["retained_checkpoints"][-1] + "/_metadata"
+    with fio.open_input(newest_c) as stream:
+        named = extract_references(read_metadata(stream, newest_c), newest_c).physical_files()
+    assert any(u.startswith(a["job_dir"] + "/shared/") for u in named), named
+    assert any(u.startswith(b["job_dir"] + "/shared/") for u in named), named
+    missing = [u for u in named if not fio.exists(u)]
+    assert not missing, missing
+    assert {s["format"] for s in saved.manifest["savepoints"]} == {"CANONICAL", "NATIVE"}
+    cases = [(chain.retained_checkpoints(j)[-1], "chain_claim", j) for j in ("A", "B", "B_legacy", "C")]
+    cases += [(d, "savepoints", "A") for d in saved.savepoint_dirs()]
+    results = harness.verify_restore_many(VERSION, cases, s3=flink_s3_endpoint(seaweedfs))
+    failed = [(c[0], r.output[-1500:]) for c, r in zip(cases, results, strict=True) if not r.ok]
+    assert not failed, failed

@@ -13,20 +13,18 @@ the verified target `_metadata` is reported (p50, p95, max). The newest copy at 
 the final copy after the job stopped restore in real Flink, in one JVM, with the source moved away: earlier
 copies stay intact at the target, since nothing there is deleted.
 
-On S3 the same, from a bucket of the session's moto server to a bucket of a second one. The harness's
-Flink cannot write to S3 here (no `flink-s3-fs-*` plugin in `apache-flink-libraries`, no Maven Central),
-so a mirror thread uploads what Flink writes locally in Flink's own order (a file once its size held still
-for one pass, a `_metadata` only after every file it names, its paths rewritten into the bucket as the
-test stores on S3 are: tests.chains.support.relocate_store) and deletes what Flink deleted. The DR bucket then
-comes down to local disk as plain objects, each `_metadata` rewritten into the download (which refuses a path
-outside the DR prefix), and the four copies restore there. (Copying the copies down with the DR copy itself added
-an index, chains, validation and copy run and proved nothing about the follow copies: test_dr_s3.py proves that
-path, and tests/replicate/test_dr_rules.py the explicit `--snapshot` copy.)
+On S3 the same, Flink checkpointing straight into a bucket of the session's SeaweedFS through its own S3
+filesystem plugin (tests/harness/s3_plugin.py: Flink's write order, its deletes, SeaweedFS's listings), copied to a
+bucket of a second S3 server (moto: another endpoint, whose speed suits a target that is only written and read
+back). The DR bucket then comes down to local disk as plain objects, each `_metadata` rewritten into the download
+(which refuses a path outside the DR prefix), and the four copies restore there: what a restore in the DR region
+starts from, with nothing of the source bucket reachable. (Copying the copies down with the DR copy itself added an
+index, chains, validation and copy run and proved nothing about the follow copies: test_dr_s3.py proves that path,
+and tests/replicate/test_dr_rules.py the explicit `--snapshot` copy.)
 """
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from statekeeper.tables import Warehouse
 from tests.compact.support import download_store
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket
+from tests.plugins.seaweedfs import ACCESS_KEY, SECRET_KEY, SeaweedFS
 from tests.replicate.support import local, table, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
@@ -59,122 +58,39 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-class _Mirror:
-    """Uploads a local checkpoint root to an S3 prefix as Flink would write it there: a file once its size and
-    mtime held for one pass (0.2 s), every `_metadata` after the other files of its pass, then deletes of what
-    is gone locally. `settle()` waits for one full pass."""
-
-    def __init__(self, root: Path, prefix: str, fio: RoutingFileIO) -> None:
-        self.root, self.prefix, self.fio = root, prefix.rstrip("/"), fio
-        self._seen: dict[Path, tuple[int, int]] = {}
-        self._sent: dict[Path, tuple[int, int]] = {}
-        self._passes = 0
-        self._stop = threading.Event()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="s3-mirror")
-        self._thread.start()
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._pass()
-                self._passes += 1
-                self._stop.wait(0.2)
-        except BaseException as exc:    # noqa: BLE001 - reported by settle()/stop()
-            self.error = exc
-
-    def _pass(self) -> None:
-        now: dict[Path, tuple[int, int]] = {}
-        for top, _, names in os.walk(self.root):       # a directory Flink removes mid-walk is passed over
-            for name in names:
-                path = Path(top) / name
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    continue
-                now[path] = (st.st_size, st.st_mtime_ns)
-        stable = [p for p, sig in now.items() if self._seen.get(p) == sig and self._sent.get(p) != sig]
-        for path in sorted(stable, key=lambda p: p.name == "_metadata"):     # data first, _metadata last
-            try:
-                data = self._metadata(path) if path.name == "_metadata" else path.read_bytes()
-            except FileNotFoundError:
-                continue
-            self._send(path, data, now[path])
-        gone = [p for p in self._sent if p not in now]
-        if gone:
-            self.fio.delete_many([self._key(p) for p in gone])
-            for p in gone:
-                del self._sent[p]
-        self._seen = now
-
-    def _key(self, path: Path) -> str:
-        return f"{self.prefix}/{path.relative_to(self.root).as_posix()}"
-
-    def _send(self, path: Path, data: bytes, signature: tuple[int, int]) -> None:
-        self.fio.write(self._key(path), data)
-        self._sent[path] = signature
-
-    def _metadata(self, path: Path) -> bytes:
-        """Flink's `_metadata` with its absolute paths where a job writing to the bucket would have put them, once
-        every file it names is up: they are complete when it exists (Flink writes it last), but a walk that listed
-        their directory before they appeared has not seen them yet."""
-        from statekeeper.format import extract_references, read_metadata, rewrite_prefixes, to_bytes
-
-        model = read_metadata(path, uri(path))
-        base = uri(self.root)
-        for named in extract_references(model, uri(path)).physical_files():
-            local_file = Path(local(named))
-            if named.startswith(base + "/") and local_file not in self._sent:
-                st = local_file.stat()
-                self._send(local_file, local_file.read_bytes(), (st.st_size, st.st_mtime_ns))
-        result = rewrite_prefixes(model, {base: self.prefix})
-        assert not result.unmapped, f"{path}: paths outside the root: {result.unmapped[:3]}"
-        return to_bytes(result.model, inline_source=path)
-
-    def settle(self) -> None:
-        target = self._passes + 3
-        while self._passes < target and self.error is None:
-            time.sleep(0.1)
-        assert self.error is None, self.error
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert self.error is None, self.error
-
-
 def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
     _follow_live(spark, tmp_path, capsys)
 
 
 @pytest.mark.s3
-def test_follow_rounds_trail_a_live_job_from_one_s3_endpoint_to_another(spark, tmp_path, capsys, s3_config,
+def test_follow_rounds_trail_a_live_job_from_one_s3_endpoint_to_another(spark, tmp_path, capsys, seaweedfs,
                                                                         second_moto_server):
-    _follow_live(spark, tmp_path, capsys, s3=(s3_config, second_moto_server.config()))
+    _follow_live(spark, tmp_path, capsys, s3=(seaweedfs, second_moto_server.config()))
 
 
-def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, StorageConfig] | None = None) -> None:
-    root = tmp_path / "checkpoints"
-    root.mkdir()
-    storage, target_storage, mirror = StorageConfig(), None, None
+def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[SeaweedFS, StorageConfig] | None = None) -> None:
+    root: Path | str = tmp_path / "checkpoints"
+    storage, target_storage, flink_s3 = StorageConfig(), None, None
     source, target = uri(root), uri(tmp_path / "dr")
     if s3 is not None:
-        storage, target_storage = s3
-        source = f"s3://{make_bucket(storage, 'live')}/checkpoints"
+        server, target_storage = s3
+        storage = server.config()
+        flink_s3 = harness.S3Endpoint(server.endpoint, ACCESS_KEY, SECRET_KEY)
+        root = source = f"s3://{make_bucket(storage, 'live')}/checkpoints"
         target = f"s3://{make_bucket(target_storage, 'dr')}/flink"
-        mirror = _Mirror(root, source, RoutingFileIO(storage))
-    with harness.start_job(VERSION, root, params=LIVE) as parent:   # returns once chk-1/_metadata exists
+    else:
+        root.mkdir()
+    fio = RoutingFileIO(storage)
+    with harness.start_job(VERSION, root, params=LIVE, s3=flink_s3) as parent:   # returns once chk-1/_metadata exists
         # One more second: its retained checkpoint then names ~12 SSTs in shared/ (each above the 20 KiB inline
         # threshold, measured: chk-1 alone names 8), which the restored job's closures keep naming.
         time.sleep(1)
         parent_stats = parent.stop()
     assert parent_stats.ok, parent_stats
-    parent_dir = parent_stats.job_dir.name
+    parent_dir = _name(parent_stats.job_dir)
     # In CLAIM mode Flink owns the restored checkpoint and subsumes it like its own: when its _metadata is gone,
     # Flink is deleting one checkpoint a second (retained 30 at one a second: about 30 s after the start).
-    claimed = parent_stats.newest_checkpoint / "_metadata"
-    if mirror is not None:
-        mirror.settle()
+    claimed = f"{uri(parent_stats.newest_checkpoint) if s3 is None else parent_stats.newest_checkpoint}/_metadata"
     wh = Warehouse(str(tmp_path / "warehouse"))
     index = run_index(spark, [source], wh, storage=storage)        # where follow rounds learn their roots
     assert index.status == "succeeded", index.summary()
@@ -186,31 +102,29 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
 
     rounds, moments, while_subsuming = [], [], 0
     with harness.start_job(VERSION, root, restore_from=parent_stats.newest_checkpoint, claim_mode="CLAIM",
-                           params=LIVE, seconds_max=3 * SECONDS + 300) as job:
+                           params=LIVE, seconds_max=3 * SECONDS + 300, s3=flink_s3) as job:
+        job_dir = _name(job.job_dir)
         began = time.monotonic()
         # Rounds for SECONDS, then on (up to 3 x SECONDS) until three moments have a copy of their own and a round
         # ran wholly while Flink deleted subsumed checkpoints, so that a round slowed by a busy machine, or one
         # whose checkpoint Flink subsumed mid-copy, cannot fail the test, and the rounds do run under deletion.
         while time.monotonic() - began < (SECONDS if len(moments) == 3 and while_subsuming else 3 * SECONDS):
-            subsuming = not claimed.exists()
+            subsuming = not fio.exists(claimed)
             rounds.append(follow_round())
             while_subsuming += subsuming
             if len(moments) < 3 and time.monotonic() - began >= SECONDS * (len(moments) + 1) / 4:
                 # The newest copy at this moment, once there is one newer than the last moment's: a short
                 # run's first quarter can end before the first round on S3 has published.
-                newest = _newest_copy(wh, job.job_dir.name, required=False)
+                newest = _newest_copy(wh, job_dir, required=False)
                 if newest is not None and (not moments or newest["checkpoint_id"] > moments[-1]["checkpoint_id"]):
                     moments.append(newest)
         elapsed = time.monotonic() - began
         stats = job.stop()
     assert stats.ok and stats.completed >= SECONDS / 2, stats
-    assert while_subsuming and not claimed.exists(), f"no round started after Flink subsumed {claimed.parent}"
-    if mirror is not None:
-        mirror.settle()
-        mirror.stop()
+    assert while_subsuming and not fio.exists(claimed), f"no round started after Flink subsumed {claimed}"
     rounds.append(follow_round())                  # the job stopped: its final retained checkpoint
-    final = _newest_copy(wh, job.job_dir.name)
-    assert final["checkpoint_id"] == int(stats.newest_checkpoint.name[4:]), (final, stats)
+    final = _newest_copy(wh, job_dir)
+    assert final["checkpoint_id"] == int(_name(stats.newest_checkpoint)[4:]), (final, stats)
 
     # every round published a copy or said why; none refused anything
     for r in rounds:
@@ -219,7 +133,7 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
     published = [r for r in rounds if r.verified]
     assert len(published) >= len(rounds) * 2 // 3, [r.summary() for r in rounds]
 
-    rows = [r for r in table(wh, "dr_copies") if r["job_dir"] == job.job_dir.name and r["status"] == "verified"]
+    rows = [r for r in table(wh, "dr_copies") if r["job_dir"] == job_dir and r["status"] == "verified"]
     lags = [(r["published_at"] - r["source_completed_at"]).total_seconds() for r in rows]
     assert all(lag > 0 for lag in lags), lags
     with capsys.disabled():
@@ -235,15 +149,16 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
     # copy holds the job's own files and none of a third directory; the restores below show each is complete.
     kept = [*moments, final]
     spans = {c["target_metadata_uri"]: _spans(wh, c) for c in kept}
-    assert spans[kept[0]["target_metadata_uri"]] == {parent_dir, job.job_dir.name}, spans
-    assert all(job.job_dir.name in dirs and dirs <= {parent_dir, job.job_dir.name} for dirs in spans.values()), spans
+    assert spans[kept[0]["target_metadata_uri"]] == {parent_dir, job_dir}, spans
+    assert all(job_dir in dirs and dirs <= {parent_dir, job_dir} for dirs in spans.values()), spans
 
     # the copies of three moments and the final one restore from the target alone
-    root.rename(tmp_path / "source-moved-away")
     metadata = [c["target_metadata_uri"] for c in kept]
-    if s3 is not None:
-        # what a restore in the DR region starts from: the DR bucket's objects (the S3 source is still there,
-        # but the harness's Flink cannot read s3://, so a reference left pointing at it fails the restore)
+    if s3 is None:
+        root.rename(tmp_path / "source-moved-away")
+    else:
+        # what a restore in the DR region starts from: the DR bucket's objects, downloaded and restored with no S3
+        # plugin configured in the verifier's JVM, so a reference left pointing at the source bucket fails it
         down = download_store(target, tmp_path / "restored", RoutingFileIO(target_storage))
         metadata = [down + m[len(target):] for m in metadata]
     cases = [(local(m).parent, "incremental", "A") for m in metadata]
@@ -251,6 +166,11 @@ def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[StorageConfig, Storage
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
     assert not failed, failed
+
+
+def _name(path: Path | str) -> str:
+    """The last segment of a local path or an s3:// URI (a job directory, a chk-N)."""
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
 
 
 def _newest_copy(wh, job_dir: str, *, required: bool = True) -> dict | None:
