@@ -54,15 +54,25 @@ class Heartbeat:
             pass
 
     def wait_for_jobs(self, poll: float = 0.05) -> None:
-        """Return once no Spark job tagged with the run's `job_tag` is running (at once without a tag)."""
+        """Return once no Spark job tagged with the run's `job_tag` is running (at once without a tag). Spark's
+        status store learns of a job through its listener bus, after the job started: once none shows, the bus
+        is drained and the store asked again, so that a job started a moment ago is waited for too."""
         if self._job_tag is None:
             return
-        jvm_tracker = self._context._jsc.sc().statusTracker()
+        context = self._context._jsc.sc()
         while True:
-            infos = (self._tracker.getJobInfo(int(job)) for job in jvm_tracker.getJobIdsForTag(self._job_tag))
-            if not any(info is not None and info.status == "RUNNING" for info in infos):
+            while self._running(context.statusTracker()):
+                time.sleep(poll)
+            try:
+                context.listenerBus().waitUntilEmpty()
+            except Exception:  # noqa: BLE001 - Spark's own API, not a public one: without it, what the store shows
                 return
-            time.sleep(poll)
+            if not self._running(context.statusTracker()):
+                return
+
+    def _running(self, tracker: Any) -> bool:
+        infos = (self._tracker.getJobInfo(int(job)) for job in tracker.getJobIdsForTag(self._job_tag))
+        return any(info is not None and info.status == "RUNNING" for info in infos)
 
     @property
     def phase_seconds(self) -> float:
