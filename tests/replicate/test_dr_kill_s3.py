@@ -1,7 +1,10 @@
-"""A DR copy within one bucket of the session's moto server, from its `store/` to its `dr/` (server-side,
-pinned to the indexed ETags, create-only), killed with SIGKILL mid-copy, then re-run: no target `_metadata` is
-ever visible before every object it names is there, the re-run finishes, and every object of every copy has its
-outcome in `dr_files`. The killed run's output goes to a file: a pipe nobody reads would block the job once 64 KiB
+"""A DR copy on the session's SeaweedFS, from the CLAIM chain real Flink wrote into it (tests/plugins/flink_s3.py)
+to a bucket of its own (server-side, pinned to the indexed ETags, create-only: the server itself enforces
+CopySourceIfMatch and If-None-Match, no layer of ours in front), killed with SIGKILL mid-copy, then re-run: no
+target `_metadata` is ever visible before every object it names is there, the re-run finishes, and every object of
+every copy has its outcome in `dr_files`. SeaweedFS can keep a "directory" listed after its last object is gone
+(unlike AWS S3): a `chk-N/` prefix listed beside the retained ones holds nothing, and the index records exactly the
+retained checkpoints. The killed run's output goes to a file: a pipe nobody reads would block the job once 64 KiB
 are unread (tests.plugins.spark.kill_job_when).
 """
 from __future__ import annotations
@@ -17,7 +20,6 @@ from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.validate.job import ValidateCheckpoints
 from statekeeper.validate.options import ValidateOptions
-from tests.chains.support import relocate_store, store_roots
 from tests.index.support import run_index
 from tests.plugins.s3 import make_bucket, s3_env
 from tests.plugins.spark import job_process_env, kill_job_when
@@ -39,18 +41,28 @@ def _incomplete(fio: RoutingFileIO, target: str) -> list[str]:
     return bad
 
 
-def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_fixture, s3_config, tmp_path):
-    fx = flink_fixture(VERSION, "chain_claim")
+def test_sigkill_mid_copy_on_s3_then_rerun(spark, flink_s3_store, seaweedfs, tmp_path):
+    store = flink_s3_store("chain_claim")
+    s3_config = seaweedfs.config()
     fio = RoutingFileIO(s3_config)
-    bucket = make_bucket(s3_config, "src")
-    roots = store_roots(relocate_store(fx.root, f"s3://{bucket}/store", fio))
+    roots = store.roots
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     index = run_index(spark, roots, warehouse, storage=s3_config, allow_empty_root=True)
     assert index.status == "succeeded", index.summary()
+    # Flink subsumed A's first checkpoint (4 completed, 3 retained): a prefix SeaweedFS still lists for it holds
+    # nothing, and the index records exactly the retained checkpoints
+    a = store.job("A")
+    listed = [d.rstrip("/") for d in fio.list_dirs(a["job_dir"]) if d.rstrip("/").rsplit("/", 1)[-1].startswith("chk-")]
+    assert set(a["retained_checkpoints"]) <= set(listed), listed
+    assert not [i for d in listed if d not in a["retained_checkpoints"] for i in fio.list(d)], listed
+    print(f"[dr kill s3] A's chk dirs listed: {[d.rsplit('/', 1)[-1] for d in listed]}, "
+          f"retained: {[d.rsplit('/', 1)[-1] for d in a['retained_checkpoints']]}")
+    indexed = {r["uri"] for r in table(warehouse, "snapshots")}
+    assert indexed == {f"{d}/_metadata" for d in store.retained_checkpoints()}, indexed
     ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
     (ValidateCheckpoints(spark).warehouse(warehouse).storage(s3_config)
      .configure(ValidateOptions(roots=tuple(roots), quality_suite=False)).progress_interval(0).execute())
-    target = f"s3://{bucket}/dr"
+    target = f"s3://{make_bucket(s3_config, 'dr')}/dr"
 
     def mid_copy() -> bool:
         assert not _incomplete(fio, target)
