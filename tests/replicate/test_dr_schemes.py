@@ -1,11 +1,12 @@
-"""DR copy between storage schemes: S3 (moto) -> Google Cloud Storage (its emulator), `_metadata`
+"""DR copy between storage schemes: S3 (SeaweedFS) -> Google Cloud Storage (its emulator), `_metadata`
 rewritten to gs:// paths, then down to local disk, where it restores in real Flink.
 
-The chain store relocated into an S3 bucket is indexed, validated and copied by the DR job to a GCS
-bucket (another store: every object streams, none is server-side). Every copied `_metadata`, read
-back from GCS with the codec, names only objects under the GCS target, and every one of them is
-there. The GCS copy is then downloaded (paths rewritten to the local copy) and the newest checkpoint
-of each job restores with the S3 originals deleted.
+The CLAIM chain that real Flink wrote straight into the session's SeaweedFS (tests/plugins/flink_s3.py) is
+indexed, validated and copied by the DR job to a GCS bucket (another store: every object streams, none is
+server-side). Every copied `_metadata`, read back from GCS with the codec, names only objects under the GCS
+target, and every one of them is there. The GCS copy is then downloaded (paths rewritten to the local copy) and
+the newest checkpoint of each job restores in a verifier JVM that has no S3 file system at all (no plugin
+loaded), so a reference left pointing at the S3 source fails it; the source, shared by the session's tests, stays.
 """
 from __future__ import annotations
 
@@ -24,11 +25,9 @@ from statekeeper.tables import Warehouse
 from statekeeper.uri import normalize_uri
 from statekeeper.validate.job import ValidateCheckpoints
 from statekeeper.validate.options import ValidateOptions
-from tests.chains.support import relocate_store, store_roots
 from tests.compact.support import download_store
 from tests.index.support import run_index
 from tests.plugins.object_stores import make_gcs_bucket
-from tests.plugins.s3 import make_bucket
 from tests.replicate.support import table
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.gcs, pytest.mark.slow]
@@ -36,11 +35,11 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.
 VERSION = harness.FLINK_VERSIONS[-1]
 
 
-def test_s3_to_gcs_rewritten_complete_and_restorable(spark, flink_fixture, s3_config, gcs_config, tmp_path):
-    fx = flink_fixture(VERSION, "chain_claim")
+def test_s3_to_gcs_rewritten_complete_and_restorable(spark, flink_s3_store, seaweedfs, gcs_config, tmp_path):
+    store = flink_s3_store("chain_claim")
+    s3_config = seaweedfs.config()
     s3 = RoutingFileIO(s3_config)
-    source = relocate_store(fx.root, f"s3://{make_bucket(s3_config, 'drsrc')}/flink", s3)
-    roots = [r for r in store_roots(source) if list(s3.list(r))]
+    roots = [r for r in store.roots if list(s3.list(r))]
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     assert run_index(spark, roots, warehouse, storage=s3_config).status == "succeeded"
     ComputeChains(spark).warehouse(warehouse).storage(s3_config).progress_interval(0).execute()
@@ -70,15 +69,12 @@ def test_s3_to_gcs_rewritten_complete_and_restorable(spark, flink_fixture, s3_co
         assert named and all(u.startswith(target + "/") for u in named), (meta, sorted(named)[:3])
         assert named <= at_target, sorted(named - at_target)[:3]
 
-    # the S3 originals go; the GCS copy, brought down to local disk, restores
-    assert s3.delete_many([i.uri for i in s3.list(source)]).ok
+    # the GCS copy, brought down to local disk, restores with no S3 reachable from the verifier's JVM
     local_root = download_store(target, tmp_path / "restored", gcs)
-    old = normalize_uri(str(fx.root))
     cases = []
-    for job in fx.manifest["jobs"]:
+    for job in store.manifest["jobs"]:
         if job["retained_checkpoints"]:
-            newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
-            source_meta = source + normalize_uri(str(Path(newest) / "_metadata"))[len(old):]
+            source_meta = normalize_uri(job["retained_checkpoints"][-1] + "/_metadata")
             row = next(r for r in copies if r["source_metadata_uri"] == source_meta)
             local_meta = local_root + row["target_metadata_uri"][len(target):]
             cases.append((Path(local_meta[len("file://"):]).parent, "chain_claim", job["name"]))
