@@ -178,14 +178,17 @@ def build(path) -> Store:
          "verified": 2, "files_copied": 3, "bytes_copied": 300},
         # refused before A's verified copy: not in the row of refusals since
         {"run_id": "f0", "status": "attention", "mode": "follow", "started_at": at(-18), "finished_at": at(-17),
-         "roots": [ROOT], "problems": [refused.format(a1, f"{ROOT}/{A}")]},
+         "roots": [ROOT], "problems": [refused.format(a1, f"{ROOT}/{A}")],
+         "refused": [{"root": ROOT, "job_dir": A, "metadata_uri": a1, "reason": refused.format(a1, f"{ROOT}/{A}")}]},
         {"run_id": "f1", "status": "succeeded", "mode": "follow", "started_at": at(-16), "finished_at": at(-15),
          "roots": [ROOT], "verified": 1, "files_copied": 2, "bytes_copied": 40},
         {"run_id": "f2", "status": "attention", "mode": "follow", "started_at": at(-11), "finished_at": at(-10),
          "roots": [ROOT], "failed": 1, "problems": [f"{ROOT}/{A}/chk-3/_metadata: copy failed: ..."]},
-        # refusals leave no dr_copies row, only their line
+        # refusals leave no dr_copies row: the round's `refused` records them (and a line of `problems` each)
         {"run_id": "f3", "status": "attention", "mode": "follow", "started_at": at(-6), "finished_at": at(-5),
          "roots": [ROOT], "problems": [refused.format(f"{ROOT}/{A}/chk-4/_metadata", f"{ROOT}/{A}"),
-                                       refused.format(b5, f"{ROOT}/{A}")]},
+                                       refused.format(b5, f"{ROOT}/{A}")],
+         "refused": [{"root": ROOT, "job_dir": A, "metadata_uri": f"{ROOT}/{A}/chk-4/_metadata", "reason": "..."},
+                     {"root": ROOT, "job_dir": B, "metadata_uri": b5, "reason": "..."}]},
     ])
     return Store(wh, {"a1": a1, "a2": a2, "b5": b5, "flat3": flat3})

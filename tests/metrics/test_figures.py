@@ -174,10 +174,3 @@ def test_names_follow_prometheus_conventions():
         if name.endswith("_seconds") and not name.startswith("statekeeper_threshold_"):
             assert name.endswith(("_timestamp_seconds", "_duration_seconds")), name
 
-
-def test_refused_jobs_are_the_job_directories_problems_start_with():
-    lines = ["file:///r/aa/chk-3/_metadata names file:///r/bb/shared/x, which ...",
-             "file:///r/cc: cannot list the job directory ...", "file:///flat/chk-9/_metadata does not parse",
-             "something else entirely", ""]
-    assert figures.refused_jobs(lines, ["file:///r", "file:///flat/"]) == {
-        ("file:///r", "aa"), ("file:///r", "cc"), ("file:///flat", ".")}

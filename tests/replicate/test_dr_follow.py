@@ -97,6 +97,10 @@ def test_follow_rounds_copy_each_jobs_newest_checkpoint_once_and_the_copies_rest
                                                                               "verified")
     assert any(uri(b_next / "_metadata") in problem and "does not parse" in problem
                for problem in fourth["problems"]), fourth["problems"]
+    # the refusal is recorded for what counts it per job (alerting): the round's dr_runs.refused
+    [round_row] = [r for r in table(p.warehouse, "dr_runs") if r["run_id"] == fourth["run_id"]]
+    assert [(r["job_dir"], r["metadata_uri"]) for r in round_row["refused"]] == [(jobs["B"], uri(b_next / "_metadata"))]
+    assert "does not parse" in round_row["refused"][0]["reason"], round_row["refused"]
     assert not list(local(target).rglob(f"{b_next.name}/_metadata"))
     shutil.rmtree(b_next)
 

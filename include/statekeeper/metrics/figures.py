@@ -301,11 +301,12 @@ class DrCopiesFold:
         self.outcomes: dict[str, int] = defaultdict(int)
 
     def add_follow_runs(self, runs: Iterable[Mapping[str, Any]]) -> None:
-        """Follow rounds (dr_runs rows of mode follow): a refused checkpoint leaves no dr_copies row, only its
-        line in the round's `problems`, which starts with the refused `_metadata`'s (or job directory's) URI."""
+        """Follow rounds (dr_runs rows of mode follow): a refused checkpoint leaves no dr_copies row; the round
+        records it in `dr_runs.refused` (rows written before that column existed count no refusal)."""
         for run in runs:
-            for key in refused_jobs(run["problems"] or (), run["roots"] or ()):
-                _keep_round(self.refused_at[key], run["run_id"], run["finished_at"])
+            for refusal in run.get("refused") or ():
+                _keep_round(self.refused_at[job_key(refusal["root"], refusal["job_dir"])], run["run_id"],
+                            run["finished_at"])
 
     def add(self, batch: pa.Table) -> None:
         for r in batch.to_pylist():
@@ -339,19 +340,6 @@ class DrCopiesFold:
         out += [sample("statekeeper_dr_snapshots_total", n, step=self.step, status=status)
                 for status, n in sorted(self.outcomes.items())]
         return out
-
-
-def refused_jobs(problems: Iterable[str], roots: Iterable[str]) -> set[tuple[str, str]]:
-    """The job directories a DR run's `problems` name: each line starts with the URI at fault, below a root."""
-    out = set()
-    bases = [r.rstrip("/") + "/" for r in roots]
-    for line in problems:
-        first = line.split(None, 1)[0].rstrip(":,") if line.strip() else ""
-        for base in bases:
-            if first.startswith(base):
-                out.add(job_key(base[:-1], first[len(base):].split("/", 1)[0]))
-                break
-    return out
 
 
 def _keep_round(rounds: dict[str, datetime], run_id: str, at: datetime) -> None:

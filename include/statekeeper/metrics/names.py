@@ -114,7 +114,7 @@ METRICS: tuple[MetricSpec, ...] = (
        "dr_copies.finished_at, the newest of the job's verified rows", DR),
     _m("statekeeper_dr_follow_consecutive_refusals", G, JOB,
        "Follow rounds that refused or failed the job's newest checkpoint since its last verified copy.",
-       "dr_runs.problems of follow rounds naming the job directory, and dr_copies rows with selected_by = follow "
+       "dr_runs.refused of follow rounds naming the job directory, and dr_copies rows with selected_by = follow "
        "and status = failed, newer than the job's newest verified row (one per round)",
        frozenset({Scope.DR_FOLLOW})),
     # -- per step: the newest run ------------------------------------------------------------------------------

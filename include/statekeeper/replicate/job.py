@@ -20,7 +20,7 @@ object a `dr_files` row.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -65,6 +65,7 @@ class DrResult(JobResult):
     notes: tuple[str, ...] = ()     # attempts that failed at the source but whose job got an older copy
     prefixes: tuple[str, ...] = ()  # what the copies achieved per target job prefix (busiest first)
     protection: tuple[StoreProtection, ...] = ()   # per target store and precondition: proven, or what replaced it
+    refused: tuple[Refusal, ...] = ()              # follow: the job directories whose newest checkpoint was refused
 
     def summary(self) -> str:
         verb = "re-verified" if self.mode is DrMode.VERIFY else "copied and verified"
@@ -82,7 +83,18 @@ class DrResult(JobResult):
         return "\n".join(lines)
 
     def audit_values(self) -> dict[str, Any]:
-        return {"protection": [p.row() for p in self.protection]}
+        return {"protection": [p.row() for p in self.protection],
+                "refused": [asdict(r) for r in self.refused] if self.mode is DrMode.FOLLOW else None}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A job directory whose newest checkpoint a follow round refused (`dr_runs.refused`)."""
+
+    root: str
+    job_dir: str
+    metadata_uri: str | None
+    reason: str
 
 
 class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
@@ -244,8 +256,10 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
             per_job = found.where(F.col("kind") == "job").select("root", "job_dir", "status", "metadata_uri",
                                                                 "problem").collect()   # one row per job directory
         status = {(r["root"], r["job_dir"]): FollowStatus(r["status"]) for r in per_job}
-        problems += [r["problem"] for r in sorted(per_job, key=lambda r: r["metadata_uri"] or r["job_dir"])
-                     if r["status"] == FollowStatus.REFUSED.value]
+        refusals = sorted((r for r in per_job if r["status"] == FollowStatus.REFUSED.value),
+                          key=lambda r: r["metadata_uri"] or r["job_dir"])
+        problems += [r["problem"] for r in refusals]
+        refused = tuple(Refusal(r["root"], r["job_dir"], r["metadata_uri"], r["problem"]) for r in refusals)
         notes = [r["problem"] for r in per_job if r["status"] == FollowStatus.SUBSUMED.value]
         due = sum(1 for s in status.values() if s is FollowStatus.DUE)
         # nothing new: no completed checkpoint yet, or the newest already has a verified copy
@@ -285,7 +299,8 @@ class CopyToDr(StatekeeperJob[DrResult, DrOptions]):
                      "copy", ctx.label, len(jobs), due, nothing_new, len(notes) - mid_copy, mid_copy)
         return self._result(ctx, run_status, snapshots=due, verified=len(verified), failed=failed,
                             problems=tuple(problems[:_PROBLEMS_SHOWN]), notes=tuple(notes[:_PROBLEMS_SHOWN]),
-                            table_versions=versions, prefixes=describe_prefixes(prefixes), **totals)
+                            table_versions=versions, prefixes=describe_prefixes(prefixes), refused=refused,
+                            **totals)
 
     def _first_looks(self, ctx: RunContext, jobs: list[tuple[str, str]]) -> list[Any]:
         """replicate.follow.first_look of every job, on the driver, 16 at a time (a row per job, no object

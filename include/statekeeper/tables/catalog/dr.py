@@ -75,6 +75,15 @@ DR_FILES = TableSpec(
     producer="dr_copy",
 )
 
+# One job directory whose newest checkpoint a follow round refused (statekeeper.replicate.follow): the root, the job
+# directory, the refused `_metadata` (null when the job directory itself was refused) and why.
+DR_REFUSAL = pa.struct([
+    pa.field("root", pa.string()),
+    pa.field("job_dir", pa.string()),
+    pa.field("metadata_uri", pa.string()),
+    pa.field("reason", pa.string()),
+])
+
 DR_RUNS = TableSpec(
     "dr_runs",
     pa.schema([
@@ -106,6 +115,10 @@ DR_RUNS = TableSpec(
         # its self-test's verdict and the protection used (STORE_PROTECTION: precondition, source_recheck or
         # existence_check); null in rows written before the column existed.
         _f("protection", pa.list_(STORE_PROTECTION)),
+        # A follow round's refusals, one per job directory whose newest checkpoint it refused (DR_REFUSAL; its
+        # text is also a line of `problems`, which is cut at 50): what alerting counts per job. Null in rows of
+        # other modes and in rows written before the column existed.
+        _f("refused", pa.list_(DR_REFUSAL)),
     ]),
     (),
     "Audit row per DR copy run: counts, targets, and the snapshots that could not be copied.",
