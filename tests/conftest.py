@@ -37,7 +37,7 @@ pytest_plugins = [
 TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
     "s3": frozenset({"moto_server", "second_moto_server", "plain_moto_server", "s3_config", "s3_bucket",  # plugins/s3.py
-                     "s3_upload_tree", "slow_s3",                                 # tests/plugins/fault_proxy.py
+                     "s3_upload_tree", "slow_s3", "slow_seaweedfs",               # tests/plugins/fault_proxy.py
                      "seaweedfs", "flink_s3_store"}),              # tests/plugins/seaweedfs.py, flink_s3.py
     "gcs": frozenset({"gcs_emulator", "plain_gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
     "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)

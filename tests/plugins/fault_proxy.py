@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy in front of the session's moto server: real throttling for tests.
 
-`FaultProxy` listens on 127.0.0.1 (a free port), forwards every request unchanged to moto (moto does
-not verify signatures, so the signed Host header can stay the proxy's), and answers a configurable
+`FaultProxy` listens on 127.0.0.1 (a free port), forwards every request unchanged to moto (`slow_s3`) or
+to SeaweedFS (`slow_seaweedfs`; the Host header reaches it as the client signed it, so its signature check
+passes), and answers a configurable
 share of the matching requests itself with HTTP 503 and S3's `SlowDown` error body, as S3 does when a
 prefix is over its request rate. It counts what it injected, so a test can relate the retries a
 client reports to the faults it really met.
@@ -184,6 +185,17 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def slow_seaweedfs(seaweedfs) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of the session's SeaweedFS: it forwards the signed Host header unchanged, so the
+    server's signature check passes, and the server itself enforces the preconditions (none of our checks)."""
+    proxy = FaultProxy(seaweedfs.config())
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""DR copies pinned to the version the index saw, on real parts (a real Flink store; local disk, the moto S3 server
-that enforces CopySourceIfMatch and If-Match as S3 does, a second moto server as another endpoint).
+"""DR copies pinned to the version the index saw, on real parts (a real Flink store; local disk, SeaweedFS, a real
+S3 server that enforces CopySourceIfMatch and If-Match itself with no layer of ours in front, a moto server as
+another endpoint).
 
 A source object rewritten after the index (same key, same size, other bytes) must not reach the target: the copy
 of its snapshot fails at the source (CopySourceIfMatch for a server-side copy, If-Match on the GET of a streamed
@@ -10,7 +11,7 @@ slows the copy down and loses nothing.
 
 The source is prepared once, not per test (relocating it and running index, chains and validate are most of
 these tests' cost): the local case checks out the session's prepared `incremental` store
-(tests/plugins/prepared.py); the S3 cases share one relocation of it to moto, indexed, chained and validated
+(tests/plugins/prepared.py); the S3 cases share one relocation of it to SeaweedFS, indexed, chained and validated
 once per module (`s3_source`), and each copies that warehouse and writes its own target prefix. A test that
 rewrites a source object there puts the original bytes back (same bytes, same MD5 ETag as indexed), and the
 fixture's teardown checks that the source is as indexed.
@@ -64,7 +65,7 @@ def _etags(fio: RoutingFileIO, roots: list[str]) -> dict[str, str | None]:
 
 @dataclass
 class S3Source:
-    """The `incremental` store relocated to the session's moto server, indexed, chained and validated."""
+    """The `incremental` store relocated to the session's SeaweedFS, indexed, chained and validated."""
 
     fio: RoutingFileIO
     bucket: str
@@ -80,7 +81,8 @@ class S3Source:
 
 
 @pytest.fixture(scope="module")
-def s3_source(spark, flink_fixture, s3_config, tmp_path_factory) -> Iterator[S3Source]:
+def s3_source(spark, flink_fixture, seaweedfs, tmp_path_factory) -> Iterator[S3Source]:
+    s3_config = seaweedfs.config()
     fio = RoutingFileIO(s3_config)
     bucket = make_bucket(s3_config, "src")
     store = relocate_store(flink_fixture(VERSION, SCENARIO).root, f"s3://{bucket}/store", fio)
@@ -114,7 +116,7 @@ def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls
         target = normalize_uri(str(tmp_path / "dr"))
     else:
         source = request.getfixturevalue("s3_source")
-        storage = request.getfixturevalue("s3_config")
+        storage = request.getfixturevalue("seaweedfs").config()
         fio, store, warehouse = source.fio, source.store, source.warehouse_for(tmp_path)
         if kind == "s3":
             target_storage, target = None, f"s3://{source.bucket}/dr-{kind}"   # one store: server-side CopyObject
@@ -164,7 +166,8 @@ def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls
 
 
 @pytest.mark.s3
-def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, s3_source, slow_s3, tmp_path):
+def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, s3_source, slow_seaweedfs, tmp_path):
+    slow_s3 = slow_seaweedfs   # the fault proxy in front of the SeaweedFS the source lives on
     fio, roots = s3_source.fio, s3_source.roots
     warehouse = s3_source.warehouse_for(tmp_path)
 

@@ -1,8 +1,9 @@
-"""DR copies between two S3 endpoints (two moto servers: another endpoint, other data), and back.
+"""DR copies between two S3 endpoints (SeaweedFS, then moto: another endpoint, other data), and back.
 
-Relocated copies of the newest version's stores of every DR scenario (the chains, file merging,
-unaligned, savepoints, hashmap) live on the session's moto server. The DR copy goes to a bucket on a SECOND
-moto server, reached with its own StorageConfig (as the DR region's Airflow connection would be): bytes stream
+The newest version's stores of every DR scenario (the chains, file merging, unaligned, savepoints, hashmap) live
+on the session's SeaweedFS: the CLAIM chain and the savepoints as real Flink wrote them into it
+(tests/plugins/flink_s3.py), the others (no S3 generation of their own, to keep the session's generation cost at
+two stores) as relocated copies of the cached local stores. The DR copy goes to a bucket on a moto server, reached with its own StorageConfig (as the DR region's Airflow connection would be): bytes stream
 get -> put, nothing is server-side. It is verified there; then the DR bucket is indexed and validated as a
 source of its own and copied down to local disk with the same job, and those copies restore in real Flink,
 which here can read nothing but them (no s3:// file system).
@@ -31,6 +32,7 @@ from tests.replicate.test_dr_flink import SCENARIOS
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 VERSION = harness.FLINK_VERSIONS[-1]
+FLINK_WRITTEN = ("chain_claim", "savepoints")     # written by Flink straight into SeaweedFS, not relocated
 
 
 def _index_and_validate(spark, roots, warehouse, storage):
@@ -42,11 +44,16 @@ def _index_and_validate(spark, roots, warehouse, storage):
     assert result.status == "ok", result.summary()
 
 
-def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_config, second_moto_server, tmp_path):
-    fixtures = {s: flink_fixture(VERSION, s) for s in SCENARIOS if s in harness.scenarios_for(VERSION)}
+def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, flink_s3_store, seaweedfs,
+                                                     second_moto_server, tmp_path):
+    s3_config = seaweedfs.config()
+    written = {s: flink_s3_store(s) for s in FLINK_WRITTEN}
+    fixtures = {s: flink_fixture(VERSION, s) for s in SCENARIOS
+                if s in harness.scenarios_for(VERSION) and s not in written}
     src_bucket = make_bucket(s3_config, "src")
     roots = [r for s, fx in fixtures.items()
              for r in store_roots(relocate_store(fx.root, f"s3://{src_bucket}/{s}", RoutingFileIO(s3_config)))]
+    roots += [r for store in written.values() for r in store.roots]
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     _index_and_validate(spark, roots, warehouse, s3_config)
 
@@ -85,20 +92,30 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, s3_con
             .target_storage(None).execute())
     assert back.status == "succeeded" and back.verified == result.verified, back.summary()
 
+    # The sources span two buckets (the relocated stores' and the Flink-written ones'): each comes down below its
+    # bucket's name.
+    restored = tmp_path / "restored"
     cases = []
     for s, fx in fixtures.items():
         below = lambda d: normalize_uri(d)[len(normalize_uri(str(fx.root))) + 1:]   # noqa: E731
         for job in fx.manifest["jobs"]:
             if job["retained_checkpoints"]:
                 newest = max(job["retained_checkpoints"], key=lambda d: int(d.rsplit("-", 1)[1]))
-                cases.append((tmp_path / "restored" / s / below(newest), s, job["name"]))
+                cases.append((restored / src_bucket / s / below(newest), s, job["name"]))
         for sp in fx.manifest.get("savepoints", []):
-            cases.append((tmp_path / "restored" / s / below(sp["dir"]), s, sp["job"]))
+            cases.append((restored / src_bucket / s / below(sp["dir"]), s, sp["job"]))
+    for s, store in written.items():
+        here = restored / store.root[len("s3://"):]
+        for job in store.manifest["jobs"]:
+            cases.append((here / job["retained_checkpoints"][-1][len(store.root) + 1:], s, job["name"]))
+        for sp in store.manifest["savepoints"]:
+            cases.append((here / sp["dir"][len(store.root) + 1:], s, sp["job"]))
     for path, _, _ in cases:
         assert (Path(path) / "_metadata").is_file(), path
     # No oracle JVM listing each copy's files to check they lie below local_target: the restore proves it. Every
     # file a `_metadata` names is read when Flink restores it, and none but those below local_target can be read
-    # here: the fixtures' local paths were all rewritten into S3 (relocate_store refuses any it cannot map), and
+    # here: the fixtures' local paths were all rewritten into S3 (relocate_store refuses any it cannot map), the
+    # Flink-written stores name only s3:// paths, and
     # the harness's Flink has no s3:// file system, so a path either copy left unrewritten fails the restore.
     results = harness.verify_restore_many(VERSION, cases)
     failed = [(str(c[0]), r.output[-2000:]) for c, r in zip(cases, results, strict=True) if not r.ok]
