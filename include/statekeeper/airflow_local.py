@@ -59,6 +59,7 @@ def local_airflow_env(airflow_home: str | os.PathLike, *, project_root: Path = P
         "AIRFLOW__API__PORT": str(api_port),
         # Task workers reach the API server here; the default assumes port 8080.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
+        # Only the default of a DAG that does not say: the DR DAGs' is_paused_upon_creation=True keeps them paused.
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",

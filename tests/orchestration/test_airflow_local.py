@@ -221,6 +221,15 @@ def test_a_second_start_with_the_same_settings_skips_the_migration_and_the_impor
 
 
 @pytest.mark.slow
+def test_each_dag_starts_paused_or_not_as_it_says(airflow_local):
+    """The launcher unpauses a new DAG only where the DAG does not say: the maintenance DAG is ready to trigger, the
+    DR copy and follow DAGs (they write to another store) start paused, as their is_paused_upon_creation says."""
+    dags = _request(f"{airflow_local.base}/api/v2/dags", token=airflow_local.token)["dags"]
+    paused = {d["dag_id"]: d["is_paused"] for d in dags}
+    assert paused == {"checkpoint_maintenance": False, "checkpoint_dr_copy": True, "checkpoint_dr_follow": True}
+
+
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.flink
 def test_trigger_with_params_through_rest(airflow_local, tmp_path, flink_store_for_airflow):
