@@ -19,7 +19,7 @@ AZURITE_VERSION := 3.37.0
 AZURITE_DIR := $(STATEKEEPER_CACHE)/npm/azurite-$(AZURITE_VERSION)
 AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: setup system-packages azurite demo test test-unit test-fast test-full bench airflow-ui clean help
+.PHONY: setup system-packages azurite test-deps demo test test-unit test-fast test-full bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
@@ -94,20 +94,25 @@ MAKE_T0 := $(shell date +%s)
 # TEST_WORKERS=0 runs one process (to bisect an interaction between modules).
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
-test: setup
+test: setup test-deps
 	@rc=0; $(PY) -m pytest $(XDIST) $(PYTEST_ARGS) || rc=$$?; t=$$(( $$(date +%s) - $(MAKE_T0) )); \
 	echo "make test: $$((t / 60))m$$((t % 60))s wall, setup included (budget on 2 cores: 30 min warm, 40 min cold)"; \
 	exit $$rc
+
+# What the tests' real Flink needs, fetched once before any test runs (nothing downloads at test time): each
+# harness version's Flink from PyPI and the S3 filesystem plugin from Maven Central, into $(STATEKEEPER_CACHE).
+test-deps: setup
+	$(PY) -m tests.harness.prefetch
 
 # Tiers by marker (tests/conftest.py adds flink/s3/spark/airflow/cluster from the fixtures a test uses, and
 # `unit` when it has none of them and is not slow). PYTEST_ARGS still applies, e.g. a folder.
 test-unit: setup
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup test-deps
 	$(PY) -m pytest -m "not slow and not flink" $(PYTEST_ARGS)
 
-test-full: setup
+test-full: setup test-deps
 	$(PY) -m pytest --full-matrix $(XDIST) $(PYTEST_ARGS)
 
 bench: setup
