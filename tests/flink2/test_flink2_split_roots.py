@@ -16,7 +16,6 @@ newest and A's newest retained checkpoint restore in real Flink, in one JVM.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,7 @@ import pytest
 import tests.harness as harness
 from statekeeper.tables import Warehouse
 from tests.chains.support import oracle_references
-from tests.gc.support import (SHORT, Pipeline, actions, flink_times, listing, local, relocated, rewrite_keeping_mtime,
-                              uri)
+from tests.gc.support import SHORT, Pipeline, actions, listing, split_old_job, uri
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -45,14 +43,7 @@ def _backdate(directory: Path, ns: int) -> None:
 def split(flink_fixture, spark, tmp_path_factory) -> dict:
     fx = flink_fixture(VERSION, "forst")
     base = tmp_path_factory.mktemp("forst-split")
-    store = local(relocated(fx, base / "deployB"))
-    flink_times(fx.root, store)
-    a_id = fx.job("A")["job_id"]
-    a_old, a_new = store / "checkpoints" / a_id, base / "deployA" / "checkpoints" / a_id
-    a_new.parent.mkdir(parents=True)
-    shutil.move(a_old, a_new)
-    for metadata in sorted(store.rglob("_metadata")) + sorted(a_new.rglob("_metadata")):
-        rewrite_keeping_mtime(metadata, {uri(a_old): uri(a_new)})
+    store, a_new = split_old_job(fx, base)
     claimed = a_new / Path(fx.job("B")["restored_from"]).name
     assert not claimed.exists() and list(a_new.glob("chk-*/_metadata")), \
         "the forst store no longer has A retaining older checkpoints after B's CLAIM deleted chk-5"

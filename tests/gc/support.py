@@ -97,6 +97,23 @@ def flink_times(fixture_root: Path, copy_root: Path) -> None:
             os.utime(path, ns=(original.st_atime_ns, original.st_mtime_ns))
 
 
+def split_old_job(fixture: Any, base: Path, job: str = "A") -> tuple[Path, Path]:
+    """A relocated copy of `fixture` under `base/deployB` with `job`'s directory moved to its own root
+    `base/deployA/checkpoints` (one root per deployment), every `_metadata` rewritten to the new places and every
+    file keeping the time Flink wrote it. Returns (the copy's store root, the moved job directory)."""
+    import shutil
+
+    store = local(relocated(fixture, base / "deployB"))
+    flink_times(fixture.root, store)
+    job_id = fixture.job(job)["job_id"]
+    old, new = store / "checkpoints" / job_id, base / "deployA" / "checkpoints" / job_id
+    new.parent.mkdir(parents=True)
+    shutil.move(old, new)
+    for metadata in sorted(store.rglob("_metadata")) + sorted(new.rglob("_metadata")):
+        rewrite_keeping_mtime(metadata, {uri(old): uri(new)})
+    return store, new
+
+
 def actions(warehouse: Warehouse, run_id: str) -> list[dict]:
     from deltalake import DeltaTable
 

@@ -25,8 +25,8 @@ import pytest
 import tests.harness as harness
 from statekeeper.tables import Warehouse
 from tests.chains.support import oracle_references
-from tests.gc.support import (SHORT, Pipeline, actions, flink_times, listing, local, relocated,
-                              rewrite_keeping_mtime, runs, uri)
+from tests.gc.support import (SHORT, Pipeline, actions, listing, local, relocated, rewrite_keeping_mtime, runs,
+                              split_old_job, uri)
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark, pytest.mark.slow]
 
@@ -145,14 +145,7 @@ def _warehouse(split: dict, name: str) -> Warehouse:
 def twin(flink_fixture, spark, tmp_path_factory) -> dict:
     fx = flink_fixture(VERSION, "chain_claim")
     base = tmp_path_factory.mktemp("gc-twin")
-    store = local(relocated(fx, base / "deployB"))
-    flink_times(fx.root, store)
-    a_id = fx.job("A")["job_id"]
-    a_old, a_new = store / "checkpoints" / a_id, base / "deployA" / "checkpoints" / a_id
-    a_new.parent.mkdir(parents=True)
-    shutil.move(a_old, a_new)
-    for metadata in sorted(store.rglob("_metadata")) + sorted(a_new.rglob("_metadata")):
-        rewrite_keeping_mtime(metadata, {uri(a_old): uri(a_new)})
+    store, a_new = split_old_job(fx, base)
     claimed = a_new / Path(fx.job("B")["restored_from"]).name
     assert claimed.is_dir() and sorted(a_new.glob("chk-*"))[:-1], "A retains no older checkpoint: the twin needs it"
     shutil.rmtree(claimed)                       # B subsumed the checkpoint it claimed: Flink deleted it
