@@ -19,7 +19,7 @@ AZURITE_VERSION := 3.37.0
 AZURITE_DIR := $(STATEKEEPER_CACHE)/npm/azurite-$(AZURITE_VERSION)
 AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: setup system-packages azurite test-deps demo test test-unit test-fast test-full bench airflow-ui clean help
+.PHONY: setup system-packages azurite jvm-parts test-deps demo test test-unit test-fast test-full bench airflow-ui clean help
 help:
 	@echo "make demo   - set up, generate a sample store with real Flink, run the main job on it"
 	@echo "make test   - set up and run the whole test suite"
@@ -30,7 +30,12 @@ help:
 	@echo "make airflow-ui - the Airflow UI on http://127.0.0.1:8080 with the project's DAGs (Ctrl-C stops it)"
 	@echo "make setup  - only create/refresh $(VENV) from requirements.lock"
 
-setup: system-packages $(STAMP) azurite
+setup: system-packages $(STAMP) azurite jvm-parts
+
+# The JVM parts every Spark job runs with (Delta Lake for Spark, S3A), resolved once by mvn from Maven Central into
+# the cache and installed, verified against their pinned sha256, into the venv (statekeeper.launch.jars).
+jvm-parts: $(STAMP)
+	@$(PY) -m statekeeper.launch.jars
 
 azurite: $(AZURITE)
 $(AZURITE):
@@ -41,9 +46,10 @@ $(AZURITE):
 	@test -x $@
 
 # Debian packages the Python ones cannot bring: Graphviz's `dot` (the report's lineage layout) and Chromium with
-# its matching driver (the browser test; one source package, so the two never disagree). Only what is missing is
+# its matching driver (the browser test; one source package, so the two never disagree), and Maven, which
+# resolves the JVM parts (statekeeper.launch.jars). Only what is missing is
 # installed; elsewhere set STATEKEEPER_SKIP_SYSTEM_PACKAGES=1 and install the equivalents yourself.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium chromium-driver:chromedriver
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium chromium-driver:chromedriver maven:mvn
 # Prometheus 2.42 (with promtool) and its Pushgateway 1.5, for the metrics tests: they start both on free loopback
 # ports with data of their own (tests/plugins/prometheus.py), never the Debian services (which a machine whose init
 # starts services would run on 9090/9091; nothing of the project uses them). Without recommends: those are more

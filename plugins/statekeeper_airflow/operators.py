@@ -57,6 +57,7 @@ from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
 from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_heap_conf,
                                      local_network, local_startup, with_java_options, without_options)
+from statekeeper.launch.jars import spark_conf as jvm_parts_conf
 from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
 from statekeeper.tables.spark import is_local_master
 from statekeeper.warm_driver.client import Declined, DriverClient
@@ -408,6 +409,8 @@ class _StatekeeperSubmit(SparkSubmitOperator):
             raise StatekeeperConfigError(f"properties_file {defaults_file} does not exist")
         defaults = read_properties(defaults_file) if defaults_file is not None else {}
         conf, jvm = with_deployment_java_options(self.conf or {}, defaults), None
+        # Delta Lake's jars (the table engine) and S3A, added to the deployment's own jars and extensions.
+        conf = {**conf, **jvm_parts_conf({**defaults, **conf})}
         if is_local_master(master):
             environ = {**os.environ, **(self.env_vars or {})}
             env.update(local_network(conf, environ, deployment=defaults).env)

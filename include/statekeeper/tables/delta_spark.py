@@ -1,9 +1,11 @@
-"""The delta-spark engine: Delta Lake's own Spark writer and reader.
+"""The delta-spark engine: Delta Lake's own Spark writer and reader, the table engine of every Spark job.
 
-Used only when the session has Delta's jars and `DeltaSparkSessionExtension` (see
-`engine.delta_spark_available`); those jars are not on PyPI, so this path is exercised where they
-are installed. Semantics match `DeltaRsEngine`: one commit per table, partition replaces via
-`replaceWhere`, optimistic concurrency failures surfaced as ConcurrentCommitError.
+Every write runs in one Delta transaction started here (`DeltaLog.startTransaction`), so an expected version is
+checked against the transaction's own snapshot: a commit that lands after it is judged by Delta's conflict
+detection at commit time (`io.delta.exceptions.Concurrent*`), never by a read-then-write check with a window
+between them. Both surface as ConcurrentCommitError, and nothing of the losing write is committed. The write
+itself is Delta's `WriteIntoDelta` (what `df.write.format("delta")` runs), given that transaction instead of one it
+would start: partitioning, `replaceWhere`, `mergeSchema` and new tables behave exactly as Delta's writer does.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from statekeeper.tables.arrow_codec import table_from_ipc
 from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine_base import ChangesetResult, TableEngine, WriteMode
-from statekeeper.tables.errors import ConcurrentCommitError, TableError
+from statekeeper.tables.errors import ConcurrentCommitError, PartialChangesetError, TableError
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
@@ -35,11 +37,27 @@ def spark_path(warehouse: Warehouse, table: str) -> str:
 
 
 def _current_version(spark: Any, path: str) -> int | None:
-    from delta.tables import DeltaTable  # type: ignore[import-not-found]
+    return _read_version(_delta_log(spark, path).startTransaction())
 
-    if not DeltaTable.isDeltaTable(spark, path):
+
+def _delta_log(spark: Any, path: str) -> Any:
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def _read_version(txn: Any) -> int | None:
+    version = int(txn.readVersion())
+    return None if version < 0 else version
+
+
+def _conflict(exc: BaseException) -> str | None:
+    """The first line of a Delta conflict exception carried by a py4j error, or None."""
+    text = str(exc)
+    if not any(name in text for name in _CONFLICTS):
         return None
-    return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+    for line in text.splitlines():
+        if any(name in line for name in _CONFLICTS):
+            return line.strip()
+    return text.splitlines()[0]
 
 
 def _partition_predicate(spec: TableSpec, partitions: list[dict[str, str]]) -> str:
@@ -76,41 +94,51 @@ class DeltaSparkEngine(TableEngine):
     def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
               replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
               metadata: dict[str, Any] | None = None) -> CommitResult:
-        spark = df.sparkSession
-        path = spark_path(warehouse, spec.name)
-        before = _current_version(spark, path)
-        if expected_version is not None and before != expected_version:
-            raise ConcurrentCommitError(warehouse.table_uri(spec.name), expected_version, before)
-        out = df.select(*spec.schema.names)
-        writer = out.write.format("delta").option("userMetadata", json.dumps(metadata or {}))
-        if before is None:
-            writer = writer.partitionBy(*spec.partition_by)
-        if mode == "append":
-            # A table written before the spec gained a nullable column gets it (as add_missing_columns
-            # does for delta-rs); `out` holds only the spec's columns, so nothing else can be merged in.
-            writer = writer.mode("append").option("mergeSchema", "true")
-        elif mode == "overwrite":
-            writer = writer.mode("overwrite")
-        elif mode == "replace_partitions":
-            writer = writer.mode("overwrite").option("replaceWhere", _partition_predicate(spec, replace or []))
-        else:
+        if mode not in ("append", "overwrite", "replace_partitions"):
             raise TableError(f"unknown write mode {mode!r}")
-        self._save(writer, path, warehouse.table_uri(spec.name), before)
-        return CommitResult(spec.name, _current_version(spark, path))
+        spark = df.sparkSession
+        jvm = spark._jvm
+        path = spark_path(warehouse, spec.name)
+        uri = warehouse.table_uri(spec.name)
+        txn = _delta_log(spark, path).startTransaction()
+        read_version = _read_version(txn)
+        if expected_version is not None and read_version != expected_version:
+            raise ConcurrentCommitError(uri, expected_version, read_version)
+        options = {"userMetadata": json.dumps(metadata or {}),
+                   # A table written before the spec gained a nullable column gets it (as delta-rs's
+                   # add_missing_columns does); the frame holds only the spec's columns, so nothing else merges in.
+                   "mergeSchema": "true"}
+        predicate = None
+        if mode == "replace_partitions":
+            predicate = options["replaceWhere"] = _partition_predicate(spec, replace or [])
+        save_mode = jvm.org.apache.spark.sql.SaveMode.valueOf("Append" if mode == "append" else "Overwrite")
+        utils = jvm.org.apache.spark.api.python.PythonUtils
+        session = spark._jsparkSession
+        none = jvm.scala.Option.empty()
+        delta_options = jvm.org.apache.spark.sql.delta.DeltaOptions(utils.toScalaMap(options),
+                                                                     session.sessionState().conf())
+        partition_by = utils.toSeq(list(spec.partition_by))
+        out = df.select(*spec.schema.names)
+        command = jvm.org.apache.spark.sql.delta.commands.WriteIntoDelta(
+            txn.deltaLog(), save_mode, delta_options, partition_by, utils.toScalaMap({}), out._jdf, none, none, False)
+        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+            save_mode, jvm.scala.Option.apply(partition_by), jvm.scala.Option.apply(predicate),
+            jvm.scala.Option.apply(options["userMetadata"]), none, none, none, none, none)
+        try:
+            actions = command.write(txn, session, none, False)
+            committed = txn.commitIfNeeded(actions, operation, utils.toScalaMap({}))
+        except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*
+            detail = _conflict(exc)
+            if detail is not None:
+                raise ConcurrentCommitError(uri, read_version, None, detail) from exc
+            raise
+        version = int(committed.get()) if committed.isDefined() else None
+        return CommitResult(spec.name, version)
 
     def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
                     metadata: dict[str, Any] | None = None) -> CommitResult:
-        return self.write(spark.createDataFrame(spec.conform(rows)), warehouse, spec, mode="append", metadata=metadata)
-
-    @staticmethod
-    def _save(writer: Any, path: str, uri: str, read_version: int | None) -> None:
-        try:
-            writer.save(path)
-        except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*
-            text = str(exc)
-            if any(name in text for name in _CONFLICTS):
-                raise ConcurrentCommitError(uri, read_version, None, text.splitlines()[0]) from exc
-            raise
+        return self.write(spark.createDataFrame(spec.conform(rows), schema=spark_schema(spec.schema)), warehouse,
+                          spec, mode="append", metadata=metadata)
 
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                          read_versions: dict[str, int | None], *,
@@ -134,23 +162,29 @@ class DeltaSparkEngine(TableEngine):
                     raise ConcurrentCommitError(warehouse.table_uri(spec.name), read_versions.get(spec.name), current)
             result = ChangesetResult(notes=notes)
             for spec in specs:
-                path = spark_path(warehouse, spec.name)
                 mine = staged.where(F.col("table") == spec.name)
                 touched = [json.loads(r["partition"]) for r in
-                           mine.where(F.col("op").isin(ChangeOp.ADD, ChangeOp.REMOVE)).select("partition").distinct().toLocalIterator()]
+                           mine.where(F.col("op").isin(ChangeOp.ADD, ChangeOp.REMOVE)).select("partition").distinct()
+                           .toLocalIterator()]
                 read_version = read_versions.get(spec.name)
                 if not touched and read_version is not None:
                     result.committed[spec.name] = CommitResult(spec.name, None)
                     continue
                 rows = (mine.where(F.col("op") == ChangeOp.ADD).select("payload")
                         .mapInArrow(_decoder(spec), spark_schema(spec.schema)))
-                writer = rows.write.format("delta").option("userMetadata", json.dumps(metadata or {}))
-                if read_version is None:
-                    writer = writer.partitionBy(*spec.partition_by).mode("overwrite")
-                else:
-                    writer = writer.mode("overwrite").option("replaceWhere", _partition_predicate(spec, touched))
-                self._save(writer, path, warehouse.table_uri(spec.name), read_version)
-                result.committed[spec.name] = CommitResult(spec.name, _current_version(spark, path))
+                try:
+                    result.committed[spec.name] = self.write(
+                        rows, warehouse, spec, mode="overwrite" if read_version is None else "replace_partitions",
+                        replace=touched, expected_version=read_version, metadata=metadata)
+                except BaseException as exc:
+                    done = {n: c.version for n, c in result.committed.items() if c.version is not None}
+                    if done:
+                        raise PartialChangesetError(
+                            f"the change set failed ({type(exc).__name__}: {exc}) after "
+                            f"{', '.join(f'{n} v{v}' for n, v in done.items())} committed; those commits stay, "
+                            "and the next index run restores the tables to the last audited run before it plans",
+                            done) from exc
+                    raise
             return result
         finally:
             staged.unpersist()

@@ -63,8 +63,13 @@ def configure_builder(builder: Any) -> Any:
 
         for key, value in LOCAL_WORKER_CONF.items():
             builder = builder.config(key, value)
+    from statekeeper.launch.jars import spark_conf
     from statekeeper.tables.parquet_scan import LISTING_THRESHOLD, LISTING_THRESHOLD_CONF
 
+    # Delta Lake's jars, extension and catalog: the table engine of every session (MissingJarsError if setup did
+    # not install them). A session under spark-submit got them on its command line (the operator's conf).
+    for key, value in spark_conf(dict(getattr(builder, "_options", {}))).items():
+        builder = builder.config(key, value)
     return (builder
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
             .config(LISTING_THRESHOLD_CONF, str(LISTING_THRESHOLD))

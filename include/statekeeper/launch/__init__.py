@@ -1,0 +1,1 @@
+"""Everything that starts a job: the JVM parts it runs with."""

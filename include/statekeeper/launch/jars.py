@@ -1,0 +1,164 @@
+"""The JVM parts every Statekeeper Spark job runs with: Delta Lake's Spark integration (the table engine) and
+Hadoop's S3A connector with the AWS SDK v2 modules it uses (`s3a://` warehouses).
+
+They are not on PyPI. `make setup` runs `python -m statekeeper.launch.jars`, which resolves `jvm-parts.pom.xml`
+once with `mvn` (its local repository in the Statekeeper cache, so a fresh clone downloads nothing again), checks
+every jar against `jvm-parts.sha256` (the set must match exactly) and installs them into this Python environment
+(`<sys.prefix>/share/statekeeper/jars-<digest of the pins>`), beside the packages that use them. Jobs, tests and
+DAG tasks only read that directory: a missing or altered jar is a `MissingJarsError` that names the fix, never a
+download and never a Spark stack trace. Which coordinates and why: docs/jvm-parts.md.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from statekeeper.errors import ConfigurationError
+
+POM = Path(__file__).resolve().with_name("jvm-parts.pom.xml")
+PINS = Path(__file__).resolve().with_name("jvm-parts.sha256")
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+class MissingJarsError(ConfigurationError):
+    """The JVM parts are not installed in this environment, or one differs from its pinned sha256."""
+
+
+def pinned() -> dict[str, str]:
+    """Jar file name -> pinned sha256."""
+    pins: dict[str, str] = {}
+    for line in PINS.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, name = line.split()
+            pins[name] = digest
+    return pins
+
+
+def jars_dir(prefix: str | None = None) -> Path:
+    """Where setup installs the pinned set: named by a digest of the pins, so a changed set is a new directory."""
+    digest = hashlib.sha256(PINS.read_bytes()).hexdigest()[:12]
+    return Path(prefix or sys.prefix) / "share" / "statekeeper" / f"jars-{digest}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def jar_paths() -> list[str]:
+    """The installed jars' paths (sorted by name), or MissingJarsError. Checks presence and count only: the
+    checksums were verified when setup installed them, and a job should not hash 23 MB at every start."""
+    directory = jars_dir()
+    pins = pinned()
+    missing = [name for name in sorted(pins) if not (directory / name).is_file()]
+    if missing:
+        raise MissingJarsError(
+            f"the JVM parts (Delta Lake for Spark, S3A) are not installed in {directory}: missing "
+            f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} ({len(missing)} of {len(pins)}); "
+            "run `make setup` (or `python -m statekeeper.launch.jars`) with this Python environment")
+    return [str(directory / name) for name in sorted(pins)]
+
+
+def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings that put the JVM parts in a session: its jars and Delta's extension and catalog, each added to
+    what `deployment` (the session's existing conf) already holds rather than replacing it."""
+    deployment = deployment or {}
+    jars = [j for j in (deployment.get("spark.jars") or "").split(",") if j]
+    jars += [j for j in jar_paths() if j not in jars]
+    extensions = [e for e in (deployment.get("spark.sql.extensions") or "").split(",") if e]
+    if DELTA_EXTENSION not in extensions:
+        extensions.append(DELTA_EXTENSION)
+    return {
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": ",".join(extensions),
+        "spark.sql.catalog.spark_catalog": deployment.get("spark.sql.catalog.spark_catalog") or DELTA_CATALOG,
+        # A Statekeeper table's log is a few dozen commits; Delta's default of 50 snapshot partitions made every
+        # table read run 50 tasks for it.
+        "spark.databricks.delta.snapshotPartitions": deployment.get("spark.databricks.delta.snapshotPartitions") or "1",
+    }
+
+
+def install(*, log=print) -> Path:
+    """Resolve, verify and install the pinned set (idempotent: an installed, verified set is kept)."""
+    directory = jars_dir()
+    pins = pinned()
+    if directory.is_dir() and sorted(p.name for p in directory.glob("*.jar")) == sorted(pins):
+        return directory
+    from statekeeper.jvm_startup import cache_dir
+
+    repo = cache_dir(os.environ).parent / "m2"
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MissingJarsError("mvn not found: install Maven (Debian's `maven`, `make setup` does) to fetch the JVM "
+                               f"parts listed in {POM}")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".jars-", dir=directory.parent))
+    try:
+        began = time.monotonic()
+        # `dependency:copy-dependencies` on our own pom: one mvn run, offline once the cache's repository has them.
+        proc = subprocess.run([mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", "-f", str(POM),
+                               "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
+                              capture_output=True, text=True, cwd=staging)
+        if proc.returncode != 0:
+            raise MissingJarsError(f"mvn could not resolve {POM} (exit {proc.returncode}); is Maven Central "
+                                   f"reachable?\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        got = {p.name: p for p in staging.glob("*.jar")}
+        unexpected = sorted(set(got) - set(pins))
+        absent = sorted(set(pins) - set(got))
+        if unexpected or absent:
+            raise MissingJarsError(f"{POM.name} resolved a different set than {PINS.name} pins: not pinned "
+                                   f"{unexpected or 'none'}, not resolved {absent or 'none'}; re-pin deliberately "
+                                   "(docs/jvm-parts.md says how) or fix the pom")
+        for name, path in sorted(got.items()):
+            actual = _sha256(path)
+            if actual != pins[name]:
+                raise MissingJarsError(f"{name} has sha256 {actual}, pinned {pins[name]} in {PINS}: remove it from "
+                                       f"{repo} and run setup again; if Maven Central changed the artifact, check "
+                                       "it before re-pinning")
+        # The pom and the directory's own `target/` stay behind; only the jars move.
+        final = Path(tempfile.mkdtemp(prefix=".jars-ready-", dir=directory.parent))
+        for path in got.values():
+            os.replace(path, final / path.name)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(final, directory)
+        log(f"jvm parts: {len(got)} jars verified and installed in {directory} ({time.monotonic() - began:.1f}s)")
+        return directory
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m statekeeper.launch.jars", allow_abbrev=False,
+                                     description="Install the pinned JVM parts (Delta Lake for Spark, S3A) into "
+                                                 "this Python environment, resolving them once with mvn.")
+    parser.add_argument("--print", action="store_true", help="only print the installed jars' directory "
+                                                             "(exit 2 if they are not installed)")
+    args = parser.parse_args(argv)
+    try:
+        if args.print:
+            jar_paths()
+            print(jars_dir())
+        else:
+            print(f"jvm parts: {install()}")
+    except MissingJarsError as exc:
+        print(f"jvm parts: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
