@@ -68,7 +68,7 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
     from statekeeper.index.unit import UnitStats
     from statekeeper.tables.catalog import FILES, INDEX_RUNS, REFERENCES, SNAPSHOTS, job_bucket
     from statekeeper.tables.vocabulary import IndexRunStatus
-    from statekeeper.tables.engine import DeltaRsEngine
+    from statekeeper.tables.delta_spark import DeltaSparkEngine
 
     rng = random.Random(42)
     root = f"file://{warehouse_dir.parent}/store/checkpoints"
@@ -119,7 +119,7 @@ def _build(warehouse_dir: Path, jobs: int, checkpoints: int, refs: int, spark) -
                       "size": size if rng.random() > 0.001 else size // 3, "mtime": T0, "etag": "e",
                       "index_run_id": "bench"})
     warehouse = Warehouse(str(warehouse_dir))
-    engine = DeltaRsEngine()
+    engine = DeltaSparkEngine()
     versions = {}
     for spec, rows in ((SNAPSHOTS, snaps), (REFERENCES, references), (FILES, files)):
         table = pa.Table.from_pylist(rows, schema=spec.schema)
@@ -223,7 +223,7 @@ def _worker(args: argparse.Namespace) -> int:
     from statekeeper.chains.job import ComputeChains
     from statekeeper.storage import StorageConfig
     from statekeeper.tables import Warehouse
-    from statekeeper.tables.engine import DeltaRsEngine
+    from statekeeper.tables.delta_spark import DeltaSparkEngine
     from statekeeper.validate.job import ValidateCheckpoints
     from statekeeper.validate.options import ValidateOptions
     from tests.plugins.spark import build_local_session
@@ -241,7 +241,7 @@ def _worker(args: argparse.Namespace) -> int:
             marker.write_text(json.dumps(_build(home / "warehouse", args.jobs, args.checkpoints, args.refs, spark)))
         counts = json.loads(marker.read_text())
         warehouse = Warehouse(str(home / "warehouse"))
-        engine = DeltaRsEngine()
+        engine = DeltaSparkEngine()
         storage = StorageConfig()
 
         def baseline() -> None:

@@ -223,9 +223,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, audit_table: str) -
                         help="where the Delta tables live: a local path or an s3:// prefix")
     parser.add_argument("--run-id", "--airflow-run-id", dest="airflow_run_id", default="",
                         help=f"the caller's run id (e.g. Airflow's run_id), recorded in {audit_table}.airflow_run_id")
-    parser.add_argument("--engine", default="auto", choices=["auto", "delta-rs", "delta-spark"],
-                        help="table engine (auto: delta-spark when its jars and extension are configured, "
-                             "else delta-rs)")
+    parser.add_argument("--engine", default="auto", choices=["auto", "delta-spark"],
+                        help="table engine: Delta Lake's Spark integration, the only one (auto is the same; kept "
+                             "for existing command lines)")
     parser.add_argument("--progress-interval", type=float, default=10.0,
                         help="seconds between progress log lines (0: only phase changes)")
     parser.add_argument("--result-json", default="",

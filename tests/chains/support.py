@@ -241,9 +241,9 @@ def write_index(spark: Any, warehouse: Any, idx: SyntheticIndex) -> None:
     import pyarrow as pa
 
     from statekeeper.tables.catalog import FILES, REFERENCES, SNAPSHOTS
-    from statekeeper.tables.engine import DeltaRsEngine
+    from statekeeper.tables.delta_spark import DeltaSparkEngine
 
-    engine = DeltaRsEngine()
+    engine = DeltaSparkEngine()
     counts: dict[str, int] = {}
     for ref in idx.references:
         counts[ref["snapshot_uri"]] = counts.get(ref["snapshot_uri"], 0) + 1
@@ -263,16 +263,16 @@ def audit_cut(warehouse: Any, versions: dict[str, int], run_id: str = RUN, statu
     import pyarrow as pa
 
     from statekeeper.tables.catalog import INDEX_RUNS
-    from statekeeper.tables.engine import DeltaRsEngine
+    from tests.tables.writes import append_rows
 
     counters = {c: 0 for c in ("units", "units_rewritten", "units_unchanged", "units_failed", "objects_listed",
                                "bytes_listed", "metadata_found", "metadata_parsed", "metadata_reused",
                                "metadata_failed")}
     row = {"run_id": run_id, "status": status, "started_at": T0, "finished_at": datetime.now(timezone.utc),
-           "roots": [], "warehouse": warehouse.uri, "engine": "delta-rs", "statekeeper_version": "test",
+           "roots": [], "warehouse": warehouse.uri, "engine": "delta-spark", "statekeeper_version": "test",
            **counters, "errors": [], "table_versions": list(versions.items()), "data_interval_start": None,
            "data_interval_end": None, "airflow_run_id": None, "options": None}
-    DeltaRsEngine().append_rows(None, warehouse, INDEX_RUNS, pa.Table.from_pylist([row], schema=INDEX_RUNS.schema))
+    append_rows(warehouse, INDEX_RUNS, pa.Table.from_pylist([row], schema=INDEX_RUNS.schema))
 
 
 # -- relocated copies of harness stores ----------------------------------------------------------

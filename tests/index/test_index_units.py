@@ -131,9 +131,9 @@ def test_references_outside_roots_are_external(job, tmp_path):
     assert {r["file_kind"] for r in inside} <= {"exclusive", "shared", "task_owned"}
 
 
-def test_task_writes_files_or_ipc_rows_with_equal_contents(job, tmp_path):
-    """The two outputs of an index task (data files it wrote itself, for delta-rs; Arrow IPC `add`
-    rows, for engines that write files themselves) carry the same rows, one bucket per file."""
+def test_task_hands_its_rows_to_the_writer_as_ipc_add_rows(job, tmp_path):
+    """An index task's output: Arrow IPC `add` rows of each bucket partition (Delta's writer makes the data files
+    from them) and one note with its counters."""
     import json
 
     import pyarrow as pa
@@ -143,69 +143,25 @@ def test_task_writes_files_or_ipc_rows_with_equal_contents(job, tmp_path):
     from statekeeper.storage import StorageConfig
     from statekeeper.tables.arrow_codec import table_from_ipc
     from statekeeper.tables.catalog import spec
-    from statekeeper.tables.files import DataFile, read_data_file
 
     roots, _, metadata = job
     planned = plan_buckets(LocalFileIO(), roots, {})
     bins = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous)) for b in g]
             for g in balance(planned, 1)]
-    contents = {}
-    for write_files in (True, False):
-        warehouse = Warehouse(str(tmp_path / f"wh-{write_files}"))
-        task = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, bins, None, write_files=write_files)
-        rows = pa.Table.from_batches(list(task(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])))).to_pylist()
-        ops = {r["op"] for r in rows}
-        assert ops == ({"file", "note"} if write_files else {"add", "note"})
-        tables: dict[str, list] = {}
-        for r in rows:
-            if r["op"] == "file":
-                f = DataFile.from_json(r["payload"].decode())
-                assert f.partition_values == json.loads(r["partition"]) and set(f.partition_values) == {"root_id", "bucket"}
-                s = spec(r["table"])
-                t = read_data_file(warehouse, s.schema, s.partition_by, f.path, f.partition_values, table_name=s.name)
-            elif r["op"] == "add":
-                t = table_from_ipc(r["payload"])
-            else:
-                note = json.loads(r["payload"].decode())
-                assert note["metadata_parsed"] == len(metadata)
-                continue
-            tables.setdefault(r["table"], []).extend(t.to_pylist())
-        contents[write_files] = tables
-    assert contents[True] == contents[False]
-    assert len(contents[True]["snapshots"]) == len(metadata)
-
-
-def test_a_failed_task_deletes_every_data_file_it_wrote(job, tmp_path):
-    """Rows an index task already yielded die with it when it fails: the files of its earlier buckets are
-    deleted by the task itself (nobody else knows them), and only a task that succeeded reports its files."""
-    import pyarrow as pa
-
-    from statekeeper.index.planner import balance, plan_buckets
-    from statekeeper.index.task import IndexTask, encode_previous
-    from statekeeper.storage import StorageConfig
-
-    class Tally:
-        def __init__(self) -> None:
-            self.value: list = []
-
-        def add(self, pairs: list) -> None:
-            self.value.extend(pairs)
-
-    roots, _, _ = job
-    planned = plan_buckets(LocalFileIO(), roots, {})
-    bins = [[(b.plan.root.uri, b.plan.bucket, b.plan.job_dirs, encode_previous(b.plan.previous)) for b in g]
-            for g in balance(planned, 1)]
-    broken = [[*bins[0], (f"file://{tmp_path}/not-a-root", "0", ["job"], "")]]
     warehouse = Warehouse(str(tmp_path / "wh"))
-    tally = Tally()
-    task = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, broken, None, written=tally)
-    produced = []
-    with pytest.raises(KeyError):
-        for batch in task(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])):
-            produced.append(batch)
-    assert any("file" in b.column("op").to_pylist() for b in produced)   # a bucket's files were handed out
-    assert not list((tmp_path / "wh").rglob("*.parquet")) and tally.value == []
+    task = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, bins, None)
+    rows = pa.Table.from_batches(list(task(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])))).to_pylist()
+    assert {r["op"] for r in rows} == {"add", "note"}
+    tables: dict[str, list] = {}
+    for r in rows:
+        if r["op"] == "add":
+            assert set(json.loads(r["partition"])) == {"root_id", "bucket"}
+            tables.setdefault(r["table"], []).extend(table_from_ipc(r["payload"]).to_pylist())
+        else:
+            note = json.loads(r["payload"].decode())
+            assert note["metadata_parsed"] == len(metadata)
+    assert len(tables["snapshots"]) == len(metadata)
+    # the task wrote nothing itself: Delta's writer makes the data files from these rows
+    assert not list(tmp_path.glob("wh/**/*.parquet"))
 
-    ok = IndexTask(roots.uris, StorageConfig(), warehouse, "r", None, bins, None, written=tally)
-    list(ok(iter([pa.record_batch({"id": pa.array([0], pa.int64())})])))
-    assert len(tally.value) == len(list((tmp_path / "wh").rglob("*.parquet"))) > 0
+

@@ -94,7 +94,7 @@ def test_audit_row_comes_from_the_result(spec):
     result_type = next(v for v in vars(module).values()
                        if isinstance(v, type) and issubclass(v, JobResult) and v is not JobResult)
     now = datetime.now(timezone.utc)
-    extra = {"index": lambda: {"roots": ("file:///r",), "engine": "delta-rs", "stats": module.UnitStats()},
+    extra = {"index": lambda: {"roots": ("file:///r",), "engine": "delta-spark", "stats": module.UnitStats()},
              "chains": lambda: {"source_versions": {"snapshots": 1}},
              "validate": lambda: {"roots": (), "source_versions": {"snapshots": 1}},
              "gc": lambda: {"mode": module.GcMode.PLAN, "plan_run_id": "r1", "source_versions": {"snapshots": 1},

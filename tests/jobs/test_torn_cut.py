@@ -16,7 +16,7 @@ import pytest
 
 from statekeeper.tables import Warehouse
 from statekeeper.tables.catalog import spec
-from statekeeper.tables.engine import DeltaRsEngine
+from statekeeper.tables.delta_spark import DeltaSparkEngine
 from statekeeper.tables.reader import TableReader
 from tests.gc.support import local, uri
 
@@ -32,7 +32,7 @@ def _tear(spark, warehouse: Warehouse) -> str:
     reader = TableReader(warehouse)
     refs = reader.read("references")
     row = refs.slice(0, 1)
-    engine = DeltaRsEngine()
+    engine = DeltaSparkEngine()
     torn = engine.append_rows(spark, warehouse, spec("references"), row).version
     newest = reader.newest("index_runs")
     audit = spec("index_runs")

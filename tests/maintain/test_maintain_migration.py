@@ -19,7 +19,7 @@ import pytest
 
 from statekeeper.tables import TableSpec, Warehouse, delta_log
 from statekeeper.tables.catalog import COMPACTION_RUNS, GC_RUNS, INDEX_RUNS
-from statekeeper.tables.engine import DeltaRsEngine
+from tests.tables.writes import append_rows
 from statekeeper.tables.maintenance import retention_pins
 from statekeeper.tables.reader import TableReader
 
@@ -50,7 +50,7 @@ def _row(spec: TableSpec, **values: Any) -> pa.Table:
 
 
 def _append(warehouse: Warehouse, spec: TableSpec, **values: Any) -> None:
-    DeltaRsEngine().append_rows(None, warehouse, spec, _row(spec, **values))
+    append_rows(warehouse, spec, _row(spec, **values))
 
 
 def _old_warehouse(tmp_path) -> Warehouse:
@@ -80,15 +80,21 @@ def test_old_gc_rows_keep_their_grace_period_from_the_options_json(tmp_path):
     assert "10d grace period" in _referenced_pins(wh)[0]
 
 
-def test_the_next_gc_append_adds_the_column_and_new_rows_are_read_by_it(tmp_path):
+@pytest.mark.spark
+def test_the_next_gc_append_adds_the_column_and_new_rows_are_read_by_it(spark, tmp_path):
+    from statekeeper.tables.delta_spark import DeltaSparkEngine
+
     wh = _old_warehouse(tmp_path)
     before = delta_log.latest_version(wh, "gc_runs")
-    # a GC run of this version: its grace period typed; its options JSON is not what is read
-    _append(wh, GC_RUNS, run_id="gc-new", status="planned", mode="plan", plan_run_id="gc-new",
-            options=json.dumps({"older_than": DAY.total_seconds()}), grace_seconds=(14 * DAY).total_seconds())
+    # a GC run of this version, appended as the GC job appends it: its grace period typed; its options JSON is not
+    # what is read
+    DeltaSparkEngine().append_rows(spark, wh, GC_RUNS, _row(
+        GC_RUNS, run_id="gc-new", status="planned", mode="plan", plan_run_id="gc-new",
+        options=json.dumps({"older_than": DAY.total_seconds()}), grace_seconds=(14 * DAY).total_seconds()))
     state = delta_log.load_state(wh, "gc_runs")
     assert state.schema.names == GC_RUNS.schema.names
-    assert state.version == before + 2          # one ADD COLUMN commit, then the append
+    # the log-keeping property on a table no Spark job created, then the append adding the column
+    assert state.version == before + 2
     rows = {r["run_id"]: r for r in TableReader(wh).read("gc_runs").to_pylist()}
     assert rows["gc-old"]["grace_seconds"] is None and rows["gc-new"]["grace_seconds"] == (14 * DAY).total_seconds()
     assert "2w grace period" in _referenced_pins(wh)[0]

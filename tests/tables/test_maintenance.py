@@ -28,12 +28,11 @@ import pytest
 
 import tests.harness as harness
 from statekeeper.chains.explain import explain
-from statekeeper.tables import TableSpec, Warehouse, cut, delta_log, staging
+from statekeeper.tables import TableSpec, Warehouse, cut, delta_log
 from statekeeper.tables.catalog import ALL_TABLES, INDEX_RUNS, INDEX_TABLES, job_bucket
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError
 from statekeeper.tables.maintenance import TableOutcome, maintain_warehouse, retention_pins
 from statekeeper.tables.reader import TableReader
-from statekeeper.tables.staging import STAGING_DIR
 from tests.chains.support import store_roots
 from tests.index.support import canonical, run_index
 from tests.replicate.support import DrPipeline, dr_pipeline, local, relocated, uri
@@ -262,9 +261,9 @@ def test_repeated_runs_compact_and_vacuum_to_one_file_per_partition_with_equal_a
 
 
 def _spark_rows(spark: Any, wh: Warehouse, name: str) -> list[tuple]:
-    from statekeeper.tables.engine import DeltaRsEngine
+    from statekeeper.tables.delta_spark import DeltaSparkEngine
 
-    frame = DeltaRsEngine().read(spark, wh, name)
+    frame = DeltaSparkEngine().read(spark, wh, name)
     return canonical([r.asDict(recursive=True) for r in frame.collect()])
 
 
@@ -376,58 +375,29 @@ def _age(path: Path, days: float) -> None:
 
 
 @slow
-def test_stagings_of_killed_writes_go_once_nothing_wrote_below_them_for_a_day(spark, built, tmp_path):
-    """A driver killed while Spark's writer staged a write leaves `<table>/_statekeeper_staging/<id>/`, which
-    Delta and vacuum never look at. Maintenance removes such a staging once nothing was written below it for the
-    retention and at least a day (a live write's staging is young); a dry run only counts them."""
+def test_files_of_killed_writes_go_once_older_than_the_retention(spark, built, tmp_path):
+    """A driver killed after Delta's writer wrote its data files and before the commit leaves them in the table's
+    partition directories, named by no version. Maintenance's vacuum (full) deletes them once older than the
+    retention; younger ones stay (they may belong to a write still running), and no answer changes."""
     wh = _copy(built, tmp_path)
-    base = local(wh.table_uri("references")) / STAGING_DIR
-    rows = spark.createDataFrame([(i, f"x{i % 3}") for i in range(60)], "n INT, s STRING")
-    for name in ("two-days", "fresh", "eight-days"):
-        # what a killed write leaves: Spark's output, never moved into the table
-        rows.write.partitionBy("s").parquet(f"file://{base / name}")
-    _age(base / "two-days", 2)
-    _age(base / "eight-days", 8)
-    answers, versions = _answers(wh), _versions(wh)
-    later = datetime.now(timezone.utc) + LATER
+    table = local(wh.table_uri("references"))
+    [partition] = sorted(p for p in table.glob("root_id=*/bucket=*") if p.is_dir())[:1]
+    rows = spark.createDataFrame([(i, f"x{i}") for i in range(60)], "n INT, s STRING")
+    for name in ("old", "fresh"):
+        # what a killed write leaves: Spark's output files, never committed
+        rows.coalesce(1).write.parquet(f"file://{tmp_path / name}")
+        [part] = (tmp_path / name).glob("part-*.parquet")
+        os.replace(part, partition / f"part-killed-{name}.zstd.parquet")
+    _age(partition / "part-killed-old.zstd.parquet", 8)
+    answers = _answers(wh)
 
-    planned = maintain_warehouse(wh, retention=timedelta(0), dry_run=True, now=later)
-    assert sorted(os.listdir(base)) == ["eight-days", "fresh", "two-days"]
-    [note] = [n for n in planned.table("references").notes if "staging" in n]
-    assert note.startswith("2 staging director(ies) of killed writes would be removed"), note
-    assert "eight-days" in note and "two-days" in note and "fresh" not in note
-    assert not [n for t in planned.tables if t.name != "references" for n in t.notes if "staging" in n]
-
-    # The default retention (a week) keeps the two-day-old staging; a zero retention still keeps a day.
-    kept = maintain_warehouse(wh)
-    assert sorted(os.listdir(base)) == ["fresh", "two-days"]
-    assert any(n.startswith("1 staging director(ies) of killed writes removed") and "eight-days" in n
-               for n in kept.table("references").notes)
-    done = maintain_warehouse(wh, retention=timedelta(0), now=later)
-    assert sorted(os.listdir(base)) == ["fresh"]
-    assert any(n.startswith("1 staging director(ies) of killed writes removed") and "two-days" in n
-               for n in done.table("references").notes), done.table("references").notes
-    assert "staging" in done.summary()
-    # Stagings are no table data: every answer is the same, and the next run finds nothing more to remove.
-    assert _answers(wh) == answers and _versions(wh).keys() == versions.keys()
-    again = maintain_warehouse(wh, retention=timedelta(0), now=later)
-    assert not [n for t in again.tables for n in t.notes if "staging" in n]
-
-
-def test_a_staging_written_to_after_it_was_found_is_kept(tmp_path):
-    """The re-check before removal: a write that came back to life (a paused driver) keeps its staging."""
-    table = tmp_path / "t"
-    part = table / STAGING_DIR / "abc" / "part-0.parquet"
-    part.parent.mkdir(parents=True)
-    part.write_bytes(b"x" * 10)
-    _age(table / STAGING_DIR / "abc", 3)
-    [found] = staging.abandoned(str(table), datetime.now(timezone.utc), timedelta(0))
-    assert (found.files, found.bytes) == (1, 10)
-    (part.parent / "part-1.parquet").write_bytes(b"y")
-    assert not staging.remove(found) and part.exists()
-    [again] = staging.abandoned(str(table), datetime.now(timezone.utc) + timedelta(days=2), timedelta(0))
-    assert staging.remove(again) and not (table / STAGING_DIR / "abc").exists()
-    assert staging.abandoned(str(table), datetime.now(timezone.utc), timedelta(0)) == []
+    planned = maintain_warehouse(wh, dry_run=True)
+    assert (partition / "part-killed-old.zstd.parquet").exists()
+    assert planned.table("references").files_vacuumed >= 1
+    maintain_warehouse(wh)   # the default retention: a week
+    assert not (partition / "part-killed-old.zstd.parquet").exists()
+    assert (partition / "part-killed-fresh.zstd.parquet").exists()
+    assert _answers(wh) == answers
 
 
 class _ConcurrentWriter(logging.Handler):
@@ -470,28 +440,33 @@ def test_a_concurrent_commit_skips_the_table_and_the_others_go_on(built, tmp_pat
     assert sum(_stored(wh, "index_runs").values()) == RUNS + 1 and "no version names them" in runs.notes[0]
 
 
-def test_writers_keep_old_commits_when_they_checkpoint(tmp_path):
-    """delta-rs' default post-commit hook deletes commit files older than 30 days whenever it writes
-    a checkpoint; Statekeeper's commits turn that off, so pinned old versions stay readable."""
-    from statekeeper.tables.engine import DeltaRsEngine
-    from statekeeper.tables.files import write_data_file
-
-    wh = Warehouse(str(tmp_path / "warehouse"))
-    rows = pa.Table.from_pylist([{"run_id": "r", "status": "ok"}])
-    spec = TableSpec("log_test", rows.schema)
-    DeltaRsEngine().append_rows(None, wh, spec, rows)
+def test_writers_keep_old_commits_when_they_checkpoint(spark, tmp_path):
+    """Delta deletes commit files older than the log retention (30 days) whenever it writes a checkpoint; the jobs'
+    writes turn that off (new tables by the session's defaults, older ones before their first write), so pinned old
+    versions stay readable."""
     from deltalake import DeltaTable
 
-    DeltaTable(wh.delta_location(spec.name)).alter.set_table_properties({"delta.checkpointInterval": "2"})
-    log_dir = local(wh.table_uri(spec.name)) / "_delta_log"
-    month_ago = time.time() - 40 * 86400
-    for f in log_dir.iterdir():
-        os.utime(f, (month_ago, month_ago))
-    for _ in range(2):
-        state = delta_log.load_state(wh, spec.name)
-        delta_log.commit(wh, spec, [write_data_file(wh, spec, rows, {})], [], read_version=state.version)
-    assert any(f.name.endswith(".checkpoint.parquet") for f in log_dir.iterdir())
-    assert delta_log.load_state(wh, spec.name, 0).version == 0    # the first commit is still there
+    from statekeeper.tables.delta_spark import KEEP_LOGS_PROPERTY, DeltaSparkEngine
+    from tests.tables.writes import append_rows
+
+    rows = pa.Table.from_pylist([{"run_id": "r", "status": "ok"}])
+    spec = TableSpec("log_test", rows.schema)
+    for name, create in (("new", DeltaSparkEngine().append_rows), ("older", None)):
+        wh = Warehouse(str(tmp_path / name))
+        if create is None:
+            append_rows(wh, spec, rows)     # a table no Spark job created: no property
+        else:
+            create(spark, wh, spec, rows)
+        DeltaTable(wh.delta_location(spec.name)).alter.set_table_properties({"delta.checkpointInterval": "2"})
+        log_dir = local(wh.table_uri(spec.name)) / "_delta_log"
+        month_ago = time.time() - 40 * 86400
+        for f in log_dir.iterdir():
+            os.utime(f, (month_ago, month_ago))
+        for _ in range(3):
+            DeltaSparkEngine().append_rows(spark, wh, spec, rows)
+        assert any(f.name.endswith(".checkpoint.parquet") for f in log_dir.iterdir()), name
+        assert delta_log.load_state(wh, spec.name, 0).version == 0, name    # the first commit is still there
+        assert DeltaTable(wh.delta_location(spec.name)).metadata().configuration[KEEP_LOGS_PROPERTY] == "false"
 
 
 def test_the_library_imports_neither_deltalake_spark_nor_airflow():

@@ -14,7 +14,7 @@ from statekeeper.jobs.protection import StoreProtection, summary_lines
 from statekeeper.storage.enforcement import Guard, Verdict
 from statekeeper.tables import TableSpec, Warehouse, delta_log
 from statekeeper.tables.catalog import DR_RUNS, GC_RUNS
-from statekeeper.tables.engine import DeltaRsEngine
+from tests.tables.writes import append_rows
 from statekeeper.tables.reader import TableReader
 from statekeeper.tables.vocabulary import Protection
 
@@ -39,8 +39,7 @@ def test_an_older_runs_table_gains_the_protection_column_and_its_rows_read_null(
     wh = Warehouse(str(tmp_path / "warehouse"))
     old = TableSpec(spec.name, pa.schema(list(spec.schema)[:spec.schema.get_field_index("protection")]),
                     spec.partition_by, producer=spec.producer)
-    engine = DeltaRsEngine()
-    engine.append_rows(None, wh, old, _row(old, run_id="old", status="completed", mode="delete", plan_run_id="old"))
+    append_rows(wh, old, _row(old, run_id="old", status="completed", mode="delete", plan_run_id="old"))
     assert "protection" not in delta_log.load_state(wh, spec.name).schema.names
     # The old table reads as before, with the new column as null.
     assert [r["protection"] for r in TableReader(wh).read(spec.name).to_pylist()] == [None]
@@ -48,7 +47,7 @@ def test_an_older_runs_table_gains_the_protection_column_and_its_rows_read_null(
     records = (StoreProtection("s3://b at http://127.0.0.1:1", Guard.CONDITIONAL_DELETE, Verdict.IGNORED,
                                Protection.LISTING, "ignored"),
                StoreProtection("gs://g at Google", Guard.PINNED_COPY, Verdict.ENFORCED, Protection.PRECONDITION, "ok"))
-    engine.append_rows(None, wh, spec, _row(spec, run_id="new", status="completed", mode="delete", plan_run_id="new",
+    append_rows(wh, spec, _row(spec, run_id="new", status="completed", mode="delete", plan_run_id="new",
                                             protection=[r.row() for r in records]))
     rows = {r["run_id"]: r for r in TableReader(wh).read(spec.name).to_pylist()}
     assert rows["old"]["protection"] is None

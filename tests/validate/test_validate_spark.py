@@ -21,7 +21,8 @@ from statekeeper.commands.explain import EXIT_REFERENCED
 from statekeeper.layout.locate import job_location
 from statekeeper.tables import Warehouse, delta_log
 from statekeeper.tables.catalog import FILES
-from statekeeper.tables.engine import DeltaRsEngine
+from statekeeper.tables.delta_spark import DeltaSparkEngine
+from tests.tables.writes import append_rows
 from statekeeper.tables.vocabulary import FOREIGN_RELATIONS
 from tests.chains.support import audit_cut, expected_direct, expected_findings, synthetic_index, write_index
 
@@ -167,7 +168,7 @@ def test_quality_suite_failure_is_an_internal_failure(spark, tmp_path):
     warehouse = Warehouse(str(tmp_path / "wh"))
     write_index(spark, warehouse, idx)
     dup = pa.Table.from_pylist(idx.files[:1], schema=FILES.schema)
-    DeltaRsEngine().write(spark.createDataFrame(dup), warehouse, FILES, mode="append")
+    DeltaSparkEngine().write(spark.createDataFrame(dup), warehouse, FILES, mode="append")
     # Audited as a run's cut: readers ignore commits no succeeded index run names.
     audit_cut(warehouse, {n: delta_log.latest_version(warehouse, n) for n in ("snapshots", "references", "files")})
     out = tmp_path / "result.json"
@@ -217,7 +218,7 @@ def test_pinned_inputs_name_derived_tables_of_another_cut(synthetic, tmp_path):
     copy = Warehouse(str(tmp_path / "wh"))
     shutil.copytree(synthetic["warehouse"].uri.removeprefix("file://"), tmp_path / "wh")
     one = TableReader(copy).read("files").slice(0, 1)
-    version = DeltaRsEngine().append_rows(None, copy, FILES, one).version
+    version = append_rows(copy, FILES, one).version
     audit_cut(copy, {**fresh.versions, "files": version}, run_id="newer")
     stale = pin_inputs(copy, sources, ("dependencies", "pins")).stale
     assert stale == (f"dependencies (files v0 (now v{version}))", f"pins (files v0 (now v{version}))")

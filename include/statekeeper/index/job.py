@@ -30,7 +30,7 @@ from statekeeper.registry import INDEX
 from statekeeper.storage import GuardedFileIO, Roots, RoutingFileIO
 from statekeeper.tables import cut, delta_log
 from statekeeper.tables.catalog import INDEX_TABLES
-from statekeeper.tables.changeset import CHANGESET_SCHEMA, written_files
+from statekeeper.tables.changeset import CHANGESET_SCHEMA
 from statekeeper.tables.vocabulary import IndexRunStatus
 
 SUCCEEDED = IndexRunStatus.SUCCEEDED
@@ -149,19 +149,14 @@ class IndexCheckpoints(StatekeeperJob[IndexResult, IndexOptions]):
         t0 = time.monotonic()
         accumulators = {name: spark.sparkContext.accumulator(0) for name in
                         ("units", "objects_listed", "metadata_parsed", "metadata_reused")}
-        # Tasks write the parquet files themselves only for delta-rs, which commits producer-written
-        # files (and deletes them, from `written`, if the tasks' job fails); delta-spark writes files
-        # from `add` rows.
-        write_files = ctx.engine.name == "delta-rs"
-        written = written_files(spark) if write_files else None
         task = IndexTask(plan.roots.uris, ctx.storage, ctx.warehouse, ctx.run_id, accumulators, plan.plans,
-                         self.options.job_filter, write_files=write_files, written=written)
+                         self.options.job_filter)
         changes = (spark.range(0, len(plan.plans), 1, numPartitions=max(1, len(plan.plans)))
                    .mapInArrow(task, CHANGESET_SCHEMA))
         ctx.beat.phase("indexing and committing", lambda: _progress_line(accumulators, plan.job_dirs,
                                                                           ctx.beat.phase_seconds))
         outcome = ctx.engine.commit_changeset(changes, ctx.warehouse, list(INDEX_TABLES), plan.read_versions,
-                                              metadata=ctx.commit_metadata(), written=written)
+                                              metadata=ctx.commit_metadata())
         t1 = time.monotonic()
         log.info("%s: indexed and committed in %.1fs", ctx.label, t1 - t0)
         stats = UnitStats()

@@ -85,7 +85,7 @@ class StatekeeperJob(Generic[R, O]):
         return self
 
     def engine(self: Self, name: str) -> Self:
-        """Table engine: auto (delta-spark when configured, else delta-rs), delta-rs or delta-spark."""
+        """Table engine: delta-spark, the only one (`auto` names it too)."""
         self._engine = name
         return self
 

@@ -12,7 +12,7 @@ from statekeeper.jobs.progress import Heartbeat
 from statekeeper.jobs.side_by_side import run_part
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.engine_base import TableEngine, WriteMode
+from statekeeper.tables.delta_spark import DeltaSparkEngine as TableEngine, WriteMode
 from statekeeper.tables.spark import release_checkpoint
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse

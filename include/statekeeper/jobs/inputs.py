@@ -16,7 +16,7 @@ from typing import Any
 
 from statekeeper.tables import cut, delta_log
 from statekeeper.tables.cut import IndexCut
-from statekeeper.tables.engine_base import TableEngine
+from statekeeper.tables.delta_spark import DeltaSparkEngine as TableEngine
 from statekeeper.tables.errors import CutError
 from statekeeper.tables.warehouse import Warehouse
 

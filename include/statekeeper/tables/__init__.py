@@ -1,8 +1,8 @@
 """Delta table IO: declared table specs, a warehouse location, and engines that write/read Delta.
 
-The default engine writes through delta-rs from Spark Python Data Sources; delta-spark is used when
-its jars are present. Import `statekeeper.tables.engine` (pyspark) only where Spark runs; the
-planning helpers in `delta_log` and the writers in `files` need no Spark.
+Every Spark job reads and writes through Delta Lake's Spark integration (`statekeeper.tables.delta_spark`,
+chosen by `statekeeper.tables.engine`; import them only where Spark runs). Where no Spark runs (the CLI,
+`explain`, the report page, warehouse maintenance) `reader` and `delta_log` read the same tables with delta-rs.
 """
 from statekeeper.tables.errors import (
     ConcurrentCommitError,

@@ -1,9 +1,9 @@
-"""Driver-side half of a Delta write through delta-rs: read table state, commit once, roll back.
-
-Every commit is optimistic against the version the writer planned with. In strict mode any commit
-by someone else in between fails the write (ConcurrentCommitError) and its files are removed:
-appends that "commute" for Delta (two runs both adding the same new job partition) would
-otherwise duplicate rows.
+"""The tables' state through delta-rs, where no Spark runs or before a job's Spark work: table versions, live
+files, schema checks, commit history; and the one commit Statekeeper makes itself, the index cut's repair
+(`restore`, for statekeeper.tables.cut), which needs what Delta's RESTORE lacks: an expected version, a target of
+"no files" (a table the torn run created) and a commit id to ask the log about after an unknown outcome.
+That commit is strict: any commit by someone else since the version it planned from fails it
+(ConcurrentCommitError).
 """
 from __future__ import annotations
 
@@ -60,9 +60,10 @@ class TableState:
 class CommitResult:
     table: str
     version: int | None            # None when there was nothing to commit
-    files_added: int = 0
-    files_removed: int = 0
-    rows_added: int = 0
+    # Counted by the commits this module makes (cut repairs); Delta's Spark writer does not report them.
+    files_added: int | None = None
+    files_removed: int | None = None
+    rows_added: int | None = None
 
     def to_mapping(self) -> dict[str, Any]:
         return {"table": self.table, "version": self.version, "files_added": self.files_added,

@@ -6,14 +6,12 @@ per table and run. `maintain_warehouse` does, per table of the warehouse (absent
 
 1. `DeltaTable.optimize.compact()`: bin-packs the live files of each partition (only partitions
    holding more than one file are touched; at Statekeeper's sizes one file per partition results);
-2. `DeltaTable.vacuum()` ("lite": only files the log removed) with the requested retention,
+2. `DeltaTable.vacuum(full=True)` with the requested retention: the files the log removed, and the files no
+   version references (a write whose driver died after Delta's writer wrote its data files and before the commit),
    keeping the files of every pinned version (`keep_versions`, see below) whatever their age;
 3. `DeltaTable.create_checkpoint()`, so readers replay one parquet checkpoint instead of every
    commit. The log itself is never cleaned up (no `cleanup_metadata`): readers time-travel to
-   pinned versions, and a version whose commit file is gone cannot be read at all;
-4. on a local warehouse, removes the staging directories of Spark writes whose driver died
-   (`statekeeper.tables.staging`; vacuum skips `_` entries), once nothing was written below them
-   for the retention and at least a day.
+   pinned versions, and a version whose commit file is gone cannot be read at all.
 
 **The retention floor.** Readers do not read the latest version of every table: jobs read the
 index tables at the versions the newest succeeded index run recorded (`statekeeper.tables.cut`),
@@ -44,7 +42,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -54,8 +51,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from statekeeper.defaults import GC_GRACE, WAREHOUSE_RETENTION
-from statekeeper.storage import local_path
-from statekeeper.tables import delta_log, staging
+from statekeeper.tables import delta_log
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError, TableError
 from statekeeper.tables.warehouse import Warehouse
 from statekeeper.units import format_duration, human_size
@@ -309,7 +305,6 @@ def maintain_warehouse(warehouse: Warehouse, *, retention: timedelta = DEFAULT_R
             result = _plan_table(warehouse, name, effective, table_pins)
         else:
             result = _maintain_table(warehouse, name, effective, table_pins, out)
-        result = replace(result, notes=(*result.notes, *_stagings(warehouse, name, effective, started, dry_run)))
         out.info("maintenance: %s", result.line())
         results.append(result)
     return MaintenanceReport(warehouse.uri, effective, dry_run, started, datetime.now(timezone.utc), tuple(results))
@@ -582,13 +577,13 @@ def _maintain_table(warehouse: Warehouse, name: str, retention: timedelta, pins:
                          bytes_compacted=_total_size(metrics.get("filesRemoved")))
         dt = delta_log.open_table(warehouse, name)
     keep = _keep(pins, dt.version())
-    # delta-rs (1.6) plans a lite vacuum from the log's removals alone and reports, "deletes" and
-    # commits VACUUM START/END for files an earlier vacuum already deleted; only files still on
-    # storage count, and a vacuum with none to delete is not run (no commits: idempotent).
+    # delta-rs (1.6) reports, "deletes" and commits VACUUM START/END for files an earlier vacuum already
+    # deleted; only files still on storage count, and a vacuum with none to delete is not run (no commits:
+    # idempotent).
     if _vacuum_candidates(dt, retention, keep, stored):
         try:
             deleted = dt.vacuum(retention_hours=_hours(retention), dry_run=False, enforce_retention_duration=False,
-                                keep_versions=keep, commit_properties=props, post_commithook_properties=hooks)
+                                full=True, keep_versions=keep, commit_properties=props, post_commithook_properties=hooks)
         except CommitFailedError as exc:
             return _conflict(warehouse, result, "vacuum", exc, out, stored)
         gone = sorted({p for p in map(unquote, deleted) if p in stored})
@@ -604,7 +599,7 @@ def _maintain_table(warehouse: Warehouse, name: str, retention: timedelta, pins:
 def _vacuum_candidates(dt: Any, retention: timedelta, keep: list[int] | None, stored: dict[str, int]) -> list[str]:
     """The files a vacuum would delete that are still on storage (paths relative to the table)."""
     planned = dt.vacuum(retention_hours=_hours(retention), dry_run=True, enforce_retention_duration=False,
-                        keep_versions=keep)
+                        full=True, keep_versions=keep)
     return sorted({p for p in map(unquote, planned) if p in stored})
 
 
@@ -618,22 +613,6 @@ def _stored(warehouse: Warehouse, name: str) -> dict[str, int]:
         if rel and not rel.startswith(("_", ".")):
             out[rel] = info.size
     return out
-
-
-def _stagings(warehouse: Warehouse, name: str, retention: timedelta, now: datetime, dry_run: bool) -> tuple[str, ...]:
-    """Remove (dry run: count) the staging directories killed writes left in the table (statekeeper.tables.staging):
-    a note saying what went, or none. Spark's own writer stages only local tables."""
-    if not warehouse.is_local:
-        return ()
-    found = staging.abandoned(local_path(warehouse.table_uri(name)), now, retention)
-    gone = found if dry_run else [s for s in found if staging.remove(s)]
-    if not gone:
-        return ()
-    min_age = _format_duration(max(retention, staging.MIN_AGE))
-    return (f"{len(gone)} staging director(ies) of killed writes {'would be ' if dry_run else ''}removed "
-            f"({sum(s.files for s in gone)} file(s), {human_size(sum(s.bytes for s in gone))}; nothing written "
-            f"below them for over {min_age}): {', '.join(os.path.basename(s.path) for s in gone[:3])}"
-            + (" ..." if len(gone) > 3 else ""),)
 
 
 def _conflict(warehouse: Warehouse, result: TableMaintenance, step: str, exc: Exception,

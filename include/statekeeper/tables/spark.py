@@ -1,6 +1,7 @@
-"""SparkSession plumbing for the table layer's Python Data Sources.
+"""SparkSession plumbing: what every Statekeeper session needs (Delta's jars, Python workers that import the
+library, UTC), and Spark expressions the jobs share.
 
-Spark runs data-source code in separate Python worker processes (planning, tasks, commit), so the
+Spark runs the jobs' Python functions (mapInArrow, UDFs) in separate Python worker processes, so the
 `statekeeper` package must be importable there: either installed into the interpreter Spark uses,
 shipped by spark-submit (`--py-files statekeeper.zip`, what the Airflow operator does: Spark puts
 the archive on every executor's Python path itself), or put on PYTHONPATH before the JVM starts
@@ -14,9 +15,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-_REGISTERED_ATTR = "_statekeeper_sources_registered"
-
 
 def include_dir() -> str:
     """The directory that holds the `statekeeper` package being run (this checkout's include/)."""
@@ -64,7 +62,6 @@ def configure_builder(builder: Any) -> Any:
         for key, value in LOCAL_WORKER_CONF.items():
             builder = builder.config(key, value)
     from statekeeper.launch.jars import spark_conf
-    from statekeeper.tables.parquet_scan import LISTING_THRESHOLD, LISTING_THRESHOLD_CONF
 
     # Delta Lake's jars, extension and catalog: the table engine of every session (MissingJarsError if setup did
     # not install them). A session under spark-submit got them on its command line (the operator's conf).
@@ -72,8 +69,7 @@ def configure_builder(builder: Any) -> Any:
         builder = builder.config(key, value)
     return (builder
             .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
-            .config(LISTING_THRESHOLD_CONF, str(LISTING_THRESHOLD))
-            # Python data sources need Arrow batches in and out; keep it explicit.
+            # The jobs' mapInArrow functions and createDataFrame of Arrow tables; keep it explicit.
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.session.timeZone", "UTC"))
 
@@ -106,25 +102,10 @@ def spark_schema(schema: Any) -> Any:
     return from_arrow_schema(schema, prefer_timestamp_ntz=False)
 
 
-def register_data_sources(spark: Any) -> None:
-    """Register `statekeeper_delta` and `statekeeper_changeset` once per session."""
-    if getattr(spark, _REGISTERED_ATTR, False):
-        return
-    from statekeeper.tables.datasource import ChangesetDataSource, DeltaDataSource
-
-    spark.dataSource.register(DeltaDataSource)
-    spark.dataSource.register(ChangesetDataSource)
-    try:
-        setattr(spark, _REGISTERED_ATTR, True)
-    except AttributeError:
-        pass
-
-
 def activate(spark: Any) -> None:
     """Make `spark` the active session of the calling thread, JVM side included.
 
-    From a new Python thread Spark otherwise resolves no active session on the JVM side and the
-    registered Python data sources are not found.
+    From a new Python thread Spark otherwise resolves no active session on the JVM side.
     """
     from pyspark.sql import SparkSession
 
