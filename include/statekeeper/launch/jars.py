@@ -7,6 +7,10 @@ every jar against `jvm-parts.sha256` (the set must match exactly) and installs t
 (`<sys.prefix>/share/statekeeper/jars-<digest of the pins>`), beside the packages that use them. Jobs, tests and
 DAG tasks only read that directory: a missing or altered jar is a `MissingJarsError` that names the fix, never a
 download and never a Spark stack trace. Which coordinates and why: docs/jvm-parts.md.
+
+One part is ours: Delta's log store for s3a:// tables (java/, statekeeper.delta.S3ConditionalLogStore: commits with
+S3's create-only PUT, safe with several drivers; docs/jvm-parts.md, "Delta on S3"). Setup compiles it with the JDK's
+javac against the installed jars and PySpark's into the same directory, named by a digest of its source.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,6 +30,10 @@ from statekeeper.errors import ConfigurationError
 
 POM = Path(__file__).resolve().with_name("jvm-parts.pom.xml")
 PINS = Path(__file__).resolve().with_name("jvm-parts.sha256")
+JAVA_SOURCES = Path(__file__).resolve().with_name("java")
+LOG_STORE_CLASS = "statekeeper.delta.S3ConditionalLogStore"
+LOG_STORE_JAR_PREFIX = "statekeeper-logstore-"
+S3A_LOG_STORE_CONF = "spark.delta.logStore.s3a.impl"
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -32,6 +41,10 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 class MissingJarsError(ConfigurationError):
     """The JVM parts are not installed in this environment, or one differs from its pinned sha256."""
+
+
+class JavacNotFoundError(MissingJarsError):
+    """Setup found no JDK compiler (javac) to build Statekeeper's Delta log store."""
 
 
 def pinned() -> dict[str, str]:
@@ -69,7 +82,72 @@ def jar_paths() -> list[str]:
             f"the JVM parts (Delta Lake for Spark, S3A) are not installed in {directory}: missing "
             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} ({len(missing)} of {len(pins)}); "
             "run `make setup` (or `python -m statekeeper.launch.jars`) with this Python environment")
-    return [str(directory / name) for name in sorted(pins)]
+    store = log_store_jar(directory)
+    if not store.is_file():
+        raise MissingJarsError(
+            f"Statekeeper's Delta log store ({LOG_STORE_CLASS}) is not built in {directory}: missing {store.name}; "
+            "run `make setup` (or `python -m statekeeper.launch.jars`) with this Python environment and a JDK")
+    return [str(directory / name) for name in sorted(pins)] + [str(store)]
+
+
+def _java_sources() -> list[Path]:
+    return sorted(JAVA_SOURCES.rglob("*.java"))
+
+
+def log_store_jar(directory: Path | None = None) -> Path:
+    """The log store's jar in the installed directory, named by a digest of its sources: a changed source is a
+    jar that is not built yet, never a stale one."""
+    digest = hashlib.sha256()
+    for source in _java_sources():
+        digest.update(source.relative_to(JAVA_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    return (directory or jars_dir()) / f"{LOG_STORE_JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
+
+
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "javac") if home and (Path(home) / "bin" / "javac").is_file() else None
+    found = found or shutil.which("javac")
+    if found is None:
+        raise JavacNotFoundError(
+            "javac not found: Statekeeper's Delta log store is compiled at setup; install a JDK 17 or newer "
+            "(Debian's `default-jdk-headless`) or set JAVA_HOME to one, then run `make setup` again")
+    return found
+
+
+def build_log_store(directory: Path, *, log=print) -> Path:
+    """Compile java/ against the installed jars and PySpark's into the log store's jar (idempotent: a built jar
+    of the same sources is kept; jars of older sources are removed)."""
+    target = log_store_jar(directory)
+    if target.is_file():
+        return target
+    javac = _javac()
+    import pyspark
+
+    classpath = [p for p in sorted(directory.glob("*.jar")) if not p.name.startswith(LOG_STORE_JAR_PREFIX)]
+    classpath += sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    work = Path(tempfile.mkdtemp(prefix=".logstore-", dir=directory.parent))
+    try:
+        classes = work / "classes"
+        proc = subprocess.run([javac, "--release", "17", "-encoding", "UTF-8", "-d", str(classes),
+                               "-cp", os.pathsep.join(map(str, classpath)), *map(str, _java_sources())],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise MissingJarsError(f"javac could not compile {JAVA_SOURCES} (exit {proc.returncode}):\n"
+                                   f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        staged = work / target.name
+        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as jar:
+            # Fixed entry times: the same sources give the same jar.
+            jar.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF", (1980, 1, 1, 0, 0, 0)), "Manifest-Version: 1.0\n")
+            for path in sorted(p for p in classes.rglob("*") if p.is_file()):
+                jar.writestr(zipfile.ZipInfo(path.relative_to(classes).as_posix(), (1980, 1, 1, 0, 0, 0)),
+                             path.read_bytes())
+        for old in directory.glob(f"{LOG_STORE_JAR_PREFIX}*.jar"):
+            old.unlink()
+        os.replace(staged, target)
+        log(f"jvm parts: {LOG_STORE_CLASS} compiled into {target}")
+        return target
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -81,7 +159,7 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
     extensions = [e for e in (deployment.get("spark.sql.extensions") or "").split(",") if e]
     if DELTA_EXTENSION not in extensions:
         extensions.append(DELTA_EXTENSION)
-    return {
+    conf = {
         "spark.jars": ",".join(jars),
         "spark.sql.extensions": ",".join(extensions),
         "spark.sql.catalog.spark_catalog": deployment.get("spark.sql.catalog.spark_catalog") or DELTA_CATALOG,
@@ -89,13 +167,21 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
         # table read run 50 tasks for it.
         "spark.databricks.delta.snapshotPartitions": deployment.get("spark.databricks.delta.snapshotPartitions") or "1",
     }
+    # s3a:// tables commit through our log store (safe with several drivers; docs/jvm-parts.md, "Delta on S3"),
+    # unless the deployment chose one (a DynamoDB log store): Delta refuses a scheme's store beside the legacy
+    # spark.delta.logStore.class, so that one is left alone too.
+    if not deployment.get("spark.delta.logStore.class"):
+        conf[S3A_LOG_STORE_CONF] = deployment.get(S3A_LOG_STORE_CONF) or LOG_STORE_CLASS
+    return conf
 
 
 def install(*, log=print) -> Path:
     """Resolve, verify and install the pinned set (idempotent: an installed, verified set is kept)."""
     directory = jars_dir()
     pins = pinned()
-    if directory.is_dir() and sorted(p.name for p in directory.glob("*.jar")) == sorted(pins):
+    if directory.is_dir() and sorted(p.name for p in directory.glob("*.jar")
+                                     if not p.name.startswith(LOG_STORE_JAR_PREFIX)) == sorted(pins):
+        build_log_store(directory, log=log)
         return directory
     from statekeeper.jvm_startup import cache_dir
 
@@ -136,6 +222,7 @@ def install(*, log=print) -> Path:
             shutil.rmtree(directory)
         os.replace(final, directory)
         log(f"jvm parts: {len(got)} jars verified and installed in {directory} ({time.monotonic() - began:.1f}s)")
+        build_log_store(directory, log=log)
         return directory
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -21,6 +21,7 @@ from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
 from statekeeper.tables.engine_base import ChangesetResult, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, PartialChangesetError, TableError
+from statekeeper.tables.s3a import configure as configure_s3a
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
@@ -83,6 +84,7 @@ class DeltaSparkEngine(TableEngine):
              partitions: dict[str, list[str]] | None = None) -> Any:
         from pyspark.sql import functions as F
 
+        configure_s3a(spark, warehouse)   # the bucket's endpoint and keys, before S3A first opens it
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
@@ -97,6 +99,7 @@ class DeltaSparkEngine(TableEngine):
         if mode not in ("append", "overwrite", "replace_partitions"):
             raise TableError(f"unknown write mode {mode!r}")
         spark = df.sparkSession
+        configure_s3a(spark, warehouse)
         jvm = spark._jvm
         path = spark_path(warehouse, spec.name)
         uri = warehouse.table_uri(spec.name)
@@ -147,6 +150,7 @@ class DeltaSparkEngine(TableEngine):
         from pyspark.sql import functions as F
 
         spark = changes.sparkSession
+        configure_s3a(spark, warehouse)
         staged = changes.persist(StorageLevel.DISK_ONLY)
         try:
             if staged.where(F.col("op") == ChangeOp.FILE).limit(1).count():
