@@ -99,10 +99,12 @@ def test_expected_version_guards_the_write(spark, warehouse):
     assert collect(ENGINE.read(spark, warehouse, "events")) == [("r", "a", 1), ("r", "b", 2)]
 
 
-def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_not_write(spark, warehouse):
-    """Two writers planned from the same version replace the same partition: Delta's conflict detection at commit
-    time (not a check before the write) lets one win; the other fails with ConcurrentCommitError and none of its
-    rows are in the table."""
+@pytest.mark.parametrize("mode", ["replace_partitions", "append"])
+def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_not_write(spark, warehouse, mode):
+    """Two writers planned from the same version replace the same partition, or append (which Delta lets commute
+    unless the write read the table, as a planned write did): Delta's conflict detection at commit time (not a
+    check before the write) lets one win; the other fails with ConcurrentCommitError and none of its rows are in
+    the table."""
     ENGINE.write(df_of(spark, arrow_rows("r", "a", [0])), warehouse, SPEC)
     barrier = threading.Barrier(2)
     outcomes: dict[str, BaseException | int] = {}
@@ -115,7 +117,7 @@ def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_n
         # both start their transaction at version 0, then race to commit
         barrier.wait()
         try:
-            outcomes[name] = ENGINE.write(rows, warehouse, SPEC, mode="replace_partitions",
+            outcomes[name] = ENGINE.write(rows, warehouse, SPEC, mode=mode,
                                           replace=[{"root_id": "r", "job_dir": "a"}], expected_version=0).version
         except BaseException as exc:  # noqa: BLE001 - judged below
             outcomes[name] = exc
@@ -129,7 +131,9 @@ def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_n
     lost = [o for o in outcomes.values() if isinstance(o, BaseException)]
     assert len(won) == 1 and len(lost) == 1, outcomes
     assert isinstance(lost[0], ConcurrentCommitError), lost[0]
-    assert collect(ENGINE.read(spark, warehouse, "events")) == [("r", "a", 1 if won == ["one"] else 2)]
+    winner = 1 if won == ["one"] else 2
+    assert collect(ENGINE.read(spark, warehouse, "events")) == ([("r", "a", winner)] if mode == "replace_partitions"
+                                                                else [("r", "a", 0), ("r", "a", winner)])
     assert delta_log.latest_version(warehouse, "events") == 1
 
 

@@ -165,6 +165,9 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog": deployment.get("spark.sql.catalog.spark_catalog") or DELTA_CATALOG,
         # A Statekeeper table's log is a few dozen commits; Delta's default of 50 snapshot partitions made every
         # table read run 50 tasks for it.
+        # Delta deletes commit files past the log retention when it checkpoints; readers are pinned to old versions
+        # (statekeeper.tables.delta_spark.KEEP_LOGS_PROPERTY): every table this session creates keeps them.
+        "spark.databricks.delta.properties.defaults.enableExpiredLogCleanup": "false",
         "spark.databricks.delta.snapshotPartitions": deployment.get("spark.databricks.delta.snapshotPartitions") or "1",
     }
     # s3a:// tables commit through our log store (safe with several drivers; docs/jvm-parts.md, "Delta on S3"),

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import reduce
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from statekeeper.tables.arrow_codec import table_from_ipc
 from statekeeper.tables.changeset import ChangeOp
 from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.engine_base import ChangesetResult, TableEngine, WriteMode
 from statekeeper.tables.errors import ConcurrentCommitError, PartialChangesetError, TableError
 from statekeeper.tables.s3a import configure as configure_s3a
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
+
+WriteMode = Literal["append", "overwrite", "replace_partitions"]
+
+
+@dataclass
+class ChangesetResult:
+    committed: dict[str, CommitResult] = field(default_factory=dict)
+    notes: list[Any] = field(default_factory=list)
+
 
 _CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
               "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException",
@@ -43,6 +52,23 @@ def _current_version(spark: Any, path: str) -> int | None:
 
 def _delta_log(spark: Any, path: str) -> Any:
     return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+# Delta deletes commit files older than the log retention (30 days) when it writes a checkpoint. Jobs read tables at
+# pinned versions (the index cut, GC's grace period) and the index restores to the last audited run: a version whose
+# commit file is gone cannot be read at all. New tables get the property from the session's table defaults
+# (statekeeper.launch.jars.spark_conf); older ones get it before their first write here.
+KEEP_LOGS_PROPERTY = "delta.enableExpiredLogCleanup"
+
+
+def _keeps_expired_logs(txn: Any) -> bool:
+    value = txn.metadata().configuration().get(KEEP_LOGS_PROPERTY)
+    return bool(value.isDefined()) and str(value.get()).lower() == "false"
+
+
+def _keep_expired_logs(spark: Any, path: str) -> None:
+    quoted = path.replace("`", "``")
+    spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ('{KEEP_LOGS_PROPERTY}' = 'false')")
 
 
 def _read_version(txn: Any) -> int | None:
@@ -77,7 +103,32 @@ def _decoder(spec: TableSpec):
     return decode
 
 
-class DeltaSparkEngine(TableEngine):
+def _with_trailing_columns(df: Any, table: str) -> Any:
+    """`df` with the nullable columns its catalog spec gained after the table was written, as nulls: a table gets
+    them on its next write (mergeSchema), and until then no job has to ask whether a table predates a column."""
+    from pyspark.sql import functions as F
+
+    from statekeeper.tables.catalog import ALL_TABLES
+
+    spec = next((s for s in ALL_TABLES if s.name == table), None)
+    if spec is None:
+        return df
+    missing = [f for f in spec.schema if f.name not in df.columns]
+    if not missing:
+        return df
+    if any(not f.nullable for f in missing):
+        raise TableError(f"Delta table {table} lacks the required column(s) "
+                         f"{', '.join(f.name for f in missing if not f.nullable)} of its spec: it was not written "
+                         "by Statekeeper, or by a newer release")
+    types = {f.name: f.dataType for f in spark_schema(pa.schema(missing)).fields}
+    for f in missing:
+        df = df.withColumn(f.name, F.lit(None).cast(types[f.name]))
+    return df
+
+
+class DeltaSparkEngine:
+    """Reads and writes Statekeeper's Delta tables in a Spark session that has Delta's jars (`select_engine`)."""
+
     name = "delta-spark"
 
     def read(self, spark: Any, warehouse: Warehouse, table: str, *, version: int | None = None,
@@ -88,7 +139,7 @@ class DeltaSparkEngine(TableEngine):
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        df = reader.load(spark_path(warehouse, table))
+        df = _with_trailing_columns(reader.load(spark_path(warehouse, table)), table)
         if partitions:
             df = df.where(reduce(lambda a, b: a & b, [F.col(c).isin(list(v)) for c, v in partitions.items()]))
         return df
@@ -105,11 +156,26 @@ class DeltaSparkEngine(TableEngine):
         uri = warehouse.table_uri(spec.name)
         txn = _delta_log(spark, path).startTransaction()
         read_version = _read_version(txn)
+        if read_version is not None and not _keeps_expired_logs(txn):
+            # A table created before its writes went through Delta's Spark writer: turn the cleanup off first, in
+            # a commit of its own (the write's transaction then starts after it; a commit of ours the caller did
+            # not plan for moves the version it expects by one, and anyone else's still fails the check).
+            _keep_expired_logs(spark, path)
+            planned_on_ours = expected_version is not None and read_version == expected_version
+            txn = _delta_log(spark, path).startTransaction()
+            read_version = _read_version(txn)
+            if planned_on_ours:
+                expected_version = expected_version + 1
         if expected_version is not None and read_version != expected_version:
             raise ConcurrentCommitError(uri, expected_version, read_version)
+        if expected_version is not None:
+            # The write was planned from the whole table at that version: any commit after it that adds or removes
+            # files conflicts, blind appends included (which Delta otherwise lets commute: two runs adding the same
+            # rows would both land).
+            txn.readWholeTable()
         options = {"userMetadata": json.dumps(metadata or {}),
-                   # A table written before the spec gained a nullable column gets it (as delta-rs's
-                   # add_missing_columns does); the frame holds only the spec's columns, so nothing else merges in.
+                   # A table written before the spec gained a nullable column gets it; the frame holds only the
+                   # spec's columns, so nothing else can merge in.
                    "mergeSchema": "true"}
         predicate = None
         if mode == "replace_partitions":
@@ -145,7 +211,7 @@ class DeltaSparkEngine(TableEngine):
 
     def commit_changeset(self, changes: Any, warehouse: Warehouse, specs: list[TableSpec],
                          read_versions: dict[str, int | None], *,
-                         metadata: dict[str, Any] | None = None, written: Any = None) -> ChangesetResult:
+                         metadata: dict[str, Any] | None = None) -> ChangesetResult:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -153,10 +219,9 @@ class DeltaSparkEngine(TableEngine):
         configure_s3a(spark, warehouse)
         staged = changes.persist(StorageLevel.DISK_ONLY)
         try:
-            if staged.where(F.col("op") == ChangeOp.FILE).limit(1).count():
-                # Producer-written files would be silently dropped below: refuse instead.
-                raise TableError("the delta-spark engine cannot commit change set 'file' rows (data files written "
-                                 "by the producer); produce 'add' rows for it")
+            unknown = staged.where(~F.col("op").isin(*[str(o) for o in ChangeOp])).select("op").limit(1).collect()
+            if unknown:
+                raise TableError(f"unknown change set op {unknown[0]['op']!r}: nothing was committed")
             notes = [json.loads(bytes(r["payload"]).decode())
                      for r in staged.where(F.col("op") == ChangeOp.NOTE).select("payload").toLocalIterator()]
             for spec in specs:
