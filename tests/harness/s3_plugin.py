@@ -2,7 +2,7 @@
 checkpoints on the test S3 server itself.
 
 `apache-flink-libraries` ships no `flink-s3-fs-*` jar: the plugin comes from Maven Central through `mvn` (the
-ordinary Maven client, its local repository under the Statekeeper cache), ONCE per Flink version, into
+ordinary Maven client, its local repository under the Statekeeper cache, as statekeeper.launch.jars fetches), ONCE per Flink version, into
 `<cache>/flink/<version>/plugins/s3-fs-hadoop/` beside the Flink jars `flink.flink_lib` downloads. Every jar's
 sha256 is pinned in `s3-plugins.sha256` beside this module; a jar that does not match is refused
 (`PluginChecksumError`), never loaded.
@@ -23,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,21 +115,11 @@ def plugins_root(version: str) -> Path:
 
 
 def _mvn_fetch(plugin_version: str) -> Path:
-    """The plugin jar in the cache's Maven repository, resolved by `mvn` if it is not there yet."""
-    repo = cache_root() / "m2"
-    coordinate = f"org.apache.flink:{PLUGIN}:{plugin_version}"
-    jar = repo / "org" / "apache" / "flink" / PLUGIN / plugin_version / f"{PLUGIN}-{plugin_version}.jar"
-    if jar.is_file():
-        return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise HarnessSetupError(f"mvn not found: install maven (`make setup`) to fetch {coordinate}")
-    with tempfile.TemporaryDirectory(prefix="mvn-") as work:
-        # Run outside the checkout: `dependency:get` needs no project, and must not pick one up.
-        proc = subprocess.run([mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", "dependency:get",
-                               f"-Dartifact={coordinate}", "-Dtransitive=false"],
-                              cwd=work, capture_output=True, text=True)
-    if proc.returncode != 0 or not jar.is_file():
-        raise HarnessSetupError(f"mvn could not fetch {coordinate} (exit {proc.returncode}):\n"
-                                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return jar
+    """The plugin jar in the cache's Maven repository, resolved by `mvn` if it is not there yet (the fetcher the
+    product's JVM parts use: statekeeper.launch.jars)."""
+    from statekeeper.launch.jars import MissingJarsError, fetch_artifact
+
+    try:
+        return fetch_artifact("org.apache.flink", PLUGIN, plugin_version)
+    except MissingJarsError as exc:
+        raise HarnessSetupError(str(exc)) from exc

@@ -178,6 +178,39 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
+def maven_repo() -> Path:
+    """The Maven repository every Statekeeper fetch uses: in the cache, outside any checkout, so a fresh clone
+    resolves offline what an earlier one downloaded."""
+    from statekeeper.jvm_startup import cache_dir
+
+    return cache_dir(os.environ).parent / "m2"
+
+
+def run_mvn(args: list[str], what: str) -> None:
+    """Run `mvn` in batch mode against `maven_repo()`, outside any project; MissingJarsError naming `what`."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MissingJarsError(f"mvn not found: install Maven (Debian's `maven`, `make setup` does) to fetch {what}")
+    with tempfile.TemporaryDirectory(prefix="mvn-") as work:
+        proc = subprocess.run([mvn, "-B", "-q", f"-Dmaven.repo.local={maven_repo()}", *args],
+                              capture_output=True, text=True, cwd=work)
+    if proc.returncode != 0:
+        raise MissingJarsError(f"mvn could not resolve {what} (exit {proc.returncode}); is Maven Central "
+                               f"reachable?\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def fetch_artifact(group: str, artifact: str, version: str) -> Path:
+    """One jar (no dependencies) in `maven_repo()`, resolved by mvn if it is not there yet. The caller verifies it
+    against its own pin."""
+    jar = maven_repo().joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.jar")
+    if not jar.is_file():
+        coordinate = f"{group}:{artifact}:{version}"
+        run_mvn(["dependency:get", f"-Dartifact={coordinate}", "-Dtransitive=false"], coordinate)
+    if not jar.is_file():
+        raise MissingJarsError(f"mvn reported {group}:{artifact}:{version} resolved, but {jar} is not there")
+    return jar
+
+
 def install(*, log=print) -> Path:
     """Resolve, verify and install the pinned set (idempotent: an installed, verified set is kept)."""
     directory = jars_dir()
@@ -186,24 +219,13 @@ def install(*, log=print) -> Path:
                                      if not p.name.startswith(LOG_STORE_JAR_PREFIX)) == sorted(pins):
         build_log_store(directory, log=log)
         return directory
-    from statekeeper.jvm_startup import cache_dir
-
-    repo = cache_dir(os.environ).parent / "m2"
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise MissingJarsError("mvn not found: install Maven (Debian's `maven`, `make setup` does) to fetch the JVM "
-                               f"parts listed in {POM}")
+    repo = maven_repo()
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".jars-", dir=directory.parent))
     try:
         began = time.monotonic()
         # `dependency:copy-dependencies` on our own pom: one mvn run, offline once the cache's repository has them.
-        proc = subprocess.run([mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", "-f", str(POM),
-                               "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
-                              capture_output=True, text=True, cwd=staging)
-        if proc.returncode != 0:
-            raise MissingJarsError(f"mvn could not resolve {POM} (exit {proc.returncode}); is Maven Central "
-                                   f"reachable?\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        run_mvn(["-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={staging}"], str(POM))
         got = {p.name: p for p in staging.glob("*.jar")}
         unexpected = sorted(set(got) - set(pins))
         absent = sorted(set(pins) - set(got))
