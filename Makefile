@@ -86,7 +86,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
+# The demo's sample store is written by the harness's Flink 2.3.0 (statekeeper.demo.DEMO_FLINK_VERSION): fetched
+# here, before the demo runs, so the demo itself downloads nothing.
 demo: setup
+	STATEKEEPER_FLINK_VERSIONS=2.3.0 $(PY) -m tests.harness.prefetch --no-s3-plugin
 	$(PY) -m statekeeper.demo
 
 # The wall time of the whole target (setup included) is printed last, against the budget in tests/README.md;

@@ -16,7 +16,9 @@ import time
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.prefetch", description=__doc__.split("\n\n")[0],
                                      allow_abbrev=False)
-    parser.parse_args(argv)
+    parser.add_argument("--no-s3-plugin", action="store_true",
+                        help="only the Flink distributions (the demo writes no store to S3)")
+    args = parser.parse_args(argv)
     from tests.harness import FLINK_VERSIONS
     from tests.harness.flink import HarnessSetupError, flink_lib
     from tests.harness.s3_plugin import plugins_root
@@ -26,9 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         for version in FLINK_VERSIONS:
             lib = flink_lib(version)
             print(f"harness: Flink {version} in {lib}")
-        # The S3 stores are written by the newest harness version only (tests/harness/s3_store.py).
-        root = plugins_root(FLINK_VERSIONS[-1])
-        print(f"harness: Flink {FLINK_VERSIONS[-1]}'s S3 filesystem plugin in {root}")
+        if not args.no_s3_plugin:
+            # The S3 stores are written by the newest harness version only (tests/harness/s3_store.py).
+            root = plugins_root(FLINK_VERSIONS[-1])
+            print(f"harness: Flink {FLINK_VERSIONS[-1]}'s S3 filesystem plugin in {root}")
     except HarnessSetupError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return 2
