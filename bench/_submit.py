@@ -65,7 +65,11 @@ def dag_env(checkout: Path = REPO, extra: dict[str, str] | None = None) -> dict[
 
 def _base_conf(operators, checkout: Path) -> dict[str, str]:
     if hasattr(operators, "job_conf"):
-        return dict(operators.job_conf())
+        conf = dict(operators.job_conf())
+        if hasattr(operators, "jvm_parts_conf"):
+            # Delta's jars, extension and catalog, as the operator adds them to every submission.
+            conf.update(operators.jvm_parts_conf(conf))
+        return conf
     log4j = checkout / "spark_jobs" / "log4j2.properties"  # checkouts from before job_conf()
     return {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
