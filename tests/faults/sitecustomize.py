@@ -2,7 +2,8 @@
 
 A job started with this directory first on PYTHONPATH loads this module in every Python process it
 runs (the driver, which commits the index's change set, and Spark's Python workers). With
-`STATEKEEPER_FAULT=<when>:<table>:<how>` it wraps Statekeeper's Delta commit:
+`STATEKEEPER_FAULT=<when>:<table>:<how>` it wraps Statekeeper's Delta writes (statekeeper.tables.delta_spark: each
+table of the index's change set and the audit row is one `DeltaSparkEngine.write`, committed by `_commit`):
 
 * when: `before` / `after` the commit to <table>, or `raise_after` (the commit lands, then the
   client sees an error, like a lost response);
@@ -48,25 +49,27 @@ def _kill_session(sig: int) -> None:
 
 def _install(spec: str) -> None:
     when, table, how = spec.split(":")
-    from statekeeper.tables import delta_log
+    from statekeeper.tables import delta_spark
 
-    commit, commit_once = delta_log.commit, delta_log._commit_once
+    write, commit = delta_spark.DeltaSparkEngine.write, delta_spark._commit
 
-    def faulty_commit(warehouse, table_spec, adds, removes, **kwargs):
+    def faulty_write(self, df, warehouse, table_spec, **kwargs):
         if table_spec.name == table and when == "before":
             _fire(how, f"before commit to {table}")
-        result = commit(warehouse, table_spec, adds, removes, **kwargs)
+        result = write(self, df, warehouse, table_spec, **kwargs)
         if table_spec.name == table and when == "after":
             _fire(how, f"after commit to {table} (v{result.version})")
         return result
 
-    def faulty_commit_once(dl, location, options, table_spec, *args, **kwargs):
-        commit_once(dl, location, options, table_spec, *args, **kwargs)
-        if table_spec.name == table and when == "raise_after":
-            _fire("raise", f"error reported after the commit to {table} landed")
+    def faulty_commit(txn, actions, operation, tags):
+        version = commit(txn, actions, operation, tags)
+        name = str(txn.deltaLog().dataPath().getName())
+        if name == table and when == "raise_after":
+            _fire("raise", f"error reported after the commit to {table} landed (v{version})")
+        return version
 
-    delta_log.commit = faulty_commit
-    delta_log._commit_once = faulty_commit_once
+    delta_spark.DeltaSparkEngine.write = faulty_write
+    delta_spark._commit = faulty_commit
 
 
 if _FAULT:

@@ -332,9 +332,19 @@ def find_commit(warehouse: Warehouse, name: str, commit_id: str, *, after: int |
     if newer <= 0:
         return None
     for entry in dt.history(limit=newer):
-        if entry.get(COMMIT_ID_KEY) == commit_id:
+        if commit_id in (entry.get(COMMIT_ID_KEY), _user_metadata(entry).get(COMMIT_ID_KEY)):
             return int(entry["version"])
     return None
+
+
+def _user_metadata(entry: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object Delta's Spark writer keeps as a commit's `userMetadata` (statekeeper.tables.delta_spark
+    writes its commit id there), or {}."""
+    try:
+        value = json.loads(entry.get("userMetadata") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def rows_changed_since(warehouse: Warehouse, name: str, version: int) -> bool:

@@ -10,6 +10,8 @@ would start: partitioning, `replaceWhere`, `mergeSchema` and new tables behave e
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import reduce
@@ -19,12 +21,19 @@ import pyarrow as pa
 
 from statekeeper.tables.arrow_codec import table_from_ipc
 from statekeeper.tables.changeset import ChangeOp
-from statekeeper.tables.delta_log import CommitResult
-from statekeeper.tables.errors import ConcurrentCommitError, PartialChangesetError, TableError
+from statekeeper.tables.delta_log import COMMIT_ID_KEY, CommitResult
+from statekeeper.tables.errors import (
+    CommitOutcomeUnknownError,
+    ConcurrentCommitError,
+    PartialChangesetError,
+    TableError,
+)
 from statekeeper.tables.s3a import configure as configure_s3a
 from statekeeper.tables.spark import spark_schema
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.warehouse import Warehouse
+
+log = logging.getLogger("statekeeper.tables")
 
 WriteMode = Literal["append", "overwrite", "replace_partitions"]
 
@@ -69,6 +78,27 @@ def _keeps_expired_logs(txn: Any) -> bool:
 def _keep_expired_logs(spark: Any, path: str) -> None:
     quoted = path.replace("`", "``")
     spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ('{KEEP_LOGS_PROPERTY}' = 'false')")
+
+
+def _commit(txn: Any, actions: Any, operation: Any, tags: Any) -> int | None:
+    """Commit the transaction; the new version, or None when it had nothing to commit."""
+    committed = txn.commitIfNeeded(actions, operation, tags)
+    return int(committed.get()) if committed.isDefined() else None
+
+
+def _landed(warehouse: Warehouse, table: str, commit_id: str, read_version: int | None,
+            exc: BaseException) -> int | None:
+    """After a commit reported an error: the version the log holds it as (the answer was lost, the commit
+    happened), or None when the log shows it absent. CommitOutcomeUnknownError when the log cannot be read."""
+    from statekeeper.tables import delta_log
+
+    try:
+        return delta_log.find_commit(warehouse, table, commit_id, after=read_version)
+    except Exception as lookup:  # noqa: BLE001 - any failure here leaves the outcome unknown
+        raise CommitOutcomeUnknownError(
+            f"commit {commit_id} to Delta table {warehouse.table_uri(table)} failed ({exc}) and the log could not be "
+            f"read to tell whether it landed ({lookup}). Re-run the job: it reads the log again and repairs "
+            "whichever way it went") from exc
 
 
 def _read_version(txn: Any) -> int | None:
@@ -146,7 +176,10 @@ class DeltaSparkEngine:
 
     def write(self, df: Any, warehouse: Warehouse, spec: TableSpec, *, mode: WriteMode = "append",
               replace: list[dict[str, str]] | None = None, expected_version: int | None = None,
-              metadata: dict[str, Any] | None = None) -> CommitResult:
+              metadata: dict[str, Any] | None = None, commit_id: str | None = None) -> CommitResult:
+        """Write `df` to the table in one commit. `replace` lists the partitions a replace_partitions write swaps
+        out; `expected_version` makes the write fail unless the table is still at that version; `commit_id`
+        (default: a new one) marks the commit in its log, so that a caller can ask the log whether it landed."""
         if mode not in ("append", "overwrite", "replace_partitions"):
             raise TableError(f"unknown write mode {mode!r}")
         spark = df.sparkSession
@@ -173,7 +206,9 @@ class DeltaSparkEngine:
             # files conflicts, blind appends included (which Delta otherwise lets commute: two runs adding the same
             # rows would both land).
             txn.readWholeTable()
-        options = {"userMetadata": json.dumps(metadata or {}),
+        # Chosen before the commit, so that whatever the commit reports, the log can say whether it landed.
+        commit_id = commit_id or uuid.uuid4().hex
+        options = {"userMetadata": json.dumps({COMMIT_ID_KEY: commit_id, **(metadata or {})}),
                    # A table written before the spec gained a nullable column gets it; the frame holds only the
                    # spec's columns, so nothing else can merge in.
                    "mergeSchema": "true"}
@@ -193,15 +228,19 @@ class DeltaSparkEngine:
         operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
             save_mode, jvm.scala.Option.apply(partition_by), jvm.scala.Option.apply(predicate),
             jvm.scala.Option.apply(options["userMetadata"]), none, none, none, none, none)
+        actions = command.write(txn, session, none, False)
         try:
-            actions = command.write(txn, session, none, False)
-            committed = txn.commitIfNeeded(actions, operation, utils.toScalaMap({}))
-        except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*
+            version = _commit(txn, actions, operation, utils.toScalaMap({}))
+        except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*, or a lost answer
             detail = _conflict(exc)
             if detail is not None:
                 raise ConcurrentCommitError(uri, read_version, None, detail) from exc
-            raise
-        version = int(committed.get()) if committed.isDefined() else None
+            landed = _landed(warehouse, spec.name, commit_id, read_version, exc)
+            if landed is None:
+                raise
+            log.warning("commit %s to %s reported %s: %s, but the log holds it as version %d; it happened",
+                        commit_id, uri, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", landed)
+            version = landed
         return CommitResult(spec.name, version)
 
     def append_rows(self, spark: Any, warehouse: Warehouse, spec: TableSpec, rows: Any, *,
@@ -241,12 +280,17 @@ class DeltaSparkEngine:
                     continue
                 rows = (mine.where(F.col("op") == ChangeOp.ADD).select("payload")
                         .mapInArrow(_decoder(spec), spark_schema(spec.schema)))
+                commit_id = uuid.uuid4().hex
                 try:
                     result.committed[spec.name] = self.write(
                         rows, warehouse, spec, mode="overwrite" if read_version is None else "replace_partitions",
-                        replace=touched, expected_version=read_version, metadata=metadata)
+                        replace=touched, expected_version=read_version, metadata=metadata, commit_id=commit_id)
                 except BaseException as exc:
                     done = {n: c.version for n, c in result.committed.items() if c.version is not None}
+                    # The failure may have come after this table's commit landed: the log says.
+                    landed = _landed(warehouse, spec.name, commit_id, read_version, exc)
+                    if landed is not None:
+                        done[spec.name] = landed
                     if done:
                         raise PartialChangesetError(
                             f"the change set failed ({type(exc).__name__}: {exc}) after "
