@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -339,3 +340,28 @@ def test_partition_values_keep_their_exact_values(spark, warehouse):
     state = delta_log.load_state(warehouse, "events")
     assert sorted(f.partition_values["job_dir"] for f in state.files) == sorted(odd)
     assert same_reads(spark, warehouse, "events") == len(odd)
+
+
+def test_a_table_is_sized_as_read_so_that_a_large_one_is_not_broadcast(spark, warehouse):
+    """Spark sizes a Delta scan by its files on disk and broadcasts a join side estimated under its threshold. The
+    tables' parquet takes 10-53x its size when read: unscaled, a 1M-object listing (41 MB of files, 440 MiB
+    hashed) was broadcast into validation's tasks until the JVM ran out of heap. Every session scales the estimate
+    (spark.sql.sources.fileCompressionFactor, statekeeper.launch.jars.spark_conf): with the threshold between a
+    table's files and its size as read, a join of two reads of it must shuffle, not broadcast."""
+    from pyspark.sql import functions as F
+
+    assert float(spark.conf.get("spark.sql.sources.fileCompressionFactor")) == 10.0
+    ENGINE.write(df_of(spark, arrow_rows("r", "a", list(range(2000)))), warehouse, SPEC)
+    on_disk = sum(p.stat().st_size for p in Path(warehouse.delta_location("events")).rglob("*.parquet"))
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(3 * on_disk))
+    try:
+        left, right = (ENGINE.read(spark, warehouse, "events").alias(side) for side in ("l", "r"))
+        estimate = int(left._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+        assert estimate >= 10 * on_disk
+        joined = left.join(right, F.col("l.n") == F.col("r.n"))
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+        assert "Broadcast" not in plan, plan
+        assert joined.count() == 2000
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)

@@ -168,6 +168,10 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
         # Delta deletes commit files past the log retention when it checkpoints; readers are pinned to old versions
         # (statekeeper.tables.delta_spark.KEEP_LOGS_PROPERTY): every table this session creates keeps them.
         "spark.databricks.delta.properties.defaults.enableExpiredLogCleanup": "false",
+        # Spark sizes a Delta scan by its files' bytes on disk, and these tables take 10-53x that when read (parquet
+        # of URIs with long shared prefixes): unscaled, a 1M-object `files` table was broadcast into validation's
+        # tasks until the JVM ran out of heap.
+        "spark.sql.sources.fileCompressionFactor": deployment.get("spark.sql.sources.fileCompressionFactor") or "10",
         "spark.databricks.delta.snapshotPartitions": deployment.get("spark.databricks.delta.snapshotPartitions") or "1",
     }
     # s3a:// tables commit through our log store (safe with several drivers; docs/jvm-parts.md, "Delta on S3"),
