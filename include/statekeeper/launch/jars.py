@@ -47,10 +47,17 @@ class JavacNotFoundError(MissingJarsError):
     """Setup found no JDK compiler (javac) to build Statekeeper's Delta log store."""
 
 
+def _pins_bytes() -> bytes:
+    """The pin file's bytes, also when the library runs from spark-submit's --py-files zip (no file path there)."""
+    from importlib.resources import files
+
+    return files("statekeeper.launch").joinpath("jvm-parts.sha256").read_bytes()
+
+
 def pinned() -> dict[str, str]:
     """Jar file name -> pinned sha256."""
     pins: dict[str, str] = {}
-    for line in PINS.read_text(encoding="utf-8").splitlines():
+    for line in _pins_bytes().decode("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
             digest, name = line.split()
             pins[name] = digest
@@ -59,7 +66,7 @@ def pinned() -> dict[str, str]:
 
 def jars_dir(prefix: str | None = None) -> Path:
     """Where setup installs the pinned set: named by a digest of the pins, so a changed set is a new directory."""
-    digest = hashlib.sha256(PINS.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(_pins_bytes()).hexdigest()[:12]
     return Path(prefix or sys.prefix) / "share" / "statekeeper" / f"jars-{digest}"
 
 
