@@ -104,10 +104,17 @@ def _java_sources() -> list[Path]:
 def log_store_jar(directory: Path | None = None) -> Path:
     """The log store's jar in the installed directory, named by a digest of its sources: a changed source is a
     jar that is not built yet, never a stale one."""
+    directory = directory or jars_dir()
+    sources = _java_sources()
+    if not sources:
+        # The library runs from spark-submit's --py-files zip (no source files on disk): the one jar setup built.
+        built = sorted(directory.glob(f"{LOG_STORE_JAR_PREFIX}*.jar"))
+        if len(built) == 1:
+            return built[0]
     digest = hashlib.sha256()
-    for source in _java_sources():
+    for source in sources:
         digest.update(source.relative_to(JAVA_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
-    return (directory or jars_dir()) / f"{LOG_STORE_JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
+    return directory / f"{LOG_STORE_JAR_PREFIX}{digest.hexdigest()[:12]}.jar"
 
 
 def _javac() -> str:
