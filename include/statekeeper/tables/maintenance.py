@@ -605,12 +605,14 @@ def _vacuum_candidates(dt: Any, retention: timedelta, keep: list[int] | None, st
 
 def _stored(warehouse: Warehouse, name: str) -> dict[str, int]:
     """Data files on storage below the table's directory (relative path -> size): live ones, removed
-    ones not vacuumed yet, leftovers. The log and other `_`/`.` entries (Delta's own) are not counted."""
+    ones not vacuumed yet, leftovers. Hidden entries, any of whose path parts starts with `_` or `.`, are not
+    counted: the log and Delta's other own files, and the `.<name>.crc` checksum Hadoop's local file system writes
+    beside every data file."""
     base = warehouse.table_uri(name)
     out = {}
     for info in warehouse.file_io().list(base):
         rel = info.uri[len(base) + 1:]
-        if rel and not rel.startswith(("_", ".")):
+        if rel and not any(part.startswith(("_", ".")) for part in rel.split("/")):
             out[rel] = info.size
     return out
 
