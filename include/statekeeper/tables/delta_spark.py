@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -99,6 +100,34 @@ def _landed(warehouse: Warehouse, table: str, commit_id: str, read_version: int 
             f"commit {commit_id} to Delta table {warehouse.table_uri(table)} failed ({exc}) and the log could not be "
             f"read to tell whether it landed ({lookup}). Re-run the job: it reads the log again and repairs "
             "whichever way it went") from exc
+
+
+def _discard_written(warehouse: Warehouse, table: str, actions: Any) -> None:
+    """Delete the data files a transaction wrote whose commit lost a conflict. Delta leaves them to the next vacuum;
+    they are this write's own (unique names no commit holds: Delta raised before it wrote a commit file), so they go
+    now. A file that cannot be deleted is logged and left to maintenance's vacuum, which deletes unreferenced files."""
+    base = warehouse.table_uri(table)
+    uris = []
+    for action in _scala_list(actions):
+        if action.getClass().getSimpleName() == "AddFile":
+            rel = unquote(str(action.path()))
+            head, _, name = rel.rpartition("/")
+            uris.append(f"{base}/{rel}")
+            if warehouse.is_local:   # Hadoop's local file system writes a checksum beside each file
+                uris.append(f"{base}/{head + '/' if head else ''}.{name}.crc")
+    if not uris:
+        return
+    report = warehouse.file_io().delete_many(uris)
+    if report.failed:
+        log.warning("%d file(s) the losing write to %s wrote could not be deleted (maintenance's vacuum will): %s",
+                    len(report.failed), base, "; ".join(str(f) for f in report.failed[:3]))
+
+
+def _scala_list(seq: Any) -> list[Any]:
+    items, iterator = [], seq.iterator()
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items
 
 
 def _read_version(txn: Any) -> int | None:
@@ -234,6 +263,7 @@ class DeltaSparkEngine:
         except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*, or a lost answer
             detail = _conflict(exc)
             if detail is not None:
+                _discard_written(warehouse, spec.name, actions)
                 raise ConcurrentCommitError(uri, read_version, None, detail) from exc
             landed = _landed(warehouse, spec.name, commit_id, read_version, exc)
             if landed is None:
