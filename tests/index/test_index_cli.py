@@ -74,7 +74,11 @@ def test_spark_submit_without_pythonpath(flink_fixture, tmp_path):
     # The driver starts as the DAG's local drivers do (C1 only, the class archive if one was written): what
     # this proves is the Python import path, which the JVM's compilers do not change.
     java = " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{log4j}", C1_ONLY, mapped_archive_option({}, env)]))
-    cmd = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
+    # Delta's jars and settings, as a user running spark-submit by hand gets them
+    delta = subprocess.run([sys.executable, "-m", "statekeeper.launch.jars", "--submit-args"], capture_output=True,
+                           text=True, env=env, check=True).stdout.splitlines()
+    assert delta[0] == "--conf" and len(delta) % 2 == 0, delta
+    cmd = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", *delta,
            "--conf", "spark.ui.enabled=false", "--driver-memory", "1g",
            "--conf", f"spark.driver.extraJavaOptions={java}",
            str(SCRIPT), "--roots", str(fixture.root / "checkpoints"), "--warehouse", str(tmp_path / "wh"),

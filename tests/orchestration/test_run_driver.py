@@ -26,10 +26,15 @@ from pathlib import Path
 
 import pytest
 
+from statekeeper.launch.jars import spark_conf
 from statekeeper.warm_driver.client import Declined, DriverClient
 from statekeeper.warm_driver.protocol import fingerprint, run_key, socket_path
 from statekeeper.warm_driver.server import EXIT_TASK_GONE, Driver
 from tests.orchestration.support import plugin_module
+
+# Delta Lake's jars and settings, as the operator gives every submission
+DELTA_CONF = spark_conf()
+DELTA_ARGS = [arg for key, value in DELTA_CONF.items() for arg in ("--conf", f"{key}={value}")]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -188,7 +193,7 @@ def test_jobs_in_a_real_driver_busy_and_a_task_gone(driver_dir, flink_store_for_
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     log = tmp_path / "driver.log"
     process = _launched(
-        [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
+        [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", *DELTA_ARGS,
          "--conf", f"spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
                    f"-Dlog4j2.configurationFile=file:{REPO / 'spark_jobs' / 'log4j2.properties'}",
          str(REPO / "spark_jobs" / "spark_driver.py"), "--socket", str(path), "--fingerprint", "digest",
@@ -270,8 +275,8 @@ def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_
     from statekeeper import jvm_startup as js
 
     cache_env = {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "cache")}
-    archive = js.pipeline_archive(js.archive_for({}, cache_env))
-    first = js.local_startup({}, cache_env)   # no archive yet: a local job would write the job archive
+    archive = js.pipeline_archive(js.archive_for(DELTA_CONF, cache_env))
+    first = js.local_startup(DELTA_CONF, cache_env)   # no archive yet: a local job would write the job archive
     pipeline = js.shared_driver_startup(first, cache_env)
     assert pipeline is not None and pipeline.archive == archive and pipeline.pending is not None
     path = socket_path(run_key("dag", "run-archive"))
@@ -284,7 +289,8 @@ def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_
     process = _launched(
         [sys.executable, "-m", "statekeeper.jvm_startup", "--pending", str(pipeline.pending), "--archive",
          str(archive), "--min-jobs", "1", "--",
-         spark_submit, "--master", "local[2]", "--conf", f"spark.driver.extraJavaOptions={java} {pipeline.options}",
+         spark_submit, "--master", "local[2]", *DELTA_ARGS,
+         "--conf", f"spark.driver.extraJavaOptions={java} {pipeline.options}",
          str(REPO / "spark_jobs" / "spark_driver.py"), "--socket", str(path), "--fingerprint", "digest",
          "--idle-timeout", "300", "--jobs-file", str(js.jobs_file(pipeline.pending))], env, log, path)
     try:
@@ -304,13 +310,13 @@ def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_
 
     # Every local driver maps it from now on (a job's first run no longer writes an archive of its own), and the
     # next shared driver writes none.
-    after = js.local_startup({}, cache_env)
+    after = js.local_startup(DELTA_CONF, cache_env)
     assert after.pending is None and f"{js.ARCHIVE_MAP_OPTION}{archive}" in after.options
-    assert js.mapped_archive_option({}, cache_env) == f"{js.ARCHIVE_MAP_OPTION}{archive}"
+    assert js.mapped_archive_option(DELTA_CONF, cache_env) == f"{js.ARCHIVE_MAP_OPTION}{archive}"
     assert js.shared_driver_startup(after, cache_env) is None
     # A real JVM maps it: with -Xshare:on a JVM that cannot use its archive does not start.
     done = subprocess.run(
-        [spark_submit, "--master", "local[1]", "--conf",
+        [spark_submit, "--master", "local[1]", *DELTA_ARGS, "--conf",
          f"spark.driver.extraJavaOptions={java} -Xshare:on {js.ARCHIVE_MAP_OPTION}{archive}",
          str(REPO / "spark_jobs" / "index_checkpoints.py"), "--roots", ",".join(flink_store_for_airflow.roots),
          "--warehouse", str(warehouse)], env=env, capture_output=True, text=True, timeout=300)

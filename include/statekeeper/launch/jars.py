@@ -275,11 +275,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m statekeeper.launch.jars", allow_abbrev=False,
                                      description="Install the pinned JVM parts (Delta Lake for Spark, S3A) into "
                                                  "this Python environment, resolving them once with mvn.")
-    parser.add_argument("--print", action="store_true", help="only print the installed jars' directory "
-                                                             "(exit 2 if they are not installed)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--print", action="store_true", help="only print the installed jars' directory "
+                                                           "(exit 2 if they are not installed)")
+    what.add_argument("--submit-args", action="store_true",
+                      help="only print the spark-submit arguments that put the installed parts in a job's session, "
+                           "one per line (`--conf` and its value): for running a job's script with spark-submit by "
+                           "hand (exit 2 if they are not installed)")
     args = parser.parse_args(argv)
     try:
-        if args.print:
+        if args.submit_args:
+            for key, value in spark_conf().items():
+                print("--conf")
+                print(f"{key}={value}")
+        elif args.print:
             jar_paths()
             print(jars_dir())
         else:

@@ -44,6 +44,7 @@ def select_engine(spark: Any, requested: EngineName | str = "auto") -> DeltaSpar
         raise EngineUnavailableError(
             "this Spark session has no Delta Lake: start it with the jars `python -m statekeeper.launch.jars --print` "
             f"names in spark.jars, {DELTA_EXTENSION} in spark.sql.extensions and "
-            f"spark.sql.catalog.spark_catalog={DELTA_CATALOG} (Statekeeper's own sessions and the Airflow operator "
-            "add them; run `make setup` if the jars are missing)")
+            f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}; for spark-submit by hand, add the arguments "
+            "`python -m statekeeper.launch.jars --submit-args` prints (Statekeeper's own sessions and the Airflow "
+            "operator add them; run `make setup` if the jars are missing)")
     return DeltaSparkEngine()
