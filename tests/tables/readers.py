@@ -8,8 +8,18 @@ from statekeeper.tables.delta_spark import DeltaSparkEngine
 from statekeeper.tables.reader import TableReader
 
 
+def _sorted_maps(value):
+    """`value` with every dict's keys in sorted order: a map's entries have no order of their own (Spark's reader
+    and delta-rs hand the same map's keys back in different orders)."""
+    if isinstance(value, dict):
+        return {k: _sorted_maps(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_maps(v) for v in value]
+    return value
+
+
 def rows_of(df) -> list[str]:
-    return sorted(repr(r.asDict(recursive=True)) for r in df.collect())
+    return sorted(repr(_sorted_maps(r.asDict(recursive=True))) for r in df.collect())
 
 
 def _arrow_rows(table) -> list[str]:
@@ -28,14 +38,15 @@ def _arrow_rows(table) -> list[str]:
             return {k: plain(v) for k, v in value.items()}
         return value
 
-    return sorted(repr({k: plain(v) for k, v in row.items()}) for row in table.to_pylist())
+    return sorted(repr(_sorted_maps({k: plain(v) for k, v in row.items()})) for row in table.to_pylist())
 
 
 def same_reads(spark, warehouse: Warehouse, table: str) -> int:
     """Assert Delta's Spark reader and the delta-rs TableReader read `table` alike; the number of rows."""
     df = DeltaSparkEngine().read(spark, warehouse, table)
     rows = rows_of(df)
-    assert rows == _arrow_rows(TableReader(warehouse).read(table)), table
+    other = _arrow_rows(TableReader(warehouse).read(table))
+    assert rows == other, (table, sorted(set(rows) - set(other))[:3], sorted(set(other) - set(rows))[:3])
     return len(rows)
 
 
