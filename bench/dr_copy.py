@@ -4,8 +4,9 @@ A synthetic closure shaped like an incremental RocksDB checkpoint (--objects fil
 <root>/job-NN/shared/ plus 5% exclusive files in <root>/job-NN/chk-1000/; mostly small files, log-uniform
 128 B - 64 KiB, plus enough 1-8 MiB files to reach about --total-mb) is copied, in one run:
 
-S3 (a moto server on loopback started by the bench, enforcing S3's preconditions; the source and every same-store
-target are buckets on it; a second moto server is the other endpoint a streamed copy writes to):
+S3 (a moto server on loopback started by the bench, enforcing S3's preconditions: bench/_moto_server.py, which says
+why the bench does not run on SeaweedFS as the tests do; the source and every same-store target are buckets on it;
+a second such server is the other endpoint a streamed copy writes to):
 * aws s3 sync     - `aws s3 sync s3://SRC/flink s3://DST/flink --endpoint-url ...` with awscli from PyPI
                     (installed once into its own venv under $STATEKEEPER_CACHE/bench/, never into the
                     project's: its botocore pin conflicts with ours), default settings (10 requests in
@@ -335,7 +336,8 @@ def _drop_bucket(client, bucket: str) -> None:
 def run_s3(args, spark, work: Path, layout: list[tuple[str, int]], payload: _Payload) -> dict:
     _paths()
     from statekeeper.storage.s3 import make_s3_client
-    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY, MotoServer
+    from bench._moto import EnforcingMotoServer
+    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY
 
     aws = awscli()
     env = _aws_env(work, MOTO_ACCESS_KEY, MOTO_SECRET_KEY)
@@ -348,8 +350,8 @@ def run_s3(args, spark, work: Path, layout: list[tuple[str, int]], payload: _Pay
     tally = _Tally(len(layout), nbytes)
     log, other_log = work / "moto.log", work / "moto-dr.log"
     requests: dict[str, int] = {}
-    server = MotoServer(log, seed=True)
-    other = None if args.skip_streamed else MotoServer(other_log)
+    server = EnforcingMotoServer(log, seed=True)
+    other = None if args.skip_streamed else EnforcingMotoServer(other_log)
     try:
         config = server.config()
         streamed_target = other.config() if other is not None else None

@@ -1,7 +1,7 @@
 """Benchmark: GC's deletion stage, exactly as the GC job runs it, vs plain deletion loops.
 
 Measured in one run, each way on its own freshly populated bucket or directory tree (population is setup, not
-timed: the moto server is started with the bench's seeding hook, tests/plugins/s3_server.py, so 100,000 objects
+timed: the moto server is started with the bench's seeding hook, bench/_moto_server.py, so 100,000 objects
 take seconds instead of minutes), the ways interleaved, --repeat times; medians are reported:
 
 S3 (a moto server on loopback started by the bench, enforcing S3's conditional deletes as AWS does):
@@ -165,10 +165,11 @@ def _requests_since(log: Path, offset: int) -> int:
 def run_s3(args, spark, work: Path) -> dict:
     _paths()
     from statekeeper.storage.s3 import S3FileIO, make_s3_client
-    from tests.plugins.s3 import MotoServer, make_bucket
+    from bench._moto import EnforcingMotoServer
+    from tests.plugins.s3 import make_bucket
 
     log = work / "moto.log"
-    server = MotoServer(log, seed=True)
+    server = EnforcingMotoServer(log, seed=True)
     tally = _Tally()
     n, n_seq = args.objects, min(args.sequential_objects, args.objects)
     try:

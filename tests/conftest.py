@@ -2,12 +2,12 @@
 
 Each area of real infrastructure has its own plugin module, so they can evolve independently:
 the real-Flink harness (fixtures written by real Flink, the oracle, the restore verifier), the
-moto S3 server on loopback, the GCS and Azure emulators, the shared local SparkSession, a private
-Airflow home, and an Airflow API server with headless Chromium for the UI pages.
+S3 servers on loopback (SeaweedFS; moto as released), the GCS and Azure emulators, the shared local
+SparkSession, a private Airflow home, and an Airflow API server with headless Chromium for the UI pages.
 
 Tiers: a test is marked by the infrastructure its fixtures use (below), on top of any marker it
 sets itself, and `unit` when it ends up with none of flink/s3/gcs/azure/spark/airflow/cluster/browser/slow.
-So `pytest -m unit` (make test-unit) never needs a JVM, a moto server, an emulator, Airflow or a browser, as
+So `pytest -m unit` (make test-unit) never needs a JVM, an S3 server, an emulator, Airflow or a browser, as
 long as tests reach that infrastructure through the plugins' fixtures; tests that call tests.harness or
 spark-submit directly must still say so with an explicit marker.
 """
@@ -32,13 +32,13 @@ pytest_plugins = [
 ]
 
 # Marker -> the plugin fixtures that need it. `item.fixturenames` is the whole closure, so a test
-# using e.g. `s3_bucket` also counts as using `moto_server`. A new fixture in tests/plugins/ that
+# using e.g. `s3_bucket` also counts as using `seaweedfs`. A new fixture in tests/plugins/ that
 # starts infrastructure belongs here too.
 TIER_FIXTURES = {
     "spark": frozenset({"spark"}),                                          # tests/plugins/spark.py
-    "s3": frozenset({"moto_server", "second_moto_server", "plain_moto_server", "s3_config", "s3_bucket",  # plugins/s3.py
-                     "s3_upload_tree", "slow_s3", "slow_seaweedfs",               # tests/plugins/fault_proxy.py
-                     "seaweedfs", "flink_s3_store"}),              # tests/plugins/seaweedfs.py, flink_s3.py
+    "s3": frozenset({"plain_moto_server", "s3_config", "s3_bucket", "s3_upload_tree",  # tests/plugins/s3.py
+                     "slow_s3",                                                    # tests/plugins/fault_proxy.py
+                     "seaweedfs", "second_seaweedfs", "flink_s3_store"}),  # tests/plugins/seaweedfs.py, flink_s3.py
     "gcs": frozenset({"gcs_emulator", "plain_gcs_emulator", "gcs_config", "gcs_bucket", "gcs_upload_tree"}),   # tests/plugins/object_stores.py
     "azure": frozenset({"azurite", "azure_config", "azure_container", "azure_upload_tree"}),  # (the same)
     "flink": frozenset({"flink_harness", "flink_fixture", "flink_oracle",   # tests/plugins/flink.py

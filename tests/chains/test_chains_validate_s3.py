@@ -1,4 +1,4 @@
-"""Chains, explain and validation against a real S3 endpoint (moto server on loopback).
+"""Chains, explain and validation against a real S3 endpoint (SeaweedFS on loopback).
 
 Stores in the bucket (one Flink version):
 * `intact`  - the chain_claim store relocated into the bucket (every `_metadata` rewritten, so all

@@ -7,7 +7,7 @@ and without storage variables, and its Python workers cannot import Statekeeper 
 validate and gc tasks (gc in its default plan mode) are rendered for a manual run and executed by
 the real operator, through a Spark connection whose host is the master (client deploy mode: the
 driver beside the task, the executors on the workers), against a copy of the 2.3.0 chain store
-(A -> B -> C, cross-job shared files) on the moto S3 server and an s3:// warehouse. The same tasks
+(A -> B -> C, cross-job shared files) on the session's S3 server (SeaweedFS) and an s3:// warehouse. The same tasks
 then run by their entry points in the suite's own `local[2]` session into a second warehouse, and the
 two warehouses must hold the same rows. This is also the suite's run of the maintenance tasks on an
 S3 store through an Airflow 'aws' connection (the index, chains and validation checks that

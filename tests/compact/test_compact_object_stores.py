@@ -1,4 +1,4 @@
-"""Compaction on object stores (S3: the session's moto server; GCS and Azure: their emulators): both
+"""Compaction on object stores (S3: the session's SeaweedFS; GCS and Azure: their emulators): both
 placements, re-runs, and proof by restore.
 
 Relocated copies of job A's directory of the newest version's `inline_heavy` and `incremental_inline`

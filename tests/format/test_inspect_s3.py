@@ -1,4 +1,4 @@
-"""`statekeeper inspect s3://...` through statekeeper.storage against the moto S3 endpoint, on a
+"""`statekeeper inspect s3://...` through statekeeper.storage against the session's S3 endpoint (SeaweedFS), on a
 real Flink checkpoint uploaded from the harness (same answers as inspecting it locally)."""
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ def run_cli(env_extra: dict, *args: str) -> subprocess.CompletedProcess:
                           text=True, env=env, timeout=300)
 
 
-def test_inspect_s3_matches_local(flink_harness, flink_fixture, moto_server, s3_bucket, s3_upload_tree):
+def test_inspect_s3_matches_local(flink_harness, flink_fixture, s3_config, s3_bucket, s3_upload_tree):
     version = flink_harness.FLINK_VERSIONS[-1]
     chk = flink_fixture(version, "inline_heavy").retained_checkpoints("A")[-1]
     prefix = f"s3://{s3_bucket}/ckpt/{chk.parent.name}/{chk.name}"
     assert s3_upload_tree(chk, prefix) >= 1
-    env = s3_env(moto_server.config())
+    env = s3_env(s3_config)
     remote = run_cli(env, "inspect", prefix, "--json")
     assert remote.returncode == 0, remote.stderr
     local = run_cli({}, "inspect", str(chk), "--json")

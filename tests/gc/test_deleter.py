@@ -1,4 +1,4 @@
-"""The GC deleter on real files, a real S3 endpoint (moto on loopback, optionally behind the
+"""The GC deleter on real files, a real S3 endpoint (SeaweedFS on loopback, optionally behind the
 fault-injecting proxy; also standing in for OSS) and the GCS and Azure emulators: re-check before
 delete, deletes conditional on the planned version (GCS, Azure), the roots guard, exact spelling,
 delete order, batching, rate limit, retries."""
@@ -216,7 +216,7 @@ def remaining_keys(config: StorageConfig, bucket: str) -> set[str]:
 def test_s3_deletes_many_keys_in_batches_across_prefixes(s3_config: StorageConfig, s3_bucket: str) -> None:
     # A tenth of the keys of a real batch test (650 a prefix, batches of 400, S3's 1,000-key listing pages), with
     # batch size and page size scaled down alike: still six delete batches across the prefixes and listings of
-    # three pages, for a tenth of the puts to moto.
+    # three pages, for a tenth of the puts.
     paged = s3_config.with_overrides(list_page_size=100)
     prefixes = ["cp/job1/shared", "cp/job1/chk-3", "cp/job2/shared", "cp/job2/taskowned"]
     keys = [f"{p}/{uuid.UUID(int=i).hex}" for p in prefixes for i in range(65)]
@@ -298,7 +298,7 @@ def test_s3_rate_limit_counts_and_outcomes(s3_config: StorageConfig, s3_bucket: 
 def test_s3_throttled_deletes_complete_and_count_retries(s3_config: StorageConfig, s3_bucket: str, slow_s3,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     # Keys and batch size a tenth of a GC run's (1,000 and 100): the same 30 delete requests, every 3rd
-    # throttled, for a tenth of the puts to moto.
+    # throttled, for a tenth of the puts.
     batch = 10
     prefixes = ["cp/job1/shared", "cp/job1/chk-5", "cp/job2/shared"]
     put_keys(s3_config, s3_bucket, [f"{p}/k{i:05d}" for p in prefixes for i in range(100)])
@@ -584,12 +584,12 @@ def test_versioned_rate_limit_and_delete_order(versioned: Versioned, monkeypatch
 # -- OSS through the S3 path ---------------------------------------------------------------------------
 
 
-def test_oss_goes_through_the_s3_path_with_its_own_client(moto_server) -> None:
-    """moto stands in for OSS's S3-compatible endpoint (path style)."""
-    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY, make_bucket
+def test_oss_goes_through_the_s3_path_with_its_own_client(s3_config: StorageConfig) -> None:
+    """The session's S3 server (SeaweedFS) stands in for OSS's S3-compatible endpoint (path style)."""
+    from tests.plugins.s3 import make_bucket
 
-    config = StorageConfig(oss_endpoint=moto_server.endpoint, oss_access_key_id=MOTO_ACCESS_KEY,
-                           oss_access_key_secret=MOTO_SECRET_KEY, oss_path_style=True)
+    config = StorageConfig(oss_endpoint=s3_config.endpoint, oss_access_key_id=s3_config.access_key_id,
+                           oss_access_key_secret=s3_config.secret_access_key, oss_path_style=True)
     bucket = make_bucket(config.oss_s3_config())
     fio = RoutingFileIO(config)
     for i in range(6):

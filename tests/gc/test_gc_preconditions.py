@@ -1,6 +1,7 @@
 """Deletes pinned to the planned version, on every store: an object replaced under the same key between plan and
-delete is kept, by the store itself (S3's conditional DeleteObjects on SeaweedFS, a real S3 server that enforces
-it with no layer of ours in front, reached through the fault proxy that counts the requests by kind; GCS `ifGenerationMatch` on the emulator, Azure `If-Match` on Azurite) or by the lstat against the plan (local).
+delete is kept, by the store itself (S3's conditional DeleteObjects on SeaweedFS, the session's S3 server, which
+enforces it with no layer of ours in front, reached through the fault proxy that counts the requests by kind; GCS
+`ifGenerationMatch` on the emulator, Azure `If-Match` on Azurite) or by the lstat against the plan (local).
 
 Where a store's self-test (statekeeper.storage.enforcement) proved the precondition, the object stores get no
 request before the delete (no LIST re-check): only the precondition protects the replaced object, so these tests
@@ -58,10 +59,8 @@ def store(request, tmp_path: Path) -> Store:
         (tmp_path / "cp").mkdir()
         return Store("local", StorageConfig(), f"file://{tmp_path}/cp")
     if request.param == "s3":
-        from tests.plugins.s3 import make_bucket
-
-        proxy = request.getfixturevalue("slow_seaweedfs")   # no faults: it counts the requests by kind
-        return Store("s3", proxy.config, f"s3://{make_bucket(request.getfixturevalue('seaweedfs').config())}/cp")
+        proxy = request.getfixturevalue("slow_s3")   # no faults: it counts the requests by kind
+        return Store("s3", proxy.config, f"s3://{request.getfixturevalue('s3_bucket')}/cp")
     if request.param == "gcs":
         return Store("gcs", request.getfixturevalue("gcs_config"), f"gs://{request.getfixturevalue('gcs_bucket')}/cp")
     return Store("azure", request.getfixturevalue("azure_config"),
@@ -83,7 +82,7 @@ def test_an_object_replaced_after_planning_is_kept_on_every_store(store: Store, 
         os.utime(Path(replaced[len("file://"):]), ns=(ns, ns))
     store.fileio.delete_many([gone])
 
-    proxy = request.getfixturevalue("slow_seaweedfs") if store.kind == "s3" else None
+    proxy = request.getfixturevalue("slow_s3") if store.kind == "s3" else None
     enforcement = Enforcement(store.config)   # proven first, as GC proves it on the driver before its tasks
     assert [p.verdict for p in enforcement.prove([store.root], [Guard.CONDITIONAL_DELETE])] == \
         ([] if store.kind == "local" else [Verdict.ENFORCED])
@@ -105,12 +104,8 @@ def test_an_object_replaced_after_planning_is_kept_on_every_store(store: Store, 
         assert "etag" in by_uri[replaced].message and "412" in by_uri[replaced].message
 
 
-def test_a_plan_row_without_a_version_is_never_deleted_unconditionally(seaweedfs) -> None:
+def test_a_plan_row_without_a_version_is_never_deleted_unconditionally(s3_config, s3_bucket) -> None:
     # A store that enforces the precondition (SeaweedFS; on one that ignores it the deleter re-checks by listing)
-    from tests.plugins.s3 import make_bucket
-
-    s3_config = seaweedfs.config()
-    s3_bucket = make_bucket(s3_config)
     fio = RoutingFileIO(s3_config)
     fio.write(f"s3://{s3_bucket}/cp/job1/shared/k", b"data")
     info = fio.stat(f"s3://{s3_bucket}/cp/job1/shared/k")

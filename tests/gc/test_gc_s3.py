@@ -1,6 +1,6 @@
-"""GC on moto S3, through an endpoint that answers a share of requests with 503 SlowDown.
+"""GC on S3 (the session's SeaweedFS), through an endpoint that answers a share of requests with 503 SlowDown.
 
-A relocated copy of the 2.3.0 `failed_and_orphans` store on moto is indexed and chained directly;
+A relocated copy of the 2.3.0 `failed_and_orphans` store on it is indexed and chained directly;
 GC then plans and deletes through the fault-injecting proxy (every 2nd DeleteObjects, LIST and HEAD
 request answered 503 SlowDown). It must complete through retries, report them,
 delete exactly the garbage the oracle says nothing references, and leave every referenced object.
@@ -51,7 +51,7 @@ def test_gc_on_s3_through_slowdown(spark, flink_fixture, s3_config, slow_s3):
 
     # every 2nd DeleteObjects, LIST and HEAD request: the re-list, the re-check and the deletes all meet 503s
     slow_s3.set_faults(every=2, kinds={"delete", "list", "head"})
-    # The tables go straight to moto; the checkpoint storage (re-list, re-check, delete) through the proxy.
+    # The tables go straight to the server; the checkpoint storage (re-list, re-check, delete) through the proxy.
     result = (CollectGarbage(spark).warehouse(warehouse).storage(slow_s3.config)
               .configure(GcOptions(mode=GcMode.DELETE, older_than=timedelta(seconds=1), allow_short_grace=True))
               .progress_interval(0).execute())

@@ -4,7 +4,7 @@ results, not just task states.
 
 * local: the chain store as Flink wrote it runs through a real scheduler instead, triggered through the
   REST API (test_airflow_local.py), with the same checks (`check_chains_and_validation`);
-* S3: the same tasks on a relocated copy of the chain store on the moto S3 server, through an Airflow
+* S3: the same tasks on a relocated copy of the chain store on the session's S3 server, through an Airflow
   'aws' connection, run on a Spark standalone cluster with the same checks
   (tests/cluster/test_standalone_cluster.py);
 * damaged: a copy with one of A's shared SSTs deleted that job C's newest checkpoint uses: the

@@ -1,21 +1,21 @@
-"""A fault-injecting HTTP proxy in front of the session's moto server: real throttling for tests.
+"""A fault-injecting HTTP proxy in front of the session's S3 endpoint (SeaweedFS): real throttling for tests.
 
-`FaultProxy` listens on 127.0.0.1 (a free port), forwards every request unchanged to moto (`slow_s3`) or
-to SeaweedFS (`slow_seaweedfs`; the Host header reaches it as the client signed it, so its signature check
-passes), and answers a configurable
-share of the matching requests itself with HTTP 503 and S3's `SlowDown` error body, as S3 does when a
-prefix is over its request rate. It counts what it injected, so a test can relate the retries a
-client reports to the faults it really met.
+`FaultProxy` listens on 127.0.0.1 (a free port), forwards every request unchanged to the server behind it (`slow_s3`:
+the session's SeaweedFS, `s3_config`; the Host header reaches it as the client signed it, so its signature check
+passes), and answers a configurable share of the matching requests itself with HTTP 503 and S3's `SlowDown` error
+body, as S3 does when a prefix is over its request rate. It counts what it injected, so a test can relate the
+retries a client reports to the faults it really met, and what it forwarded, by kind and by bucket.
 
     def test_x(slow_s3):
         slow_s3.set_faults(every=3)                     # every 3rd DeleteObjects request
         slow_s3.set_faults(share=0.3, seed=7, kinds={"delete", "list", "head"})
         client_config = slow_s3.config                  # a StorageConfig pointing at the proxy
-        ... slow_s3.injected ...
+        ... slow_s3.injected ... slow_s3.forwarded["list"] ... slow_s3.forwarded_to["bucket"]["head"] ...
 
 `ignore_delete_preconditions = True` makes the endpoint behave like an S3-compatible store that accepts the
-per-object `<ETag>` of DeleteObjects and ignores it: the proxy drops those elements before moto sees the request
-(and the body checksum with them), so every listed key is deleted unconditionally.
+per-object `<ETag>` of DeleteObjects and ignores it: the proxy drops those elements (and the body checksum with
+them) before the server sees the request, and signs the request again with the upstream's keys (the server checks
+the signature over the body it gets), so every listed key is deleted unconditionally.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import random
 import re
 import threading
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
@@ -54,7 +54,8 @@ def request_kind(method: str, path: str) -> str:
 class FaultProxy:
     def __init__(self, upstream: StorageConfig) -> None:
         if upstream.endpoint is None:
-            raise ValueError("FaultProxy needs an S3 endpoint URL to forward to (the moto server)")
+            raise ValueError("FaultProxy needs an S3 endpoint URL to forward to (the session's SeaweedFS)")
+        self._upstream_config = upstream
         parsed = urlparse(upstream.endpoint)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._lock = threading.Lock()
@@ -67,7 +68,8 @@ class FaultProxy:
         self.ignore_delete_preconditions = False
         self.injected = 0                       # faults answered so far
         self.injected_by_kind: Counter[str] = Counter()
-        self.forwarded: Counter[str] = Counter()  # requests passed to moto, by kind
+        self.forwarded: Counter[str] = Counter()  # requests passed to the server, by kind
+        self.forwarded_to: defaultdict[str, Counter[str]] = defaultdict(Counter)  # the same, per bucket
         self._local = threading.local()
         proxy = self
 
@@ -146,9 +148,12 @@ class FaultProxy:
             headers_in = [(k, v) for k, v in headers_in if not k.lower().startswith(("x-amz-checksum-", "content-md5"))
                           and k.lower() not in ("content-length", "x-amz-sdk-checksum-algorithm")]
             headers_in.append(("Content-Length", str(len(body))))
+            headers_in = self._signed_again(handler.command, handler.path, headers_in, body)
         status, reason, headers, data = self._forward(handler.command, handler.path, headers_in, body)
+        bucket = urlparse(handler.path).path.lstrip("/").partition("/")[0]   # path-style addressing
         with self._lock:
             self.forwarded[kind] += 1
+            self.forwarded_to[bucket][kind] += 1
         handler.send_response(status, reason)
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP and (name.lower() != "content-length" or handler.command == "HEAD"):
@@ -159,9 +164,25 @@ class FaultProxy:
         if handler.command != "HEAD":
             handler.wfile.write(data)
 
+    def _signed_again(self, method: str, path: str, headers: list[tuple[str, str]],
+                      body: bytes) -> list[tuple[str, str]]:
+        """`headers` with a SigV4 signature over `body` (the upstream's keys): the server checks the signature
+        against the body it gets, and the client signed the body before the proxy changed it."""
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        config = self._upstream_config
+        kept = {k: v for k, v in headers if k.lower() not in ("authorization", "x-amz-date", "x-amz-content-sha256")}
+        host = next(v for k, v in kept.items() if k.lower() == "host")   # as the client sent it (the proxy's)
+        request = AWSRequest(method, f"http://{host}{path}", data=body, headers=kept)
+        S3SigV4Auth(Credentials(config.access_key_id, config.secret_access_key), "s3",
+                    config.region or "us-east-1").add_auth(request)
+        return list(request.headers.items())
+
     def _forward(self, method: str, path: str, headers: list[tuple[str, str]],
                  body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        for attempt in (1, 2):  # a pooled upstream connection may have been closed by moto: reconnect once
+        for attempt in (1, 2):  # a pooled upstream connection may have been closed by the server: reconnect once
             conn = getattr(self._local, "conn", None)
             if conn is None:
                 conn = self._local.conn = http.client.HTTPConnection(*self._upstream, timeout=120)
@@ -188,19 +209,10 @@ class FaultProxy:
 
 
 @pytest.fixture
-def slow_seaweedfs(seaweedfs) -> Iterator[FaultProxy]:
-    """A FaultProxy in front of the session's SeaweedFS: it forwards the signed Host header unchanged, so the
-    server's signature check passes, and the server itself enforces the preconditions (none of our checks)."""
-    proxy = FaultProxy(seaweedfs.config())
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-@pytest.fixture
 def slow_s3(s3_config: StorageConfig) -> Iterator[FaultProxy]:
-    """A FaultProxy in front of the session's moto server; no faults until `set_faults` is called."""
+    """A FaultProxy in front of the session's S3 endpoint (SeaweedFS, `s3_config`): it forwards the signed Host
+    header unchanged, so the server's signature check passes, and the server itself enforces the preconditions
+    (none of our checks). No faults until `set_faults` is called."""
     proxy = FaultProxy(s3_config)
     try:
         yield proxy

@@ -5,10 +5,13 @@ master, a volume server, a filer and the S3 gateway in one process; every port i
 ports: the defaults would collide with another session's server), the Iceberg and Lance gateways it starts beside
 the S3 one included. Its data lives in the session's temporary directory. It enforces the per-key ETag of
 DeleteObjects, If-Match on DeleteObject, CopySourceIfMatch and If-None-Match: * on PutObject and CopyObject (the
-store that enforces, beside tests/plugins/s3.py's `plain_moto_server`, the store that ignores).
+store that enforces, beside tests/plugins/s3.py's `plain_moto_server`, the store that ignores). It is the session's
+general S3 endpoint: tests/plugins/s3.py's `s3_config` is its `config()`.
 
 One server per session, started by the first test that needs it (~3 s), killed by PID at the end (its graceful
-shutdown waits on its gRPC peers for more than 10 s; nothing of its data is kept).
+shutdown waits on its gRPC peers for more than 10 s; nothing of its data is kept). `second_seaweedfs` is another
+one, for the tests that need a second endpoint with other data (a DR region's): copies to it stream, never
+server-side.
 """
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ class SeaweedFS(LoopbackServer):
     name = "seaweedfs"
     start_timeout_s = 60.0
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, name: str = "seaweedfs") -> None:
+        self.name = name   # its start-up time's label (tests/plugins/loopback.py)
         (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, iceberg,
          lance) = free_ports(10)
         self.port = s3
@@ -62,7 +66,11 @@ class SeaweedFS(LoopbackServer):
                           "-volume.max=0", f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
                           f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
                           "-s3", f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={iceberg}",
-                          f"-s3.port.lance={lance}", f"-s3.config={identities}", "-metricsPort=0"],
+                          f"-s3.port.lance={lance}", f"-s3.config={identities}",
+                          # As S3: an upload into a bucket that does not exist is refused (NoSuchBucket); by
+                          # default SeaweedFS creates the bucket for an admin identity, so a write meant to fail
+                          # (a self-test's scratch object in a missing bucket) would succeed.
+                          "-s3.autoCreateBucket=false", "-metricsPort=0"],
                          base / "weed.log", cwd=base)
 
     def _healthy(self) -> bool:
@@ -91,10 +99,20 @@ class SeaweedFS(LoopbackServer):
         return base.with_overrides(**overrides) if overrides else base
 
 
-@pytest.fixture(scope="session")
-def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
-    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+def _served(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[SeaweedFS]:
+    server = SeaweedFS(tmp_path_factory.mktemp(name), name)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    yield from _served(tmp_path_factory, "seaweedfs")
+
+
+@pytest.fixture(scope="session")
+def second_seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """Another S3 endpoint with other data (a DR region's): copies to it stream, never server-side."""
+    yield from _served(tmp_path_factory, "seaweedfs-second")

@@ -15,10 +15,9 @@ copies stay intact at the target, since nothing there is deleted.
 
 On S3 the same, Flink checkpointing straight into a bucket of the session's SeaweedFS through its own S3
 filesystem plugin (tests/harness/s3_plugin.py: Flink's write order, its deletes, SeaweedFS's listings), copied to a
-bucket of a second S3 server (moto: another endpoint, whose speed suits a target that is only written and read
-back). The DR bucket then comes down to local disk as plain objects, each `_metadata` rewritten into the download
-(which refuses a path outside the DR prefix), and the four copies restore there: what a restore in the DR region
-starts from, with nothing of the source bucket reachable. (Copying the copies down with the DR copy itself added an
+bucket of a second SeaweedFS (another endpoint, other data). The DR bucket then comes down to local disk as plain
+objects, each `_metadata` rewritten into the download (which refuses a path outside the DR prefix), and the four
+copies restore there: what a restore in the DR region starts from, with nothing of the source bucket reachable. (Copying the copies down with the DR copy itself added an
 index, chains, validation and copy run and proved nothing about the follow copies: test_dr_s3.py proves that path,
 and tests/replicate/test_dr_rules.py the explicit `--snapshot` copy.)
 """
@@ -64,8 +63,8 @@ def test_follow_rounds_trail_a_live_claim_restored_job(spark, tmp_path, capsys):
 
 @pytest.mark.s3
 def test_follow_rounds_trail_a_live_job_from_one_s3_endpoint_to_another(spark, tmp_path, capsys, seaweedfs,
-                                                                        second_moto_server):
-    _follow_live(spark, tmp_path, capsys, s3=(seaweedfs, second_moto_server.config()))
+                                                                        second_seaweedfs):
+    _follow_live(spark, tmp_path, capsys, s3=(seaweedfs, second_seaweedfs.config()))
 
 
 def _follow_live(spark, tmp_path: Path, capsys, s3: tuple[SeaweedFS, StorageConfig] | None = None) -> None:

@@ -5,7 +5,7 @@ interrupted or foreign run, bit rot, a hand copy) used to be skipped by its size
 mode: the copy was reported verified and did not restore (RocksDB: "Mismatch in unique ID on table
 file"). Here one shared SST of the newest checkpoint of the cached `incremental` store (one RocksDB
 job whose incremental checkpoints share SSTs; the newest Flink version) is pre-seeded with one byte
-flipped, at a local target, on moto S3 and on the GCS emulator. Each DR copy replaces it (the target
+flipped, at a local target, on S3 (SeaweedFS) and on the GCS emulator. Each DR copy replaces it (the target
 bytes are the source's afterwards), and all three copies restore in real Flink, in one JVM, with the
 originals moved away. Then `--mode verify` flags an object rewritten at the target since it was
 verified (same size, other bytes), and a re-run of the copy repairs it. Last, a target reached

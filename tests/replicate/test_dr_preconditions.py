@@ -1,6 +1,6 @@
 """DR copies pinned to the version the index saw, on real parts (a real Flink store; local disk, SeaweedFS, a real
-S3 server that enforces CopySourceIfMatch and If-Match itself with no layer of ours in front, a moto server as
-another endpoint).
+S3 server that enforces CopySourceIfMatch and If-Match itself with no layer of ours in front, a second SeaweedFS
+as another endpoint).
 
 A source object rewritten after the index (same key, same size, other bytes) must not reach the target: the copy
 of its snapshot fails at the source (CopySourceIfMatch for a server-side copy, If-Match on the GET of a streamed
@@ -121,7 +121,7 @@ def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls
         if kind == "s3":
             target_storage, target = None, f"s3://{source.bucket}/dr-{kind}"   # one store: server-side CopyObject
         else:
-            target_storage = request.getfixturevalue("second_moto_server").config()
+            target_storage = request.getfixturevalue("second_seaweedfs").config()
             target = f"s3://{make_bucket(target_storage, 'dr')}/dr"  # another endpoint: streamed
 
     # After the index: one file only the newest checkpoint names is rewritten in place, same size, other bytes.
@@ -166,8 +166,8 @@ def test_a_source_object_replaced_after_the_index_fails_its_snapshot_which_falls
 
 
 @pytest.mark.s3
-def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, s3_source, slow_seaweedfs, tmp_path):
-    slow_s3 = slow_seaweedfs   # the fault proxy in front of the SeaweedFS the source lives on
+def test_a_slowdown_storm_on_the_target_slows_the_copy_and_loses_nothing(spark, s3_source, slow_s3, tmp_path):
+    # slow_s3: the fault proxy in front of the SeaweedFS the source lives on
     fio, roots = s3_source.fio, s3_source.roots
     warehouse = s3_source.warehouse_for(tmp_path)
 

@@ -1,10 +1,12 @@
-"""DR copies between two S3 endpoints (SeaweedFS, then moto: another endpoint, other data), and back.
+"""DR copies between two S3 endpoints (the session's SeaweedFS, then a second SeaweedFS: another endpoint, other
+data), and back.
 
 The newest version's stores of every DR scenario (the chains, file merging, unaligned, savepoints, hashmap) live
 on the session's SeaweedFS: the CLAIM chain and the savepoints as real Flink wrote them into it
 (tests/plugins/flink_s3.py), the others (no S3 generation of their own, to keep the session's generation cost at
-two stores) as relocated copies of the cached local stores. The DR copy goes to a bucket on a moto server, reached with its own StorageConfig (as the DR region's Airflow connection would be): bytes stream
-get -> put, nothing is server-side. It is verified there; then the DR bucket is indexed and validated as a
+two stores) as relocated copies of the cached local stores. The DR copy goes to a bucket on the second server,
+reached with its own StorageConfig (as the DR region's Airflow connection would be): bytes stream get -> put,
+nothing is server-side. It is verified there; then the DR bucket is indexed and validated as a
 source of its own and copied down to local disk with the same job, and those copies restore in real Flink,
 which here can read nothing but them (no s3:// file system).
 """
@@ -45,7 +47,7 @@ def _index_and_validate(spark, roots, warehouse, storage):
 
 
 def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, flink_s3_store, seaweedfs,
-                                                     second_moto_server, tmp_path):
+                                                     second_seaweedfs, tmp_path):
     s3_config = seaweedfs.config()
     written = {s: flink_s3_store(s) for s in FLINK_WRITTEN}
     fixtures = {s: flink_fixture(VERSION, s) for s in SCENARIOS
@@ -57,7 +59,7 @@ def test_copy_to_another_endpoint_and_back_restores(spark, flink_fixture, flink_
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     _index_and_validate(spark, roots, warehouse, s3_config)
 
-    dr_config = second_moto_server.config()
+    dr_config = second_seaweedfs.config()
     dr_bucket = make_bucket(dr_config, "dr")
     target = f"s3://{dr_bucket}/flink"
     result = (CopyToDr(spark).warehouse(warehouse).storage(s3_config).progress_interval(0)

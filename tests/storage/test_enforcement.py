@@ -1,10 +1,10 @@
 """The self-tests that decide whether GC and the DR copy may rely on a store's preconditions
-(statekeeper.storage.enforcement), against real servers on loopback: SeaweedFS and moto with the checks of
-tests/plugins/s3_server.py enforce all four; moto as released ignores DeleteObjects' per-key ETag,
-CopySourceIfMatch and If-None-Match on CopyObject (it honours If-None-Match on PutObject); the GCS emulator with the
-checks of tests/plugins/gcs_emulator.py enforces its generation preconditions and ignores them as released;
-Azurite enforces Azure's. A self-test that cannot complete is unknown, never enforced. Verdicts are kept per store
-(endpoint and bucket) for the run and travel with the object to the tasks."""
+(statekeeper.storage.enforcement), against real servers on loopback: SeaweedFS (the session's S3 server) enforces
+all four; moto as released ignores DeleteObjects' per-key ETag, CopySourceIfMatch and If-None-Match on CopyObject
+(it honours If-None-Match on PutObject); the GCS emulator with the checks of tests/plugins/gcs_emulator.py enforces
+its generation preconditions and ignores them as released; Azurite enforces Azure's. A self-test that cannot
+complete is unknown, never enforced. Verdicts are kept per store (endpoint and bucket) for the run and travel with
+the object to the tasks."""
 from __future__ import annotations
 
 import pickle
@@ -21,7 +21,6 @@ ALL = list(Guard)   # conditional_delete, pinned_copy, create_only_write, create
 
 STORES = {
     "seaweedfs": (E, E, E, E),
-    "moto_server": (E, E, E, E),
     "plain_moto_server": (I, I, E, I),
     "gcs_emulator": (E, E, E, E),
     "plain_gcs_emulator": (I, I, I, I),
@@ -57,8 +56,8 @@ def test_each_stores_verdicts(server, request) -> None:
 
 
 @pytest.mark.s3
-def test_a_self_test_that_cannot_complete_is_unknown_never_enforced(moto_server) -> None:
-    config = moto_server.config()
+def test_a_self_test_that_cannot_complete_is_unknown_never_enforced(s3_config) -> None:
+    config = s3_config
     root = "s3://no-such-bucket-statekeeper/cp"
     enforcement = Enforcement(config)
     proofs = enforcement.prove([root], ALL)

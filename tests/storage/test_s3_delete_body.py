@@ -1,4 +1,4 @@
-"""DeleteObjects bodies built by statekeeper.storage.s3_delete_body, sent through botocore to the moto server:
+"""DeleteObjects bodies built by statekeeper.storage.s3_delete_body, sent through botocore to the session's S3 server:
 the same bytes botocore's own serializer sends, and no key reported deleted by a client that cannot send them."""
 from __future__ import annotations
 

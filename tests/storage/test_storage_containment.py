@@ -1,5 +1,5 @@
 """Physical containment: symlinks, special files, undecodable names and resolved root overlap,
-with real files on local disk, and a missing S3 prefix on a real S3 endpoint (moto server)."""
+with real files on local disk, and a missing S3 prefix on a real S3 endpoint (SeaweedFS)."""
 from __future__ import annotations
 
 import os

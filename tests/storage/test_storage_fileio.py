@@ -1,4 +1,4 @@
-"""FileIO contract, run against local disk and a real S3 endpoint (moto server on loopback)."""
+"""FileIO contract, run against local disk and a real S3 endpoint (SeaweedFS on loopback)."""
 from __future__ import annotations
 
 import io

@@ -155,13 +155,13 @@ def test_oss_settings_become_virtual_hosted_s3_api_settings():
 
 
 @pytest.mark.s3
-def test_oss_uris_round_trip_through_the_s3_api(moto_server):
-    """moto stands in for OSS's S3-compatible endpoint (path style here: virtual-hosted names such as
-    bucket.localhost do not resolve on this machine)."""
-    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY, make_bucket
+def test_oss_uris_round_trip_through_the_s3_api(s3_config):
+    """The session's S3 server (SeaweedFS) stands in for OSS's S3-compatible endpoint (path style here:
+    virtual-hosted names such as bucket.localhost do not resolve on this machine)."""
+    from tests.plugins.s3 import make_bucket
 
-    config = StorageConfig(oss_endpoint=moto_server.endpoint, oss_access_key_id=MOTO_ACCESS_KEY,
-                           oss_access_key_secret=MOTO_SECRET_KEY, oss_path_style=True)
+    config = StorageConfig(oss_endpoint=s3_config.endpoint, oss_access_key_id=s3_config.access_key_id,
+                           oss_access_key_secret=s3_config.secret_access_key, oss_path_style=True)
     bucket = make_bucket(config.oss_s3_config())
     fio = RoutingFileIO(config)
     written = fio.write(f"oss://{bucket}/cp/job/chk-1/_metadata", b"meta")

@@ -1,8 +1,8 @@
-"""Transfer and verify_objects against local temp directories, the session's moto S3 server (also
+"""Transfer and verify_objects against local temp directories, the session's S3 server, SeaweedFS (also
 standing in for OSS), gcp-storage-emulator and Azurite.
 
 Server-side copies are recognised by `method`: the same StorageConfig is one store and identity; the
-same moto server under another endpoint spelling (localhost for 127.0.0.1) is, as far as the copier
+same server under another endpoint spelling (localhost for 127.0.0.1) is, as far as the copier
 can tell, another store, so it must stream.
 """
 from __future__ import annotations
@@ -135,10 +135,8 @@ def _heads_of(transfer: Transfer, uri: str) -> list[str]:
     return keys
 
 
-def test_server_side_copy_with_the_source_etag_needs_no_size_check(seaweedfs):
+def test_server_side_copy_with_the_source_etag_needs_no_size_check(s3_config, s3_bucket):
     # On SeaweedFS, which enforces CopySourceIfMatch itself (the self-test proves it: no re-check adds requests).
-    s3_config = seaweedfs.config()
-    s3_bucket = make_bucket(s3_config)
     # CopyObject answers with the new object's ETag: equal to the stat'ed source's plain MD5, the copy is
     # that version byte for byte, so no HEAD of the target follows the copy (only the skip check before it).
     data = _payload(50_000, 14)
@@ -150,10 +148,8 @@ def test_server_side_copy_with_the_source_etag_needs_no_size_check(seaweedfs):
     assert sorted(heads) == ["cp/f", "dr/f"]
 
 
-def test_server_side_copy_with_another_etag_still_checks_the_size(seaweedfs):
+def test_server_side_copy_with_another_etag_still_checks_the_size(s3_config, s3_bucket):
     # On SeaweedFS, which enforces CopySourceIfMatch itself (the self-test proves it: no re-check adds requests).
-    s3_config = seaweedfs.config()
-    s3_bucket = make_bucket(s3_config)
     # A copy whose ETag does not prove identity (SSE-KMS, a store that ignored CopySourceIfMatch) is
     # stat'ed after the copy, and a size other than the stat'ed source's fails the item.
     data = _payload(50_000, 15)
@@ -719,13 +715,11 @@ def test_gcs_to_azure_streams_between_stores(request):
 
 
 @pytest.mark.s3
-def test_oss_targets_and_server_side_copies_through_the_s3_api(dirs, moto_server):
-    """moto stands in for OSS's S3-compatible endpoint (path style)."""
-    from tests.plugins.s3 import MOTO_ACCESS_KEY, MOTO_SECRET_KEY
-
+def test_oss_targets_and_server_side_copies_through_the_s3_api(dirs, s3_config):
+    """The session's S3 server (SeaweedFS) stands in for OSS's S3-compatible endpoint (path style)."""
     src, _ = dirs
-    config = StorageConfig(oss_endpoint=moto_server.endpoint, oss_access_key_id=MOTO_ACCESS_KEY,
-                           oss_access_key_secret=MOTO_SECRET_KEY, oss_path_style=True)
+    config = StorageConfig(oss_endpoint=s3_config.endpoint, oss_access_key_id=s3_config.access_key_id,
+                           oss_access_key_secret=s3_config.secret_access_key, oss_path_style=True)
     bucket = make_bucket(config.oss_s3_config())
     data = _payload(40_000, 29)
     _put(RoutingFileIO(), f"{src}/f", data)

@@ -1,5 +1,15 @@
-"""Runs moto's S3 server with the preconditions it ignores enforced: `python -m tests.plugins.s3_server -H HOST
--p PORT` (the same arguments as `moto_server`).
+"""The benchmarks' S3 endpoint: moto's S3 server with the preconditions it ignores enforced, and a seeding hook:
+`python -m bench._moto_server -H HOST -p PORT` (the same arguments as `moto_server`), started by
+bench/_moto.py's `EnforcingMotoServer` for bench/gc_delete.py and bench/dr_copy.py. The tests do not use it: their S3
+endpoint is SeaweedFS (tests/plugins/seaweedfs.py), a real S3 server that enforces these preconditions itself.
+
+Why the benchmarks keep it (a real server does not serve them): they measure our client, not the endpoint, and
+need (1) 100,000 objects per measured way set up in seconds (`_seeding`, below: SeaweedFS took 130-700 PUTs/s on 2
+busy cores, minutes per bucket, and objects copied in through its filer have no MD5 ETag), (2) the enforced path
+(the self-tests say `enforced`, so GC deletes with each key's ETag and no listing first, and the DR copy pins its
+server-side copies; on moto as released they say `ignored`, and the re-checks would be measured instead), (3) a
+DeleteObjects that costs little (3,000 keys with their ETags, 4 threads, in one run on 2 busy cores: SeaweedFS ~480
+keys/s, this launcher ~2,800: on SeaweedFS the server would be measured), and (4) an access log to count requests.
 
 moto 5.2.5 honours `If-Match` on a single DeleteObject, GetObject and HeadObject and `If-None-Match: *` on
 PutObject and CompleteMultipartUpload, but it accepts and then ignores three preconditions that Amazon S3
@@ -10,10 +20,8 @@ enforces and that Statekeeper relies on:
 * `x-amz-copy-source-if-match` on CopyObject and UploadPartCopy (412 when the source's ETag differs);
 * `If-None-Match: *` on CopyObject (412 when the destination exists).
 
-Without them a test could not tell a mover that sends the precondition from one that does not: a GC that
-dropped the ETag from its DeleteObjects would still pass every test. This launcher wraps the three handlers
-before moto's server starts (as tests/plugins/gcs_emulator.py does for the GCS emulator's generations).
-ETags compare without their quotes, as moto's own checks do.
+This launcher wraps the three handlers before moto's server starts. ETags compare without their quotes, as moto's
+own checks do.
 
 Two more changes make DeleteObjects cost what it costs on S3, so that a benchmark against this endpoint
 measures the client, not moto: a quiet request (`<Quiet>true</Quiet>`) is answered with its errors only, as S3
