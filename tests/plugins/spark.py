@@ -56,7 +56,11 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                # One session serves the whole suite (hundreds of jobs): keep only recent job and SQL
                # execution history, whose plan descriptions (with cached relations nested in them)
                # otherwise pile up in the driver's heap for the session's lifetime.
-               .config("spark.driver.memory", "2g")
+               .config("spark.driver.memory", "3g")
+               # Delta keeps every table's log and snapshot it opened (up to 10,000 by default) for the session's
+               # life: a suite's worth of tables in hundreds of temporary warehouses grew the heap until a late
+               # module's broadcast found no room (a fresh-clone run, 2026-12-02). 64 serves any one test.
+               .config("spark.databricks.delta.delta.log.cacheSize", "64")
                .config("spark.sql.ui.retainedExecutions", "20")
                .config("spark.ui.retainedJobs", "50")
                .config("spark.ui.retainedStages", "50")
