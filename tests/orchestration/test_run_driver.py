@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.launch.jars import spark_conf
+from statekeeper.launch.jars import spark_conf, submit_args
 from statekeeper.warm_driver.client import Declined, DriverClient
 from statekeeper.warm_driver.protocol import fingerprint, run_key, socket_path
 from statekeeper.warm_driver.server import EXIT_TASK_GONE, Driver
@@ -34,7 +34,7 @@ from tests.orchestration.support import plugin_module
 
 # Delta Lake's jars and settings, as the operator gives every submission
 DELTA_CONF = spark_conf()
-DELTA_ARGS = [arg for key, value in DELTA_CONF.items() for arg in ("--conf", f"{key}={value}")]
+DELTA_ARGS = submit_args()
 
 REPO = Path(__file__).resolve().parents[2]
 

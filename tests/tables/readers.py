@@ -2,6 +2,8 @@
 TableReader (what the CLI, `explain` and the report page read, where no Spark runs)."""
 from __future__ import annotations
 
+import pyarrow as pa
+
 from statekeeper.tables import Warehouse, delta_log
 from statekeeper.tables.catalog import ALL_TABLES
 from statekeeper.tables.delta_spark import DeltaSparkEngine
@@ -37,8 +39,6 @@ def _arrow_rows(table) -> list[str]:
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         return value
-
-    import pyarrow as pa
 
     # an empty map comes back as an empty list of pairs, which `plain` cannot tell from an empty list
     maps = {f.name for f in table.schema if pa.types.is_map(f.type)}

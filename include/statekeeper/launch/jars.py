@@ -196,6 +196,11 @@ def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
+def submit_args(deployment: Mapping[str, str] | None = None) -> list[str]:
+    """`spark_conf(deployment)` as spark-submit's arguments: `--conf key=value` for each setting."""
+    return [arg for key, value in spark_conf(deployment).items() for arg in ("--conf", f"{key}={value}")]
+
+
 def maven_repo() -> Path:
     """The Maven repository every Statekeeper fetch uses: in the cache, outside any checkout, so a fresh clone
     resolves offline what an earlier one downloaded."""
@@ -285,9 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.submit_args:
-            for key, value in spark_conf().items():
-                print("--conf")
-                print(f"{key}={value}")
+            print("\n".join(submit_args()))
         elif args.print:
             jar_paths()
             print(jars_dir())
