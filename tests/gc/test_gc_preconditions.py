@@ -104,6 +104,27 @@ def test_an_object_replaced_after_planning_is_kept_on_every_store(store: Store, 
         assert "etag" in by_uri[replaced].message and "412" in by_uri[replaced].message
 
 
+@pytest.mark.s3
+def test_without_its_etag_the_delete_removes_the_replaced_object(s3_config, s3_bucket, slow_s3) -> None:
+    """The mutation of the test above: the store proved to enforce the precondition, then the deleter's requests
+    lose their per-key ETags on the way (the fault proxy drops them after the self-test). SeaweedFS deletes the
+    replaced object: only the precondition our request carries keeps it, so the test above fails if it goes."""
+    store = Store("s3", slow_s3.config, f"s3://{s3_bucket}/cp")
+    for i in range(4):
+        store.put(f"job1/shared/f{i}", b"A" * 100)
+    items = store.plan()
+    replaced = f"{store.root}/job1/shared/f2"
+    store.put("job1/shared/f2", b"B" * 100)
+    enforcement = Enforcement(store.config)
+    assert [p.verdict for p in enforcement.prove([store.root], [Guard.CONDITIONAL_DELETE])] == [Verdict.ENFORCED]
+    slow_s3.ignore_delete_preconditions = True
+    listed = slow_s3.forwarded["list"]
+    results = {r.uri: r for r in Deleter(store.config, [store.root], enforcement=enforcement).run(items)}
+    assert slow_s3.forwarded["list"] == listed   # trusted the proof: nothing but the precondition stood in the way
+    assert results[replaced].outcome is GcOutcome.DELETED, results[replaced]
+    assert store.remaining() == {}
+
+
 def test_a_plan_row_without_a_version_is_never_deleted_unconditionally(s3_config, s3_bucket) -> None:
     # A store that enforces the precondition (SeaweedFS; on one that ignores it the deleter re-checks by listing)
     fio = RoutingFileIO(s3_config)

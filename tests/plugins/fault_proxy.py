@@ -16,6 +16,12 @@ retries a client reports to the faults it really met, and what it forwarded, by 
 per-object `<ETag>` of DeleteObjects and ignores it: the proxy drops those elements (and the body checksum with
 them) before the server sees the request, and signs the request again with the upstream's keys (the server checks
 the signature over the body it gets), so every listed key is deleted unconditionally.
+
+`drop_preconditions({"if-match", "x-amz-copy-source-if-match", "if-none-match"})` is the mutation of our own
+requests: those headers are removed (the request signed again) from every request except those for the stores'
+self-test keys (`<root>/_statekeeper_probe/...`), as if a mover or deleter stopped sending them while the self-test
+still proves the server enforces them. A precondition test that still passes under it does not test the
+precondition.
 """
 from __future__ import annotations
 
@@ -32,12 +38,14 @@ from urllib.parse import urlparse
 import pytest
 
 from statekeeper.storage import StorageConfig
+from statekeeper.storage.enforcement import PROBE_DIR
 
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te"})
 _SLOW_DOWN = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
               "<Message>Please reduce your request rate.</Message><RequestId>{rid}</RequestId>"
               "<HostId>statekeeper-fault-proxy</HostId></Error>")
 KINDS = frozenset({"delete", "list", "head", "get", "put", "other"})
+PRECONDITION_HEADERS = frozenset({"if-match", "if-none-match", "x-amz-copy-source-if-match"})
 
 
 def request_kind(method: str, path: str) -> str:
@@ -66,6 +74,8 @@ class FaultProxy:
         self._kinds: frozenset[str] = frozenset({"delete"})
         self._matched = 0
         self.ignore_delete_preconditions = False
+        self._dropped: frozenset[str] = frozenset()
+        self.dropped = 0                        # requests whose preconditions were removed
         self.injected = 0                       # faults answered so far
         self.injected_by_kind: Counter[str] = Counter()
         self.forwarded: Counter[str] = Counter()  # requests passed to the server, by kind
@@ -111,6 +121,14 @@ class FaultProxy:
             self._random = random.Random(seed)
             self._matched = 0
 
+    def drop_preconditions(self, headers: set[str] | frozenset[str]) -> None:
+        """Remove `headers` (of PRECONDITION_HEADERS) from every request but the self-test's; empty: stop."""
+        unknown = set(headers) - PRECONDITION_HEADERS
+        if unknown:
+            raise ValueError(f"not precondition headers: {sorted(unknown)}; known: {sorted(PRECONDITION_HEADERS)}")
+        with self._lock:
+            self._dropped = frozenset(headers)
+
     def _should_fail(self, kind: str) -> bool:
         with self._lock:
             if kind not in self._kinds:
@@ -149,6 +167,12 @@ class FaultProxy:
                           and k.lower() not in ("content-length", "x-amz-sdk-checksum-algorithm")]
             headers_in.append(("Content-Length", str(len(body))))
             headers_in = self._signed_again(handler.command, handler.path, headers_in, body)
+        dropped = self._dropped
+        if dropped and f"/{PROBE_DIR}/" not in handler.path and any(k.lower() in dropped for k, _ in headers_in):
+            headers_in = self._signed_again(handler.command, handler.path,
+                                            [(k, v) for k, v in headers_in if k.lower() not in dropped], body)
+            with self._lock:
+                self.dropped += 1
         status, reason, headers, data = self._forward(handler.command, handler.path, headers_in, body)
         bucket = urlparse(handler.path).path.lstrip("/").partition("/")[0]   # path-style addressing
         with self._lock:

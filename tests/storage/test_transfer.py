@@ -14,6 +14,7 @@ import os
 import pickle
 import random
 import threading
+import time
 
 import pytest
 
@@ -837,3 +838,72 @@ def test_a_source_pin_the_store_ignores_is_replaced_by_reading_the_source_before
     assert ("the copy was refused by the store" if enforced else "re-checked because the store does not enforce "
             f"{guard_name(base[:base.index(':')], Guard.PINNED_COPY)}") in changed.message, changed.message
     assert not fio.exists(f"{base}/dr/g")
+
+
+# -- the mutation: our requests without their preconditions ---------------------------------------------
+
+@pytest.mark.s3
+@pytest.mark.parametrize("guard", ["x-amz-copy-source-if-match", "if-none-match", "if-match"])
+@pytest.mark.parametrize("preconditions", ["sent", "dropped"])
+def test_on_s3_only_the_precondition_we_send_keeps_the_wrong_bytes_out(guard, preconditions, slow_s3, s3_bucket,
+                                                                       dirs, monkeypatch):
+    """Each S3 guard of the copier, on SeaweedFS with no layer of ours in front: sent, the server refuses what the
+    copier must not do; dropped from our requests on the way (the fault proxy's mutation), the same run writes
+    the wrong bytes. So the server enforces the precondition only because we send it, and the precondition tests
+    here and in tests/replicate fail if a copier stops sending it. Guards: a server-side copy pinned to the source
+    version stat'ed (CopySourceIfMatch), a create-only upload (If-None-Match: *), a streamed read pinned to the
+    version opened (If-Match on each ranged GET)."""
+    src, dst = dirs
+    config, base = slow_s3.config, f"s3://{s3_bucket}"
+    fio = RoutingFileIO(config)
+    data = _payload(60_000, 30)
+    if preconditions == "dropped":
+        slow_s3.drop_preconditions({guard})
+    if guard == "x-amz-copy-source-if-match":
+        _put(fio, f"{base}/cp/f", data)
+        stat_source = Transfer._stat_source
+
+        def then_rewritten(self, source):
+            info = stat_source(self, source)
+            _put(fio, source, data[::-1])
+            return info
+
+        monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+        result = Transfer(config, None, [f"{base}/dr"], source_roots=[f"{base}/cp"]).copy_one(
+            TransferItem(f"{base}/cp/f", f"{base}/dr/f", len(data)))
+        landed = fio.read_bytes(f"{base}/dr/f") if fio.exists(f"{base}/dr/f") else None
+        expected = {"sent": (TransferOutcome.SOURCE_CHANGED, 0, None), "dropped": (TransferOutcome.COPIED, 0, data[::-1])}
+    elif guard == "if-none-match":
+        _put(RoutingFileIO(), f"{src}/f", data)
+        fio.write(f"{base}/dr/f", data)                # another writer's object got there first
+        other = fio.stat(f"{base}/dr/f")
+        time.sleep(1.1)                                # S3's Last-Modified has whole seconds
+        stat_target = Transfer._stat_target
+        calls = []
+
+        def stale_first(self, target):
+            calls.append(target)
+            return None if len(calls) == 1 else stat_target(self, target)   # the first stat predates it
+
+        monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+        result = _one(Transfer(LOCAL, config, [f"{base}/dr"], TransferSettings(backoff_base=0.01),
+                               source_roots=[src]), f"{src}/f", f"{base}/dr/f", len(data))
+        landed = fio.stat(f"{base}/dr/f").mtime == other.mtime   # the other writer's object untouched?
+        # Sent: refused, the retry finds the object and skips it. Dropped: the upload replaced it.
+        expected = {"sent": (TransferOutcome.SKIPPED, 1, True), "dropped": (TransferOutcome.COPIED, 0, False)}
+    else:
+        _put(fio, f"{base}/cp/f", data)
+        open_source = Transfer._open_source
+
+        def rewritten_after_open(self, source, hashed):
+            opened = open_source(self, source, hashed)
+            _put(fio, source.uri, data[::-1])
+            return opened
+
+        monkeypatch.setattr(Transfer, "_open_source", rewritten_after_open)
+        result = _one(Transfer(config, LOCAL, [dst], source_roots=[f"{base}/cp"]), f"{base}/cp/f", f"{dst}/f",
+                      len(data))
+        landed = open(f"{dst[7:]}/f", "rb").read() if os.path.exists(f"{dst[7:]}/f") else None
+        expected = {"sent": (TransferOutcome.SOURCE_CHANGED, 0, None), "dropped": (TransferOutcome.COPIED, 0, data[::-1])}
+    assert (result.outcome, result.retries, landed) == expected[preconditions], result
+    assert (slow_s3.dropped > 0) == (preconditions == "dropped")
