@@ -402,3 +402,67 @@ def test_credentials_are_in_no_driver_s_argv_spark_conf_or_event_log(seaweedfs, 
         # ...and neither credential appears anywhere in it.
         for secret in secrets:
             assert secret not in text, f"{log} holds a credential"
+
+
+# -- a commit whose answer was lost ----------------------------------------------------------------------------
+
+class LostAnswer(FaultProxy):
+    """A proxy in front of SeaweedFS that passes the first upload of one Delta commit file to the server and then
+    closes the client's connection without an answer, as a network that drops a response after the server acted:
+    the commit landed, and the client retries an upload the server now refuses (If-None-Match: *, 412)."""
+
+    def __init__(self, upstream: StorageConfig, key_suffix: str) -> None:
+        super().__init__(upstream)
+        self._suffix = key_suffix
+        self.lost: list[int] = []    # the server's status for each upload whose answer was dropped
+        self.uploads = 0
+
+    def _serve(self, handler) -> None:
+        if handler.command != "PUT" or not handler.path.split("?")[0].endswith(self._suffix):
+            super()._serve(handler)
+            return
+        with self._lock:
+            self.uploads += 1
+            first = self.uploads == 1
+        if not first:
+            super()._serve(handler)
+            return
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        status, _, _, _ = self._forward(handler.command, handler.path, handler.headers.items(), body)
+        self.lost.append(status)
+        handler.close_connection = True   # no status line: the client sees the connection end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planned", [True, False], ids=["planned_from_version_0", "blind_append"])
+def test_a_commit_whose_answer_was_lost_is_found_landed_once(planned, seaweedfs, spark):
+    """The upload of version 1 lands but its answer is lost; the retried create-only upload is refused because the
+    object is there. That object is this write's own commit: the write reports version 1, the table holds its rows
+    once, in one version, and every data file it names is still stored (a write taken for the loser of a race
+    would have deleted them, and a blind append retried as version 2 would hold them twice)."""
+    proxy = LostAnswer(seaweedfs.config(), "/_delta_log/00000000000000000001.json")
+    try:
+        warehouse = Warehouse(f"s3://{make_bucket(seaweedfs.config(), 'lost')}/wh", proxy.config)
+        engine = DeltaSparkEngine()
+        engine.write(spark.createDataFrame(rows("r1", "j1", [1, 2], "base")), warehouse, SPEC, mode="overwrite")
+        new = rows("r2", "j2", [7, 8], "mine")
+        if planned:
+            result = engine.write(spark.createDataFrame(new), warehouse, SPEC, mode="replace_partitions",
+                                  replace=[{"root_id": "r2", "job_dir": "j2"}], expected_version=0)
+        else:
+            result = engine.write(spark.createDataFrame(new), warehouse, SPEC, mode="append")
+        assert proxy.lost == [200], proxy.lost   # the first upload landed and its answer never arrived
+        assert proxy.uploads >= 2                # ... and the client tried again
+        assert result.version == 1
+        assert _delta_versions(spark, warehouse) == 1
+        expected = _tuples(rows("r1", "j1", [1, 2], "base")) + _tuples(new)
+        assert _sorted_rows(engine.read(spark, warehouse, SPEC.name)) == sorted(expected)
+        from deltalake import DeltaTable
+
+        uri, options = warehouse.table_uri(SPEC.name), warehouse.storage.deltalake_storage_options()
+        named = set(DeltaTable(uri, storage_options=options).file_uris())
+        stored = {i.uri for i in warehouse.file_io().list(uri) if "/_delta_log/" not in i.uri}
+        assert named == stored, named ^ stored
+    finally:
+        proxy.stop()

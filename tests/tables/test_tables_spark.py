@@ -138,6 +138,31 @@ def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_n
     assert delta_log.latest_version(warehouse, "events") == 1
 
 
+
+def test_a_conflict_reported_against_the_writes_own_landed_commit_keeps_it(spark, warehouse, monkeypatch):
+    """A store that answers a commit's retried upload as taken by another writer (its first upload landed, the answer
+    was lost) makes Delta report a conflict with the write's own commit. The log holds the write's commit id at
+    that version: the write reports it, and the data files it names stay (deleting them as a loser's would leave
+    the table naming missing files). S3 through our log store never gets here (it reads the refused upload back;
+    tests/tables/test_s3a_tables.py); another log store may."""
+    import statekeeper.tables.delta_spark as delta_spark
+
+    ENGINE.write(df_of(spark, arrow_rows("r", "a", [0])), warehouse, SPEC)
+    real = delta_spark._commit
+
+    def landed_then_conflict(txn, actions, operation, tags):
+        real(txn, actions, operation, tags)
+        raise RuntimeError("io.delta.exceptions.ConcurrentAppendException: a concurrent WRITE added data to table "
+                           "committed at version 1 (as Delta reports it, here of this write's own commit)")
+
+    monkeypatch.setattr(delta_spark, "_commit", landed_then_conflict)
+    result = ENGINE.write(df_of(spark, arrow_rows("r", "b", [1])), warehouse, SPEC, mode="replace_partitions",
+                          replace=[{"root_id": "r", "job_dir": "b"}], expected_version=0)
+    assert result.version == 1
+    assert collect(ENGINE.read(spark, warehouse, "events")) == [("r", "a", 0), ("r", "b", 1)]
+    named = set(DeltaTable(warehouse.table_uri("events")).file_uris())
+    assert named and all(Path(uri.removeprefix("file://")).is_file() for uri in named), named
+
 def test_empty_table_reads_as_empty_dataframe(spark, warehouse):
     ENGINE.write(df_of(spark, arrow_rows("r", "a", [])), warehouse, SPEC)
     df = ENGINE.read(spark, warehouse, "events")

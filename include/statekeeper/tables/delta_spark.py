@@ -261,11 +261,13 @@ class DeltaSparkEngine:
         try:
             version = _commit(txn, actions, operation, utils.toScalaMap({}))
         except Exception as exc:  # Py4JJavaError carrying io.delta.exceptions.*, or a lost answer
+            # The log first, conflict or not: a conflict with this write's own commit (it landed and the store's
+            # answer was lost) is no conflict, and the files that commit names must stay.
+            landed = _landed(warehouse, spec.name, commit_id, read_version, exc)
             detail = _conflict(exc)
-            if detail is not None:
+            if landed is None and detail is not None:
                 _discard_written(warehouse, spec.name, actions)
                 raise ConcurrentCommitError(uri, read_version, None, detail) from exc
-            landed = _landed(warehouse, spec.name, commit_id, read_version, exc)
             if landed is None:
                 raise
             log.warning("commit %s to %s reported %s: %s, but the log holds it as version %d; it happened",

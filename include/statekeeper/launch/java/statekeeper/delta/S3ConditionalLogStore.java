@@ -1,11 +1,14 @@
 package statekeeper.delta;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.Iterator;
 
 import io.delta.storage.HadoopFileSystemLogStore;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FSDataOutputStreamBuilder;
 import org.apache.hadoop.fs.FileSystem;
@@ -24,6 +27,12 @@ import org.apache.hadoop.fs.s3a.RemoteFileChangedException;
  * {@link java.nio.file.FileAlreadyExistsException}, which Delta turns into a conflict check and a retry or a
  * Concurrent*Exception. The option is mandatory: a file system that cannot honour it fails the write rather than
  * committing unsafely.
+ *
+ * <p>A refusal can also answer this writer's own retry: the first upload landed, its answer was lost, and the
+ * client uploaded again. Taken for another writer's commit, Delta would then check the write against itself and
+ * either fail it (and the caller delete the data files its landed commit names) or commit it a second time as the
+ * next version. So a refused upload is read back: the very bytes this write uploaded (a commit names its own
+ * transaction and time, so no other writer's commit holds them) mean the commit is this writer's and it succeeded.
  */
 public class S3ConditionalLogStore extends HadoopFileSystemLogStore {
 
@@ -39,19 +48,39 @@ public class S3ConditionalLogStore extends HadoopFileSystemLogStore {
         if (!overwrite) {
             builder.must(Options.CreateFileOptionKeys.FS_OPTION_CREATE_CONDITIONAL_OVERWRITE, "true");
         }
+        ByteArrayOutputStream commit = new ByteArrayOutputStream();   // a commit file: kilobytes
+        while (actions.hasNext()) {
+            commit.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+        }
+        byte[] bytes = commit.toByteArray();
         try (FSDataOutputStream out = builder.build()) {
-            while (actions.hasNext()) {
-                out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
-            }
+            out.write(bytes);
         } catch (RemoteFileChangedException | org.apache.hadoop.fs.FileAlreadyExistsException e) {
-            // 412 on the create-only upload (or S3A's own existence check): another writer holds this version.
+            // 412 on the create-only upload (or S3A's own existence check): this version is taken.
             if (overwrite) {
                 throw e;
+            }
+            if (holds(fs, path, bytes)) {
+                return;   // by this write's own earlier upload, whose answer was lost
             }
             java.nio.file.FileAlreadyExistsException exists =
                 new java.nio.file.FileAlreadyExistsException(path.toString());
             exists.initCause(e);
             throw exists;
+        }
+    }
+
+    /**
+     * Whether the object at {@code path} is exactly {@code bytes}. Unreadable, the commit's outcome is unknown: an
+     * IOException (not a conflict, which would have the caller delete what the commit may name), and the caller
+     * looks its commit up in the log.
+     */
+    private static boolean holds(FileSystem fs, Path path, byte[] bytes) throws IOException {
+        try (FSDataInputStream in = fs.open(path)) {
+            return Arrays.equals(in.readNBytes(bytes.length + 1), bytes);
+        } catch (IOException e) {
+            throw new IOException("the upload of " + path + " was refused as existing, and reading it back to tell "
+                + "whether it is this write's own commit failed: the commit's outcome is unknown", e);
         }
     }
 
