@@ -54,6 +54,13 @@ def library_zip(checkout: Path, dest: Path) -> Path:
     return Path(_operators(checkout)._library_zip(str(dest)))
 
 
+def connection_env(checkout: Path, conn_type: str, login: str | None, password: str | None,
+                   extra: dict[str, object]) -> dict[str, str]:
+    """The storage variables the checkout's operator gives a job for an Airflow connection with these fields: its
+    own mapping, so the names set are the ones that checkout's jobs read."""
+    return _operators(checkout).storage_env_from_connection(conn_type, login, password, extra)
+
+
 def dag_env(checkout: Path = REPO, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the operator gives spark-submit on a local master."""
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,

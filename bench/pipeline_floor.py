@@ -27,7 +27,12 @@ step sent to it in the round's order. The driver's start-up is reported on its o
 against the same empty spark-submit, and the round's total against the steps' own spark-submits.
 
     python -m bench pipeline_floor [--repeat 3] [--steps index,chains,...] [--stores sample,empty]
-                                   [--dag] [--driver] [--checkout PATH] [--against PATH] [--events DIR]
+                                   [--warehouse local|s3] [--dag] [--driver] [--checkout PATH] [--against PATH]
+                                   [--events DIR]
+
+--warehouse s3 puts every job's warehouse on a real S3 server (SeaweedFS on loopback, one bucket, for the whole
+run), its endpoint and keys in the jobs' environment as the operator gives them from a storage connection; the
+checkpoint roots and the DR targets stay local (default: local, every warehouse a directory of the work dir).
 
 --checkout runs the jobs of another checkout (e.g. a worktree of an older commit) with this
 benchmark, so a before/after comparison uses the same measurement. --against PATH runs the jobs of
@@ -47,12 +52,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench._measure import measure
-from bench._submit import dag_conf, dag_env, library_zip
+from bench._submit import connection_env, dag_conf, dag_env, library_zip
+
+if TYPE_CHECKING:
+    from statekeeper.storage import StorageConfig
 
 NAME = "pipeline_floor"
 DESCRIPTION = "each job as the DAG submits it (fresh JVM) vs an empty PySpark spark-submit; the DAG's wall time"
@@ -69,6 +79,7 @@ _PROBE_JOB = """\
 import sys
 from pyspark.sql import functions as F
 from statekeeper.entrypoint import spark_session
+from statekeeper.storage import StorageConfig
 from statekeeper.tables.engine import select_engine
 from statekeeper.tables.spark import activate
 from statekeeper.tables.warehouse import Warehouse
@@ -80,7 +91,7 @@ def same(batches):
 
 with spark_session("probe") as spark:
     activate(spark)
-    engine, warehouse = select_engine(spark, "auto"), Warehouse(sys.argv[1])
+    engine, warehouse = select_engine(spark, "auto"), Warehouse(sys.argv[1], StorageConfig.from_env())
     refs, snaps = engine.read(spark, warehouse, "references"), engine.read(spark, warehouse, "snapshots")
     (refs.groupBy("snapshot_uri").agg(F.count(F.lit(1)).alias("rows"))
      .join(snaps.select(F.col("uri").alias("snapshot_uri")), "snapshot_uri", "full_outer").collect())
@@ -129,6 +140,22 @@ class Submitter:
         self.probe.write_text(_PROBE_JOB)
         self.binary = Path(sys.executable).with_name("spark-submit")
         self.env = {**os.environ, **dag_env(checkout)}
+        self.s3_prefix: str | None = None
+
+    def use_s3(self, storage: StorageConfig, bucket: str, label: str) -> None:
+        """Put this checkout's warehouses under s3://<bucket>/<label>/. The endpoint and keys go into the jobs'
+        environment, mapped by the checkout's own operator from an 'aws' connection's fields: that is how a DAG
+        task gives them, and on argv they would show in `ps` and in the event log."""
+        self.s3_prefix = f"s3://{bucket}/{label}"
+        extra = {"endpoint_url": storage.endpoint, "region_name": storage.region,
+                 "addressing_style": "path" if storage.use_path_style else "virtual"}
+        self.env.update(connection_env(self.checkout, "aws", storage.access_key_id, storage.secret_access_key,
+                                       extra))
+
+    def warehouse(self, name: str) -> str:
+        """Where the warehouse `name` of this checkout's jobs is: a directory of its work dir, or with use_s3 a
+        prefix of the bucket."""
+        return f"{self.s3_prefix}/{name}" if self.s3_prefix else str(self.work / name)
 
     def command(self, conf: dict[str, str]) -> list[str]:
         """spark-submit on local[2] with `conf` and the library zip, up to the application."""
@@ -264,22 +291,23 @@ def _print_sites(label: str, sites: list[tuple[str, str, float]]) -> None:
         print(f"  {len(secs):4d} {sum(secs):6.1f}s  {site:64.64}  {phase[:50]}")
 
 
-def _run_steps(sub: Submitter, steps: list[str], roots: list[str], warehouse: Path,
+def _run_steps(sub: Submitter, steps: list[str], roots: list[str], name: str,
                figures: dict[str, Figures]) -> None:
-    """One round of `steps` of `sub`'s checkout on a fresh warehouse, each into its Figures."""
+    """One round of `steps` of `sub`'s checkout on a fresh warehouse `name`, each into its Figures."""
     jobs = sub.checkout / "spark_jobs"
+    warehouse, local = sub.warehouse(name), sub.work / name
     if "index_first" not in steps:  # every other job reads an index: make one, unmeasured
-        entry, job_args = _step_args("index_first", roots, warehouse)
+        entry, job_args = _step_args("index_first", roots, warehouse, local)
         sub.run(jobs / f"{entry}.py", job_args, Figures(), "unmeasured-index")
     for step in steps:
         if step == "dr_follow_idle" and "dr_follow" not in steps:   # idle: after a first round
-            entry, job_args = _step_args("dr_follow", roots, warehouse)
+            entry, job_args = _step_args("dr_follow", roots, warehouse, local)
             sub.run(jobs / f"{entry}.py", job_args, Figures(), "unmeasured-follow")
         for needed in _READS_DERIVED.get(step, ()):   # made unmeasured when the round does not measure them
             if needed not in steps:
-                entry, job_args = _step_args(needed, roots, warehouse)
+                entry, job_args = _step_args(needed, roots, warehouse, local)
                 sub.run(jobs / f"{entry}.py", job_args, Figures(), f"unmeasured-{needed}")
-        entry, job_args = _step_args(step, roots, warehouse)
+        entry, job_args = _step_args(step, roots, warehouse, local)
         sub.run(jobs / f"{entry}.py" if entry else sub.probe, job_args, figures[step], step)
 
 
@@ -305,16 +333,18 @@ def _sample_roots(checkout: Path) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[str]]:
-    common = ["--warehouse", str(warehouse), "--run-id", f"bench-{step}"]
+def _step_args(step: str, roots: list[str], warehouse: str, local: Path) -> tuple[str, list[str]]:
+    """`local`: the directory a local warehouse of the same name would be (the warehouse itself with --warehouse
+    local); the DR targets are directories beside it whatever the warehouse is on."""
+    common = ["--warehouse", warehouse, "--run-id", f"bench-{step}"]
     root_args = ["--roots", ",".join(roots)]
-    follow = [*common, "--mode", "follow", "--target", str(warehouse.parent / f"dr-follow-{warehouse.name}"),
-              "--allowed-targets", str(warehouse.parent)]
+    follow = [*common, "--mode", "follow", "--target", str(local.parent / f"dr-follow-{local.name}"),
+              "--allowed-targets", str(local.parent)]
     return {
         "index_first": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
         "index": ("index_checkpoints", [*root_args, *common, "--allow-empty-root"]),
-        "probe_query": ("", [str(warehouse), "query"]),
-        "probe_python": ("", [str(warehouse), "python"]),
+        "probe_query": ("", [warehouse, "query"]),
+        "probe_python": ("", [warehouse, "python"]),
         "chains": ("compute_chains", common),
         "validate": ("validate_checkpoints", [*common, *root_args]),
         "validate_no_suite": ("validate_checkpoints", [*common, *root_args, "--no-quality-suite"]),
@@ -322,13 +352,31 @@ def _step_args(step: str, roots: list[str], warehouse: Path) -> tuple[str, list[
         "compact": ("compact_checkpoints", [*common, "--dry-run"]),
         "report": ("build_report", common),
         # A fresh target per warehouse (one per round): the copy, not a skip pass, is what is measured.
-        "dr_copy": ("copy_to_dr", [*common, "--target", str(warehouse.parent / f"dr-{warehouse.name}"),
-                                   "--allowed-targets", str(warehouse.parent)]),
+        "dr_copy": ("copy_to_dr", [*common, "--target", str(local.parent / f"dr-{local.name}"),
+                                   "--allowed-targets", str(local.parent)]),
         # Follow mode: a first round copies each job's newest checkpoint to a target of its own; the
         # idle round after it finds nothing new (what most rounds of a five-minute cadence are).
         "dr_follow": ("copy_to_dr", follow),
         "dr_follow_idle": ("copy_to_dr", follow),
     }[step]
+
+
+@contextmanager
+def _s3_bucket(work: Path) -> Iterator[tuple[StorageConfig, str]]:
+    """A SeaweedFS S3 server on loopback (its data in the work dir) and one fresh bucket on it, for the whole run;
+    the server is stopped on the way out, whatever ends the run."""
+    # Here, not at the top: the test plugins import pytest and the storage layer, which a local run needs neither of.
+    from tests.plugins.s3 import make_bucket
+    from tests.plugins.seaweedfs import SeaweedFS
+
+    base = work / "seaweedfs"
+    base.mkdir()
+    server = SeaweedFS(base)
+    try:
+        storage = server.config()
+        yield storage, make_bucket(storage, "bench")
+    finally:
+        server.stop()
 
 
 def _run_dag(checkout: Path, roots: list[str], work: Path) -> float:
@@ -351,6 +399,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--repeat", type=int, default=3, help="runs of each job (medians are reported)")
     p.add_argument("--steps", default=",".join(STEPS), help=f"subset of {','.join(STEPS)}")
     p.add_argument("--stores", default="sample,empty", help="sample and/or empty")
+    p.add_argument("--warehouse", choices=("local", "s3"), default="local",
+                   help="where the jobs' warehouses are: directories of the work dir, or prefixes of one bucket on "
+                        "a SeaweedFS S3 server started for the run (the roots and DR targets stay local)")
     p.add_argument("--dag", action="store_true", help="also time the whole maintenance DAG (dag.test, twice: "
                                                       "the first warms Airflow's database)")
     p.add_argument("--driver", action="store_true", help="also run each round's steps in one shared driver, as a DAG "
@@ -370,13 +421,25 @@ def main(argv: list[str]) -> int:
     checkout = args.checkout.resolve()
     if args.against is not None and args.driver:
         p.error("--against compares the jobs' own spark-submits; run --driver without it")
+    if args.dag and args.warehouse == "s3":
+        p.error("--dag runs the DAG on a local warehouse (it has no storage connection here); run it without "
+                "--warehouse s3")
     work = Path(tempfile.mkdtemp(prefix="statekeeper-bench-floor-"))
-    try:
+    with ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, work, ignore_errors=True)
         sub = Submitter(checkout, work)
         before = None
         if args.against is not None:
             (work / "before").mkdir()
             before = Submitter(args.against.resolve(), work / "before")
+        where = "local (directories of the work dir)"
+        if args.warehouse == "s3":
+            # Entered after the rmtree callback: the server is stopped before its data directory is removed.
+            storage, bucket = cleanup.enter_context(_s3_bucket(work))
+            sub.use_s3(storage, bucket, "checkout")
+            if before is not None:
+                before.use_s3(storage, bucket, "before")
+            where = f"s3://{bucket}/ on SeaweedFS at {storage.endpoint}"
         if args.events is not None:
             sub.keep_events = args.events.resolve()
             if before is not None:
@@ -398,14 +461,17 @@ def main(argv: list[str]) -> int:
         if args.driver and not (checkout / "spark_jobs" / "spark_driver.py").is_file():
             p.error(f"{checkout} has no shared driver (spark_jobs/spark_driver.py)")
         print(f"jobs of {checkout}" + (f", interleaved with those of {before.checkout}" if before else "")
-              + f"; {args.repeat} round(s); work dir {work}", flush=True)
+              + f"; {args.repeat} round(s); warehouses {where}; work dir {work}", flush=True)
         # Not measured: the first local run writes the JVM's class-data-sharing archive when it exits
-        # (in the DAG that is the index job, as here).
+        # (in the DAG that is the index job, as here). On the run's kind of warehouse, so that the archive holds
+        # the classes the jobs then load (S3A's with s3); each checkout on a warehouse of its own, as one
+        # checkout's tables are not the other's to read.
         warm = work / "warm-up"
         (warm / "checkpoints").mkdir(parents=True)
-        entry, job_args = _step_args("index_first", [(warm / "checkpoints").as_uri()], warm / "warehouse")
         pairs = [(sub, figures), (before, before_figures)] if before else [(sub, figures)]
         for runner, _ in pairs:
+            entry, job_args = _step_args("index_first", [(warm / "checkpoints").as_uri()],
+                                         runner.warehouse("warehouse-warm-up"), runner.work / "warehouse-warm-up")
             runner.run(runner.checkout / "spark_jobs" / f"{entry}.py", job_args, Figures(), "warm-up")
             print(f"{runner.checkout}: its local drivers map {_mapped_archive(runner)}", flush=True)
         for round_ in range(args.repeat):
@@ -414,27 +480,29 @@ def main(argv: list[str]) -> int:
                 sub.run(sub.empty, [], empty_job, "empty", dag_settings=False)
                 sub.run(sub.empty, [], empty_dag, "empty-dag-settings")
                 for runner, into in (pairs if round_ % 2 == 0 else pairs[::-1]):
-                    _run_steps(runner, steps, roots, runner.work / f"warehouse-{store}-{round_}",
+                    _run_steps(runner, steps, roots, f"warehouse-{store}-{round_}",
                                {step: into[(store, step)] for step in steps})
                 if args.driver:
                     # The same steps on a warehouse of their own, in the order a DAG run sends them.
                     shared = SharedDriver(sub, f"driver-{store}-{round_}")
                     driver_start.walls.append(shared.start())
                     try:
-                        warehouse = work / f"warehouse-driver-{store}-{round_}"
+                        name = f"warehouse-driver-{store}-{round_}"
+                        warehouse, local = sub.warehouse(name), work / name
                         if "index_first" not in steps:
-                            entry, job_args = _step_args("index_first", roots, warehouse)
+                            entry, job_args = _step_args("index_first", roots, warehouse, local)
                             shared.run(entry, job_args, Figures(), "unmeasured-index")
                         for step in steps:
                             if step in PROBES:   # not a job the driver knows; its own spark-submit is the figure
                                 continue
                             if step == "dr_follow_idle" and "dr_follow" not in steps:
-                                shared.run(*_step_args("dr_follow", roots, warehouse), Figures(), "unmeasured-follow")
+                                shared.run(*_step_args("dr_follow", roots, warehouse, local), Figures(),
+                                           "unmeasured-follow")
                             for needed in _READS_DERIVED.get(step, ()):
                                 if needed not in steps:
-                                    shared.run(*_step_args(needed, roots, warehouse), Figures(),
+                                    shared.run(*_step_args(needed, roots, warehouse, local), Figures(),
                                                f"unmeasured-{needed}")
-                            shared.run(*_step_args(step, roots, warehouse), in_driver[(store, step)], step)
+                            shared.run(*_step_args(step, roots, warehouse, local), in_driver[(store, step)], step)
                     finally:
                         shared.stop()
                 print(f"  round {round_ + 1}/{args.repeat} {store}: {time.perf_counter() - started:.0f}s", flush=True)
@@ -496,6 +564,4 @@ def main(argv: list[str]) -> int:
             wall = _run_dag(checkout, stores["sample"], work)
             print(f"\ncheckpoint_maintenance dag.test() on the sample store (Airflow warm): {wall:.0f}s "
                   f"({wall / base:.1f}x the empty job; goal <= 120s)")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return 0
