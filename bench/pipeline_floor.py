@@ -382,7 +382,8 @@ def _s3_bucket(work: Path) -> Iterator[tuple[StorageConfig, str]]:
 def _run_dag(checkout: Path, roots: list[str], work: Path) -> float:
     """Wall time of one `checkpoint_maintenance` dag.test() on a fresh warehouse (Airflow warm)."""
     code = ("import sys, time; from pathlib import Path; from statekeeper.demo import run_dag; "
-            f"t = time.perf_counter(); run_dag({roots!r}, {str(work / 'dag-warehouse')!r}, Path({str(work / 'airflow')!r})); "
+            f"t = time.perf_counter(); run_dag({roots!r}, {str(work / 'dag-warehouse')!r}, Path({str(work / 'airflow')!r}), "
+            f"log=Path({str(work / 'dag.log')!r}), say=lambda line: None); "
             "print('DAG_WALL', time.perf_counter() - t)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "include"), str(checkout / "plugins"),
                                                          str(checkout)])}
