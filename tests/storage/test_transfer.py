@@ -74,6 +74,50 @@ def _one(transfer: Transfer, source: str, target: str, expected_size: int | None
     return results[0]
 
 
+# -- what happens to an object between the copier's steps (each replaces one Transfer step for a test) ----------
+
+def _target_unseen_at_first_stat(monkeypatch) -> list[str]:
+    """The copier's first stat of a target finds nothing (it predates another writer's object); later ones look.
+    Returns the targets stat'ed, in order, as the copier goes on."""
+    original = Transfer._stat_target
+    calls: list[str] = []
+
+    def stale_first(self, target):
+        calls.append(target)
+        return None if len(calls) == 1 else original(self, target)
+
+    monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+    return calls
+
+
+def _source_rewritten_after_stat(monkeypatch, fio: RoutingFileIO, new: bytes) -> None:
+    """Each source the copier stats gets `new` written over it just after its first stat (same key)."""
+    original = Transfer._stat_source
+    rewritten: set[str] = set()
+
+    def then_rewritten(self, source):
+        info = original(self, source)
+        if source not in rewritten:
+            _put(fio, source, new)
+            rewritten.add(source)
+        return info
+
+    monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+
+
+def _source_rewritten_after_open(monkeypatch, fio: RoutingFileIO, new: bytes) -> None:
+    """Each source the copier opens gets `new` written over it just after the open (its reads are pinned to the
+    version stat'ed before)."""
+    original = Transfer._open_source
+
+    def rewritten_after_open(self, source, hashed):
+        opened = original(self, source, hashed)
+        _put(fio, source.uri, new)
+        return opened
+
+    monkeypatch.setattr(Transfer, "_open_source", rewritten_after_open)
+
+
 # -- the copy paths -------------------------------------------------------------------------------------
 
 def test_local_to_local(dirs):
@@ -607,14 +651,7 @@ def test_target_created_by_another_writer_after_the_stat_is_not_replaced(request
     fio = RoutingFileIO(config)
     other = fio.write(f"{dr}/f", data)          # the other writer got there first
     transfer = Transfer(LOCAL, config, [dr], TransferSettings(backoff_base=0.01), source_roots=[src])
-    original = Transfer._stat_target
-    calls = []
-
-    def stale_first(self, target):
-        calls.append(target)
-        return None if len(calls) == 1 else original(self, target)   # the first stat predates the object
-
-    monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+    _target_unseen_at_first_stat(monkeypatch)
     result = _one(transfer, f"{src}/f", f"{dr}/f", len(data))
     assert (result.outcome, result.retries) == (TransferOutcome.SKIPPED, 1)
     assert fio.stat(f"{dr}/f").etag == other.etag   # untouched: the create-only upload was refused
@@ -636,14 +673,7 @@ def test_same_store_copies_server_side_pinned_to_the_stated_version(request, kin
 
     # The source is rewritten (same size) between the copier's stat and its copy: the store refuses the copy.
     _put(fio, f"{cp}/g", data)
-    original = Transfer._stat_source
-
-    def then_rewritten(self, source):
-        info = original(self, source)
-        _put(fio, source, data[::-1])
-        return info
-
-    monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+    _source_rewritten_after_stat(monkeypatch, fio, data[::-1])
     changed = Transfer(config, None, [dr], source_roots=[cp]).copy_one(TransferItem(f"{cp}/g", f"{dr}/g"))
     assert (changed.outcome, changed.retries) == (TransferOutcome.SOURCE_CHANGED, 0)
     assert "changed since it was stat'ed" in changed.message
@@ -671,14 +701,7 @@ def test_source_rewritten_while_streamed_is_source_changed_and_writes_nothing(re
     data = _payload(300_000, 27)
     fio = RoutingFileIO(config)
     _put(fio, f"{cp}/f", data)
-    original = Transfer._open_source
-
-    def rewritten_after_open(self, src, hashed):
-        opened = original(self, src, hashed)
-        _put(fio, src.uri, data[::-1])   # the reads are pinned to the version stat'ed before
-        return opened
-
-    monkeypatch.setattr(Transfer, "_open_source", rewritten_after_open)
+    _source_rewritten_after_open(monkeypatch, fio, data[::-1])
     transfer = Transfer(config, LOCAL, [dst], source_roots=[cp])
     result = _one(transfer, f"{cp}/f", f"{dst}/f", len(data))
     assert (result.outcome, result.retries) == (TransferOutcome.SOURCE_CHANGED, 0)
@@ -788,14 +811,7 @@ def test_a_create_only_copy_the_store_ignores_is_preceded_by_an_existence_check(
     other = fio.write(f"{base}/dr/f", data)      # the other writer got there first
     transfer = Transfer(config, None, [f"{base}/dr"], TransferSettings(backoff_base=0.01),
                         source_roots=[f"{base}/cp"])
-    original = Transfer._stat_target
-    calls = []
-
-    def stale_first(self, target):
-        calls.append(target)
-        return None if len(calls) == 1 else original(self, target)   # the first stat predates the object
-
-    monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+    calls = _target_unseen_at_first_stat(monkeypatch)
     result = _one(transfer, f"{base}/cp/f", f"{base}/dr/f", len(data))
     assert (result.outcome, result.retries) == (TransferOutcome.SKIPPED, 1), result
     assert fio.stat(f"{base}/dr/f").etag == other.etag
@@ -819,17 +835,7 @@ def test_a_source_pin_the_store_ignores_is_replaced_by_reading_the_source_before
     data = _payload(30_000, 28)
     _put(fio, f"{base}/cp/g", data)
     transfer = Transfer(config, None, [f"{base}/dr"], source_roots=[f"{base}/cp"])
-    original = Transfer._stat_source
-    rewritten = []
-
-    def then_rewritten(self, source):
-        info = original(self, source)
-        if not rewritten:
-            _put(fio, source, data[::-1])
-            rewritten.append(source)
-        return info
-
-    monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+    _source_rewritten_after_stat(monkeypatch, fio, data[::-1])
     changed = transfer.copy_one(TransferItem(f"{base}/cp/g", f"{base}/dr/g"))
     assert (changed.outcome, changed.retries) == (TransferOutcome.SOURCE_CHANGED, 0), changed
     assert not fio.exists(f"{base}/dr/g")
@@ -861,14 +867,7 @@ def test_on_s3_only_the_precondition_we_send_keeps_the_wrong_bytes_out(guard, pr
         slow_s3.drop_preconditions({guard})
     if guard == "x-amz-copy-source-if-match":
         _put(fio, f"{base}/cp/f", data)
-        stat_source = Transfer._stat_source
-
-        def then_rewritten(self, source):
-            info = stat_source(self, source)
-            _put(fio, source, data[::-1])
-            return info
-
-        monkeypatch.setattr(Transfer, "_stat_source", then_rewritten)
+        _source_rewritten_after_stat(monkeypatch, fio, data[::-1])
         result = Transfer(config, None, [f"{base}/dr"], source_roots=[f"{base}/cp"]).copy_one(
             TransferItem(f"{base}/cp/f", f"{base}/dr/f", len(data)))
         landed = fio.read_bytes(f"{base}/dr/f") if fio.exists(f"{base}/dr/f") else None
@@ -878,14 +877,7 @@ def test_on_s3_only_the_precondition_we_send_keeps_the_wrong_bytes_out(guard, pr
         fio.write(f"{base}/dr/f", data)                # another writer's object got there first
         other = fio.stat(f"{base}/dr/f")
         time.sleep(1.1)                                # S3's Last-Modified has whole seconds
-        stat_target = Transfer._stat_target
-        calls = []
-
-        def stale_first(self, target):
-            calls.append(target)
-            return None if len(calls) == 1 else stat_target(self, target)   # the first stat predates it
-
-        monkeypatch.setattr(Transfer, "_stat_target", stale_first)
+        _target_unseen_at_first_stat(monkeypatch)
         result = _one(Transfer(LOCAL, config, [f"{base}/dr"], TransferSettings(backoff_base=0.01),
                                source_roots=[src]), f"{src}/f", f"{base}/dr/f", len(data))
         landed = fio.stat(f"{base}/dr/f").mtime == other.mtime   # the other writer's object untouched?
@@ -893,14 +885,7 @@ def test_on_s3_only_the_precondition_we_send_keeps_the_wrong_bytes_out(guard, pr
         expected = {"sent": (TransferOutcome.SKIPPED, 1, True), "dropped": (TransferOutcome.COPIED, 0, False)}
     else:
         _put(fio, f"{base}/cp/f", data)
-        open_source = Transfer._open_source
-
-        def rewritten_after_open(self, source, hashed):
-            opened = open_source(self, source, hashed)
-            _put(fio, source.uri, data[::-1])
-            return opened
-
-        monkeypatch.setattr(Transfer, "_open_source", rewritten_after_open)
+        _source_rewritten_after_open(monkeypatch, fio, data[::-1])
         result = _one(Transfer(config, LOCAL, [dst], source_roots=[f"{base}/cp"]), f"{base}/cp/f", f"{dst}/f",
                       len(data))
         landed = open(f"{dst[7:]}/f", "rb").read() if os.path.exists(f"{dst[7:]}/f") else None

@@ -41,6 +41,16 @@ def _tuples(table: pa.Table) -> list[tuple]:
     return sorted((r["root_id"], r["job_dir"], r["n"], r["writer"]) for r in table.to_pylist())
 
 
+def _data_files(warehouse: Warehouse, versions: tuple[int, ...]) -> tuple[set[str], set[str]]:
+    """The data files the table's `versions` name (through delta-rs), and those stored under the table."""
+    from deltalake import DeltaTable
+
+    uri, options = warehouse.table_uri(SPEC.name), warehouse.storage.deltalake_storage_options()
+    named = {f for v in versions for f in DeltaTable(uri, version=v, storage_options=options).file_uris()}
+    stored = {i.uri for i in warehouse.file_io().list(uri) if "/_delta_log/" not in i.uri}
+    return named, stored
+
+
 def _s3_warehouse(seaweedfs, prefix: str = "s3a") -> Warehouse:
     return Warehouse(f"s3://{make_bucket(seaweedfs.config(), prefix)}/wh", seaweedfs.config())
 
@@ -349,12 +359,8 @@ def test_two_driver_processes_one_commits_the_other_conflicts_and_nothing_is_los
     assert _delta_versions(spark, warehouse) == 1
     # The loser's data files went with its conflict (DeltaSparkEngine._discard_written): the bucket holds the files
     # of the two versions and nothing else, so no vacuum is needed after a lost race on S3.
-    from deltalake import DeltaTable
-
-    uri, options = warehouse.table_uri(SPEC.name), warehouse.storage.deltalake_storage_options()
-    versions = {f for v in (0, 1) for f in DeltaTable(uri, version=v, storage_options=options).file_uris()}
-    stored = {i.uri for i in warehouse.file_io().list(uri) if "/_delta_log/" not in i.uri}
-    assert stored == versions, stored ^ versions
+    named, stored = _data_files(warehouse, (0, 1))
+    assert stored == named, stored ^ named
 
 
 @pytest.mark.slow
@@ -458,11 +464,7 @@ def test_a_commit_whose_answer_was_lost_is_found_landed_once(planned, seaweedfs,
         assert _delta_versions(spark, warehouse) == 1
         expected = _tuples(rows("r1", "j1", [1, 2], "base")) + _tuples(new)
         assert _sorted_rows(engine.read(spark, warehouse, SPEC.name)) == sorted(expected)
-        from deltalake import DeltaTable
-
-        uri, options = warehouse.table_uri(SPEC.name), warehouse.storage.deltalake_storage_options()
-        named = set(DeltaTable(uri, storage_options=options).file_uris())
-        stored = {i.uri for i in warehouse.file_io().list(uri) if "/_delta_log/" not in i.uri}
+        named, stored = _data_files(warehouse, (1,))
         assert named == stored, named ^ stored
     finally:
         proxy.stop()

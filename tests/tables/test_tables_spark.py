@@ -138,7 +138,6 @@ def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_n
     assert delta_log.latest_version(warehouse, "events") == 1
 
 
-
 def test_a_conflict_reported_against_the_writes_own_landed_commit_keeps_it(spark, warehouse, monkeypatch):
     """A store that answers a commit's retried upload as taken by another writer (its first upload landed, the answer
     was lost) makes Delta report a conflict with the write's own commit. The log holds the write's commit id at
@@ -162,6 +161,7 @@ def test_a_conflict_reported_against_the_writes_own_landed_commit_keeps_it(spark
     assert collect(ENGINE.read(spark, warehouse, "events")) == [("r", "a", 0), ("r", "b", 1)]
     named = set(DeltaTable(warehouse.table_uri("events")).file_uris())
     assert named and all(Path(uri.removeprefix("file://")).is_file() for uri in named), named
+
 
 def test_empty_table_reads_as_empty_dataframe(spark, warehouse):
     ENGINE.write(df_of(spark, arrow_rows("r", "a", [])), warehouse, SPEC)
