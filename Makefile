@@ -86,11 +86,11 @@ $(STAMP): requirements.lock pyproject.toml
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
-# The demo's sample store is written by the harness's Flink 2.3.0 (statekeeper.demo.DEMO_FLINK_VERSION): fetched
+# The demo's sample store is written by the harness's Flink 2.3.0 (statekeeper.dev.demo.DEMO_FLINK_VERSION): fetched
 # here, before the demo runs, so the demo itself downloads nothing.
 demo: setup
 	STATEKEEPER_FLINK_VERSIONS=2.3.0 $(PY) -m tests.harness.prefetch --no-s3-plugin
-	$(PY) -m statekeeper.demo
+	$(PY) -m statekeeper.dev.demo
 
 # The wall time of the whole target (setup included) is printed last, against the budget in tests/README.md;
 # pytest's own last lines (tests/plugins/budget.py) give the slowest tests and modules.
@@ -128,7 +128,7 @@ bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
 airflow-ui: setup
-	$(PY) -m statekeeper.airflow_local
+	$(PY) -m statekeeper.dev.airflow_local
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -12,37 +12,66 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-_OPERATORS: dict[Path, object] = {}
+_PLUGINS: dict[Path, _Plugin] = {}
+# The plugin's modules whose names the benchmarks use: submission settings, connections, the operators. A checkout
+# from before the operator module was split holds all of them in operators.py.
+_PLUGIN_MODULES = ("submission", "connections", "operators")
 
 
-def _operators(checkout: Path):
-    """The operator module of `checkout`: its library zip, Spark settings and JVM start-up.
+class _Plugin:
+    """A checkout's plugin modules as one namespace: a name is looked up in each, in _PLUGIN_MODULES' order."""
+
+    def __init__(self, modules: list[object]) -> None:
+        self._modules = modules
+
+    def __getattr__(self, name: str) -> object:
+        for module in self._modules:
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(name)
+
+
+def _import_plugin() -> _Plugin:
+    import importlib
+
+    modules = []
+    for name in _PLUGIN_MODULES:
+        try:
+            modules.append(importlib.import_module(f"statekeeper_airflow.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"statekeeper_airflow.{name}":
+                raise
+    return _Plugin(modules)
+
+
+def _operators(checkout: Path) -> _Plugin:
+    """The operator's modules of `checkout`: its library zip, Spark settings, connections and JVM start-up.
 
     The first checkout asked for is imported as any module (its paths stay on sys.path). A second one (a
     before/after run has two) is imported beside it with its own copy of the library: from the module
     cache it would be the first checkout's operator, whose zip holds the first checkout's library, and
     the "before" jobs would run the "after" code."""
     key = checkout.resolve()
-    if key in _OPERATORS:
-        return _OPERATORS[key]
-    if not _OPERATORS:
+    if key in _PLUGINS:
+        return _PLUGINS[key]
+    if not _PLUGINS:
         for path in (str(key / "include"), str(key / "plugins")):
             if path not in sys.path:
                 sys.path.insert(0, path)
-        from statekeeper_airflow import operators
+        plugin = _import_plugin()
     else:
         saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _is_library(name)}
         path = list(sys.path)
         sys.path[:0] = [str(key / "include"), str(key / "plugins")]
         try:
-            from statekeeper_airflow import operators
+            plugin = _import_plugin()
         finally:
             for name in [name for name in sys.modules if _is_library(name)]:
                 del sys.modules[name]
             sys.modules.update(saved)
             sys.path[:] = path
-    _OPERATORS[key] = operators
-    return operators
+    _PLUGINS[key] = plugin
+    return plugin
 
 
 def _is_library(module: str) -> bool:
@@ -51,7 +80,9 @@ def _is_library(module: str) -> bool:
 
 def library_zip(checkout: Path, dest: Path) -> Path:
     """The --py-files zip of the checkout's library, made by the operator's own function."""
-    return Path(_operators(checkout)._library_zip(str(dest)))
+    plugin = _operators(checkout)
+    make = plugin.library_zip if hasattr(plugin, "library_zip") else plugin._library_zip   # before the split: private
+    return Path(make(str(dest)))
 
 
 def connection_env(checkout: Path, conn_type: str, login: str | None, password: str | None,

@@ -24,7 +24,7 @@ after/before ratio of each figure is printed. Each checkout runs in a worker pro
 module with --worker), its library first on the path: the two never share a module cache or a JVM.
 
 The synthetic index records the objects it "listed" (its files), so each job fits the driver's code
-generation to a store of that size as it would after a real index run (statekeeper.jobs.codegen).
+generation to a store of that size as it would after a real index run (statekeeper.launch.codegen).
 
     python -m bench chains_validate [--jobs 200] [--checkpoints 10] [--refs 200] [--repeat 3]
                                     [--with-gx] [--cores 2] [--checkout DIR] [--against DIR]

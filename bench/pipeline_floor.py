@@ -22,7 +22,7 @@ its own, and a round after it with nothing new (goal <= 1.5x the empty job). Wit
 `dag.test()` on the sample store (goal: <= 2 minutes warm on 2 cores).
 
 With --driver, each round also runs its steps as a DAG run on a local master now runs them: in one
-shared driver (statekeeper.warm_driver) started once under spark-submit with the same settings, each
+shared driver (statekeeper.launch.warm_driver) started once under spark-submit with the same settings, each
 step sent to it in the round's order. The driver's start-up is reported on its own line, each step
 against the same empty spark-submit, and the round's total against the steps' own spark-submits.
 
@@ -78,10 +78,10 @@ SparkSession.builder.appName("empty").getOrCreate().stop()
 _PROBE_JOB = """\
 import sys
 from pyspark.sql import functions as F
-from statekeeper.entrypoint import spark_session
+from statekeeper.launch.entrypoint import spark_session
 from statekeeper.storage import StorageConfig
 from statekeeper.tables.engine import select_engine
-from statekeeper.tables.spark import activate
+from statekeeper.launch.session import activate
 from statekeeper.tables.warehouse import Warehouse
 
 
@@ -193,7 +193,7 @@ class SharedDriver:
 
     def __init__(self, sub: Submitter, label: str) -> None:
         sys.path.insert(0, str(sub.checkout / "include"))
-        from statekeeper.warm_driver.client import DriverClient
+        from statekeeper.launch.warm_driver.client import DriverClient
 
         self.sub, self.client_type = sub, DriverClient
         self.socket = sub.work / f"{label}.sock"
@@ -326,7 +326,7 @@ def _print_before_after(before: Path, after: Path, figures: dict[tuple[str, str]
 
 def _sample_roots(checkout: Path) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", "from statekeeper.demo import sample_store_roots; import json; "
+        [sys.executable, "-c", "from statekeeper.dev.demo import sample_store_roots; import json; "
                                "print(json.dumps(sample_store_roots()))"],
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])})
@@ -381,7 +381,7 @@ def _s3_bucket(work: Path) -> Iterator[tuple[StorageConfig, str]]:
 
 def _run_dag(checkout: Path, roots: list[str], work: Path) -> float:
     """Wall time of one `checkpoint_maintenance` dag.test() on a fresh warehouse (Airflow warm)."""
-    code = ("import sys, time; from pathlib import Path; from statekeeper.demo import run_dag; "
+    code = ("import sys, time; from pathlib import Path; from statekeeper.dev.demo import run_dag; "
             f"t = time.perf_counter(); run_dag({roots!r}, {str(work / 'dag-warehouse')!r}, Path({str(work / 'airflow')!r}), "
             f"log=Path({str(work / 'dag.log')!r}), say=lambda line: None); "
             "print('DAG_WALL', time.perf_counter() - t)")

@@ -83,7 +83,7 @@ every step runs its job in it instead of a spark-submit of its own: the JVM star
 later steps find it warm. `stop_spark_driver` (teardown) stops it. A step whose Spark settings differ,
 or that finds no driver, submits its own spark-submit; neither task ever fails the run. The first run's
 driver also writes the class-data-sharing archive of every step's classes at its exit, which every later
-local driver maps (statekeeper.jvm_startup).
+local driver maps (statekeeper.launch.jvm_startup).
 
 **Failures.** `validate` fails the run, without retries, when a job's newest retained checkpoint
 would not restore; its log names the job, the snapshot, the failing checks and the latest

@@ -8,7 +8,7 @@ The page goes to <warehouse>/_reports/runs/<run>/index.html and <warehouse>/_rep
 points at it; the Airflow UI's Statekeeper page shows it. The logic lives in statekeeper.report;
 docs/reports.md describes every view and the table it comes from."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

@@ -12,7 +12,7 @@ Runs under spark-submit after index, chains and validate, against the same wareh
 The default is a dry run: the plan goes to gc_actions and the summary shows what is reclaimable per
 job. The logic lives in statekeeper.gc; docs/gc.md documents the rules and tables."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

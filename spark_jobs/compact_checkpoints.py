@@ -14,7 +14,7 @@ which is never modified; restore from it like from any retained checkpoint. The 
 statekeeper.compact (its command line: statekeeper.compact.entry); docs/compaction.md documents the rules
 and the compactions table. Statekeeper's own tables are maintained by spark_jobs/maintain_warehouse.py."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

@@ -17,7 +17,7 @@ STATEKEEPER_DR_* variables (STATEKEEPER_DR_S3_ENDPOINT, STATEKEEPER_DR_AWS_ACCES
 them the targets are reached with the source's settings. The logic lives in statekeeper.replicate;
 docs/dr-copy.md documents the rules and the dr_copies table."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

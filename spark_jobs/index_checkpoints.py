@@ -12,7 +12,7 @@ and from Python (`main([...])`, reusing an active SparkSession). S3 credentials 
 from the environment, never from the command line. The logic lives in statekeeper.index.job;
 docs/tables.md documents the tables written."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

@@ -14,7 +14,7 @@ before any table changes. The logic lives in statekeeper.maintain (its command l
 statekeeper.maintain.entry) and statekeeper.tables.maintenance; docs/tables.md, "Warehouse maintenance",
 documents the rules and the maintenance_runs table."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

@@ -13,7 +13,7 @@ environment, never from the command line. The logic lives in statekeeper.validat
 docs/chains-and-validation.md documents the checks and tables (validation_results,
 validation_jobs, validation_runs) and where the Great Expectations Data Docs go."""
 try:
-    from statekeeper.entrypoint import script
+    from statekeeper.launch.entrypoint import script
 except ImportError as _exc:  # spark-submit with a Python that lacks the library
     raise SystemExit(f"cannot import statekeeper ({_exc}): run `make setup` (installs it into .venv), or ship it "
                      "with --py-files statekeeper.zip (the Airflow operator does)") from _exc

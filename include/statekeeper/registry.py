@@ -63,7 +63,7 @@ class JobSpec:
     @property
     def entry_module(self) -> str:
         """The module declaring the job's command line: `entry` beside its builder (each job package
-        has one, as `ENTRY`; statekeeper.entrypoint drives them all)."""
+        has one, as `ENTRY`; statekeeper.launch.entrypoint drives them all)."""
         return self.builder.partition(":")[0].rpartition(".")[0] + ".entry"
 
     @property

@@ -100,10 +100,10 @@ def _gather(group: GroupSetting, thresholds: Any, log: Any) -> tuple[str, list[A
     from statekeeper.metrics.gather import gather
     from statekeeper.storage import StorageConfig
     from statekeeper.tables import Warehouse
-    from statekeeper_airflow.operators import _connection_env
+    from statekeeper_airflow.connections import connection_env
 
     try:
-        storage = StorageConfig.from_env(_connection_env(group.storage_conn_id)) if group.storage_conn_id \
+        storage = StorageConfig.from_env(connection_env(group.storage_conn_id)) if group.storage_conn_id \
             else StorageConfig.from_env()
         warehouse = Warehouse(group.warehouse, storage)
         return warehouse.uri, gather(warehouse, group.scope, thresholds)

@@ -29,292 +29,35 @@ submission, not the job, and every failure is retried.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import logging
-import marshal
 import os
-import re
 import shutil
 import sys
 import tempfile
 import uuid
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, BaseOperator, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
-from airflow.sdk.log import mask_secret
 from statekeeper import registry
-from statekeeper import storage_env as env_names
 # Absolute, not relative: Airflow's plugin manager also loads this file as a top-level module.
-from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, local_heap_conf,
-                                     local_network, local_startup, with_java_options, without_options)
 from statekeeper.launch.jars import spark_conf as jvm_parts_conf
-from statekeeper.pyspark_daemon import LOCAL_WORKER_CONF
-from statekeeper.tables.spark import is_local_master
-from statekeeper.warm_driver.client import Declined, DriverClient
-from statekeeper.warm_driver.protocol import DriverGone, fingerprint, library_digest, run_key, socket_path
+from statekeeper.launch.jvm_startup import local_network
+from statekeeper.launch.session import is_local_master
+from statekeeper.launch.warm_driver.client import Declined, DriverClient
+from statekeeper.launch.warm_driver.protocol import DriverGone, fingerprint, library_digest, run_key, socket_path
+from statekeeper_airflow.connections import DR_ENV_PREFIX, StatekeeperConfigError, connection_env
+from statekeeper_airflow.submission import (LIBRARY, SPARK_JOBS, SUBMISSION_JAVA_OPTIONS, Submission,
+                                            driver_command, driver_env, driver_submit_command, job_conf, library_zip,
+                                            local_master_conf, spark_submit_exit_code, with_deployment_java_options)
 from statekeeper_airflow.submit_env import (DRIVER_ENV_PREFIX, cluster_kind, connection_master, read_properties,
                                             scoped_environ, spark_defaults_file, write_properties_file)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
-LIBRARY = PROJECT_ROOT / "include"
-LOG4J = SPARK_JOBS / "log4j2.properties"
-# A DAG run's shared driver (statekeeper.warm_driver), started by its setup task.
-DRIVER_APPLICATION = SPARK_JOBS / "spark_driver.py"
-# Java options that name one submission's own files (its class archive), not the driver's settings.
-SUBMISSION_JAVA_OPTIONS = (ARCHIVE_WRITE_OPTION, ARCHIVE_MAP_OPTION)
-
-# The provider's SparkSubmitHook.submit() reports a failed spark-submit only as
-# AirflowException("Cannot execute: <cmd>. Error code is: <N>.[ Kubernetes ...][\nLast spark-submit output: ...]").
-SPARK_SUBMIT_TAIL = "\nLast spark-submit output:"
-SPARK_SUBMIT_CODE = re.compile(r"Error code is: (-?\d+)")
-
-# The target store's variables carry this prefix (statekeeper.storage_env.prefixed_env_name spells
-# them: STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT, AWS_REGION -> STATEKEEPER_DR_AWS_REGION).
-# Every name below comes from statekeeper.storage_env, which StorageConfig reads with: stdlib only, so
-# DAG parsing still imports nothing but it and the registry.
-DR_ENV_PREFIX = env_names.DR_PREFIX
-# Variables whose values are secrets (masked in task logs), without any prefix.
-SECRET_ENV = env_names.SECRET_NAMES
-# Connection types storage_env_from_connection maps, and what each reaches.
-STORAGE_CONN_TYPES = {
-    "aws": "s3:// (and S3-compatible endpoints)", "s3": "s3://",
-    "google_cloud_platform": "gs://",
-    "wasb": "abfss:// / wasbs:// (Azure Blob storage)", "adls": "abfss:// (Azure Data Lake Storage Gen2)",
-}
-
-
-def local_master_conf(conf: dict[str, str], environ: dict[str, str] | None = None, *,
-                      deployment: dict[str, str] | None = None,
-                      driver_memory: str | None = None) -> tuple[dict[str, str], JvmStartup]:
-    """`conf` (the task's, which wins) completed with what a driver on a local master needs: its RPC server and
-    block manager on loopback and the UI's kill links off unless the task or the deployment chose otherwise
-    (statekeeper.jvm_startup.local_network; its `env`, the UI's address, goes into the driver's environment), a
-    heap sized to the machine (statekeeper.jvm_startup.local_driver_memory) unless the task (`driver_memory`, its
-    conf) or the deployment (`deployment`: its properties file or spark-defaults.conf; SPARK_DRIVER_MEMORY in
-    `environ`, which spark-submit reads after both) chose one, and the JVM start-up settings of
-    statekeeper.jvm_startup (whose archive the caller publishes after the JVM exited)."""
-    # Local workers inherit PYTHONPATH with the library (_driver_env): they import PySpark's bytecode.
-    out = {**LOCAL_WORKER_CONF, **local_network(conf, environ, deployment=deployment).conf, **conf}
-    if not driver_memory:
-        out.update(local_heap_conf(out, environ, deployment=deployment))
-    startup = local_startup(out, environ)
-    if startup.options:
-        out["spark.driver.extraJavaOptions"] = with_java_options(out, startup.options)
-    return out, startup
-
-
-def job_conf() -> dict[str, str]:
-    """The Spark settings every Statekeeper submission carries (the benchmarks submit with them too)."""
-    return {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
-        # Anyone who reaches the UI (no authentication by default) could kill the job's stages.
-        "spark.ui.killEnabled": "false",
-    }
-
-
-JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-
-
-def with_deployment_java_options(conf: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
-    """`conf` whose Java options, where they are still job_conf()'s own, come after the deployment's
-    (`defaults`: what spark-submit would load from the properties file or spark-defaults.conf).
-    A `--conf` replaces the file's value of the same key, so without this every submission would
-    silently drop a cluster's own extraJavaOptions (agents, heap dumps, trust stores); a task that
-    sets its own Java options keeps exactly those, as with plain spark-submit."""
-    ours = job_conf()
-    out = dict(conf)
-    for key in JAVA_OPTION_KEYS:
-        site = defaults.get(key, "").strip()
-        if site and out.get(key) == ours[key]:
-            out[key] = f"{site} {ours[key]}"
-    return out
-
-
-class StatekeeperConfigError(Exception):
-    """A connection or parameter the Statekeeper task needs is missing or malformed."""
-
-
-@dataclass
-class Submission:
-    """What one execute() prepared for spark-submit; everything under `tmp_dir` is removed afterwards."""
-
-    tmp_dir: Path
-    result_file: Path
-    master: str
-    # Storage variables for the spark-submit process environment (never argv).
-    process_env: dict[str, str] = field(default_factory=dict)
-    # The 0600 properties file carrying them to a cluster-mode driver (YARN/Kubernetes only).
-    properties_file: Path | None = None
-    # A local driver's start-up settings; the class-data-sharing archive its JVM writes at exit.
-    jvm: JvmStartup | None = None
-
-
-def storage_env_from_connection(conn_type: str, login: str | None, password: str | None,
-                                extra: dict[str, Any], *, prefix: str = "", host: str | None = None) -> dict[str, str]:
-    """Map an Airflow connection onto the environment variables statekeeper.storage reads; with a
-    `prefix` (DR_ENV_PREFIX), the target store's names (AWS_REGION -> STATEKEEPER_DR_AWS_REGION,
-    STATEKEEPER_S3_ENDPOINT -> STATEKEEPER_DR_S3_ENDPOINT).
-
-    Types: 'aws' (login = access key id, password = secret key; extra endpoint_url, region_name,
-    addressing_style), 'google_cloud_platform' (extra key_path or keyfile_dict, project; for an emulator
-    endpoint and anonymous), 'wasb' (login = account name, password = account key; extra shared_access_key,
-    sas_token, connection_string, endpoint) and 'adls' (host = account name, extra account_key, sas_token,
-    connection_string, endpoint; a service principal needs azure-identity and is refused)."""
-    if conn_type == "google_cloud_platform":
-        env = _gcs_env(extra)
-    elif conn_type in ("wasb", "adls"):
-        env = _azure_env(conn_type, login, password, extra, host)
-    elif conn_type in ("aws", "s3"):
-        env = _s3_env(login, password, extra)
-    else:
-        param = "target_storage_conn_id" if prefix else "storage_conn_id"
-        kinds = ", ".join(f"'{k}' ({v})" for k, v in STORAGE_CONN_TYPES.items())
-        raise StatekeeperConfigError(
-            f"{'target ' if prefix else ''}storage connection has type {conn_type!r}; Statekeeper reads storage "
-            f"settings from connections of type {kinds}. Leave {param} empty for local or NFS paths."
-        )
-    return {env_names.prefixed_env_name(k, prefix): v for k, v in env.items()}
-
-
-def _extra(extra: dict[str, Any], *names: str) -> Any:
-    """The first non-empty extra among `names`, also in the old `extra__<type>__<name>` spelling."""
-    for name in names:
-        for key, value in extra.items():
-            if (key == name or key.endswith("__" + name)) and value not in (None, ""):
-                return value
-    return None
-
-
-def _gcs_env(extra: dict[str, Any]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    key_path = _extra(extra, "key_path")
-    keyfile = _extra(extra, "keyfile_dict")
-    if key_path and keyfile:
-        raise StatekeeperConfigError("google_cloud_platform connection has both key_path and keyfile_dict; keep one")
-    if key_path:
-        env[env_names.GCS_CREDENTIALS_FILE] = str(key_path)
-    if keyfile:
-        env[env_names.GCS_CREDENTIALS_JSON] = keyfile if isinstance(keyfile, str) else json.dumps(keyfile)
-    if _extra(extra, "key_secret_name") or _extra(extra, "credential_config_file"):
-        raise StatekeeperConfigError("google_cloud_platform connection: Secret Manager keys and workload identity "
-                                     "federation files are not supported; give key_path or keyfile_dict")
-    project = _extra(extra, "project", "project_id")
-    if project:
-        env[env_names.GCS_PROJECT] = str(project)
-    endpoint = _extra(extra, "endpoint", "api_endpoint")
-    if endpoint:
-        env[env_names.GCS_ENDPOINT] = str(endpoint)
-    anonymous = _extra(extra, "anonymous")
-    if anonymous is not None:
-        env[env_names.GCS_ANONYMOUS] = str(anonymous).lower()
-    return env
-
-
-def _azure_env(conn_type: str, login: str | None, password: str | None, extra: dict[str, Any],
-               host: str | None) -> dict[str, str]:
-    env: dict[str, str] = {}
-    parsed: dict[str, str] = {}
-    conn_string = _extra(extra, "connection_string")
-    if conn_string:
-        for part in str(conn_string).split(";"):
-            name, sep, value = part.partition("=")
-            if sep:
-                parsed[name.strip().lower()] = value.strip()
-    if conn_type == "adls":
-        if _extra(extra, "tenant_id") or _extra(extra, "client_secret_auth_config"):
-            raise StatekeeperConfigError(
-                "adls connection uses a service principal (tenant_id): Azure AD sign-in needs azure-identity, "
-                "which Statekeeper does not ship; give the account key (extra account_key) or a SAS token")
-        account = host or _extra(extra, "account_name") or parsed.get("accountname")
-        key = _extra(extra, "account_key", "shared_access_key") or parsed.get("accountkey")
-    else:
-        host_account = None
-        if host and "://" in host:   # the wasb connection's Account URL field
-            host_account = (urlparse(host).hostname or "").split(".", 1)[0] or None
-        account = login or _extra(extra, "account_name") or parsed.get("accountname") or host_account
-        key = _extra(extra, "shared_access_key", "account_key") or password or parsed.get("accountkey")
-    sas = _extra(extra, "sas_token") or parsed.get("sharedaccesssignature")
-    endpoint = _extra(extra, "endpoint", "blob_endpoint") or parsed.get("blobendpoint")
-    if key and sas:
-        raise StatekeeperConfigError(f"{conn_type} connection has both an account key and a SAS token; keep one")
-    if not (key or sas):
-        raise StatekeeperConfigError(
-            f"{conn_type} connection has neither an account key nor a SAS token; Statekeeper authorizes Azure "
-            "storage with one of them (Azure AD sign-in needs azure-identity, which it does not ship)")
-    if account:
-        env[env_names.AZURE_ACCOUNT_NAME] = str(account)
-    if key:
-        env[env_names.AZURE_ACCOUNT_KEY] = str(key)
-    if sas:
-        env[env_names.AZURE_SAS_TOKEN] = str(sas)
-    if endpoint:
-        env[env_names.AZURE_BLOB_ENDPOINT] = str(endpoint)
-    return env
-
-
-def _s3_env(login: str | None, password: str | None, extra: dict[str, Any]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if login:
-        env[env_names.AWS_ACCESS_KEY_ID] = login
-    if password:
-        env[env_names.AWS_SECRET_ACCESS_KEY] = password
-    if extra.get("aws_session_token"):
-        env[env_names.AWS_SESSION_TOKEN] = str(extra["aws_session_token"])
-    region = extra.get("region_name") or extra.get("region")
-    if region:
-        env[env_names.AWS_REGION] = env[env_names.AWS_DEFAULT_REGION] = str(region)
-    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url")
-    if endpoint:
-        env[env_names.S3_ENDPOINT] = str(endpoint)
-    style = extra.get("addressing_style") or (extra.get("s3_config", {}) or {}).get("addressing_style")
-    if style:
-        if style not in ("path", "virtual"):
-            raise StatekeeperConfigError(f"addressing_style must be 'path' or 'virtual', got {style!r}")
-        env[env_names.S3_PATH_STYLE] = "true" if style == "path" else "false"
-    return env
-
-
-def _library_zip(dest_dir: str) -> str:
-    """Zip include/statekeeper so cluster executors import the same code as the driver.
-
-    Each module goes in twice: its source (tracebacks, importlib.resources) and its bytecode beside it,
-    which zipimport takes first. Python never writes bytecode into a zip, so without it the driver and
-    every forked Python worker compiled each module it imported, in every job: in a DR run on the sample
-    store, ~0.5 s of the driver's CPU and ~1.3 s of its workers'. Compiling all of them here costs ~0.3 s.
-    The bytecode is hash-based and unchecked: it was compiled from the source next to it in the same
-    zip, so there is nothing to check; an interpreter of another version rejects its magic number and
-    zipimport compiles the source as before."""
-    path = os.path.join(dest_dir, "statekeeper.zip")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for file in (LIBRARY / "statekeeper").rglob("*"):
-            if file.is_file() and "__pycache__" not in file.parts:
-                arcname = file.relative_to(LIBRARY).as_posix()
-                zf.write(file, arcname)
-                if file.suffix == ".py":
-                    zf.writestr(arcname + "c", _bytecode(file.read_bytes(), f"{path}/{arcname}"))
-    return path
-
-
-def _bytecode(source: bytes, filename: str) -> bytes:
-    """An unchecked hash-based .pyc of `source` (PEP 552): magic, flags, source hash, marshalled code."""
-    code = compile(source, filename, "exec", dont_inherit=True)
-    flags = 0b01    # hash-based; check_source (0b10) unset
-    return (importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source)
-            + marshal.dumps(code))
 
 
 class _StatekeeperSubmit(SparkSubmitOperator):
@@ -341,7 +84,7 @@ class _StatekeeperSubmit(SparkSubmitOperator):
 
     def driver_settings(self, command: Sequence[str]) -> dict[str, Any]:
         """What a DAG run's shared driver must have been started with for this task's job to run in it
-        (statekeeper.warm_driver): `command` (driver_submit_command of the task's hook) up to the application
+        (statekeeper.launch.warm_driver): `command` (driver_submit_command of the task's hook) up to the application
         and without what names this submission alone, the driver's environment (the storage connections'
         variables among it), the Python and the library's code. Inside prepared_submission()."""
         return {"command": driver_command(command, SUBMISSION_JAVA_OPTIONS, drop=("--name", "--py-files")),
@@ -381,7 +124,7 @@ class _StatekeeperSubmit(SparkSubmitOperator):
         except Exception as e:
             raise StatekeeperConfigError(
                 f"Spark connection {self._conn_id!r} is not defined; import airflow_settings.yaml "
-                "(python -m statekeeper.airflow_settings) or create it in the UI"
+                "(python -m statekeeper.dev.airflow_settings) or create it in the UI"
             ) from e
 
     @contextmanager
@@ -400,7 +143,7 @@ class _StatekeeperSubmit(SparkSubmitOperator):
         # reaches a client-mode driver just as well). The driver's location follows the effective master.
         conn_master = connection_master(spark_conn.conn_type, spark_conn.host, spark_conn.port)
         master = self.spark_master or conn_master
-        env = _driver_env()
+        env = driver_env()
         # What spark-submit would load besides our --conf: the task's properties file, else spark-defaults.conf.
         user_properties = self.properties_file
         defaults_file = (Path(user_properties) if user_properties
@@ -417,8 +160,8 @@ class _StatekeeperSubmit(SparkSubmitOperator):
             conf, jvm = local_master_conf(conf, environ, deployment=defaults,
                                           driver_memory=getattr(self, "_driver_memory", None))
         # The source store's variables and the target store's (prefixed): both take every path below.
-        storage_env = {**_connection_env(self.storage_conn_id),
-                       **_connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
+        storage_env = {**connection_env(self.storage_conn_id),
+                       **connection_env(self.target_storage_conn_id, prefix=DR_ENV_PREFIX)}
         on_argv = cluster_kind(conn_master) is not None or cluster_kind(master) is not None
         if not on_argv:
             env.update(storage_env)  # local/standalone masters: the hook puts env_vars in Popen's env
@@ -443,7 +186,6 @@ class _StatekeeperSubmit(SparkSubmitOperator):
             shutil.rmtree(tmp, ignore_errors=True)
             if jvm is not None:
                 jvm.discard()
-
 
 
 class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
@@ -528,7 +270,7 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
         self.log.info("submitting %s with args %s", self.job, json.dumps(self.application_args))
         # Built here, not for a task the run's shared driver takes: that driver imports the checkout's
         # library (it outlives any task's files), so the zip and its ~0.3 s of compiling would be for nothing.
-        self.py_files = _library_zip(str(sub.tmp_dir))
+        self.py_files = library_zip(str(sub.tmp_dir))
         try:
             super().execute(context)
         except AirflowException as exc:
@@ -549,7 +291,7 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
         raise AirflowException(f"{self.job} exited {code}: {what}. {_result_line(sub.result_file)}") from cause
 
     def _run_in_run_driver(self, context: Any, sub: Submission) -> int | None:
-        """The job's exit code from the DAG run's shared driver (statekeeper.warm_driver), or None when
+        """The job's exit code from the DAG run's shared driver (statekeeper.launch.warm_driver), or None when
         there is none to take it (none started, a cluster master, other settings, busy): then nothing
         ran and the task submits its own spark-submit."""
         ti = context.get("ti")
@@ -586,81 +328,6 @@ class StatekeeperSparkSubmitOperator(_StatekeeperSubmit):
         super().on_kill()
 
 
-def driver_submit_command(hook: SparkSubmitHook) -> list[str]:
-    """The spark-submit command `hook` would run for the shared driver, without the hook's log line of it
-    (a task that runs its job in the driver would otherwise log a spark-submit it never ran)."""
-    own = hook.__dict__.get("_log")
-    hook._log = _QUIET
-    try:
-        return hook._build_spark_submit_command(str(DRIVER_APPLICATION))
-    finally:
-        hook._log = own
-
-
-_QUIET = logging.getLogger("statekeeper_airflow.driver_command")
-_QUIET.setLevel(logging.WARNING)
-
-
-def driver_command(command: Sequence[str], java_options: Sequence[str], drop: Sequence[str] = ()) -> list[str]:
-    """A spark-submit `command` of the shared driver up to its application, without the options in `drop`
-    (and their values) and without the Java options starting with one of `java_options`."""
-    out: list[str] = []
-    args = iter(command)
-    for arg in args:
-        if arg == str(DRIVER_APPLICATION):
-            break
-        if arg in drop:
-            next(args, None)
-            continue
-        key, sep, value = arg.partition("=")
-        out.append(f"{key}={without_options(value, java_options)}" if sep and key in JAVA_OPTION_KEYS
-                   else arg)
-    return out
-
-
-def with_driver_java_option(command: Sequence[str], option: str) -> list[str]:
-    """A spark-submit `command` (up to its application) whose driver's Java options end with `option`."""
-    key = "spark.driver.extraJavaOptions"
-    out = list(command)
-    for i, arg in enumerate(out):
-        if i and out[i - 1] == "--conf" and arg.startswith(f"{key}="):
-            out[i] = f"{key}={with_java_options({key: arg[len(key) + 1:]}, option)}"
-            return out
-    return [*out, "--conf", f"{key}={option}"]
-
-
-def _driver_env() -> dict[str, str]:
-    """What spark-submit's driver and executors need of this process's environment: the venv's Python
-    (same library on both sides), the library on the path, Java, the caches."""
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(LIBRARY), os.environ.get("PYTHONPATH", "")])),
-        "PATH": os.environ.get("PATH", ""),
-        **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "STATEKEEPER_CACHE", "HOME")},
-    }
-
-
-def _connection_env(conn_id: str, *, prefix: str = "") -> dict[str, str]:
-    """The storage variables of connection `conn_id` ({} for ''), names prefixed by `prefix`; its
-    secrets are masked in the task log from here on."""
-    if not conn_id:
-        return {}
-    conn = BaseHook.get_connection(conn_id)
-    extra = conn.extra_dejson if conn.extra else {}
-    env = storage_env_from_connection(conn.conn_type, conn.login, conn.password, extra, prefix=prefix,
-                                      host=conn.host)
-    for key in secret_env_names(prefix):
-        if key in env:
-            mask_secret(env[key])
-    return env
-
-
-def secret_env_names(prefix: str = "") -> list[str]:
-    """SECRET_ENV as a store with variable prefix `prefix` spells them."""
-    return [env_names.prefixed_env_name(key, prefix) for key in SECRET_ENV]
-
-
 def report_page_url() -> str:
     """Where the Airflow UI shows the latest report (statekeeper_airflow.report_page)."""
     from airflow.configuration import conf
@@ -687,22 +354,6 @@ class RunOutcomeOperator(BaseOperator):
     def execute(self, context: Any) -> None:
         raise AirflowFailException("an upstream task failed (see the run's grid and that task's log); the report "
                                    "task still wrote this run's report")
-
-
-def spark_submit_exit_code(exc: BaseException) -> int | None:
-    """spark-submit's exit code from the exception the provider's hook raised, None if it is not
-    about a spark-submit exit.
-
-    The hook keeps the process (and so its return code) only in a private attribute, which a
-    provider upgrade may rename; the exception it raises is its one public report of the exit, and
-    its message carries the code. The command precedes the code and the process's last output lines
-    follow it, so the last match before that output is the hook's own. Should the format ever
-    change, the code is None and the task is retried (never failed for good by mistake);
-    tests/orchestration/test_operator_exit_codes.py runs a real failing spark-submit through the hook to catch that.
-    """
-    head = str(exc).split(SPARK_SUBMIT_TAIL, 1)[0]
-    codes = SPARK_SUBMIT_CODE.findall(head)
-    return int(codes[-1]) if codes else None
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:

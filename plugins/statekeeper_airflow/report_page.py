@@ -109,7 +109,7 @@ def _storage(warehouse_uri: str) -> StorageConfig:
         return StorageConfig.from_env()
     from airflow.models.connection import Connection
     # Absolute, as operators.py imports its siblings: the loader also imports these files top-level.
-    from statekeeper_airflow.operators import storage_env_from_connection
+    from statekeeper_airflow.connections import storage_env_from_connection
 
     conn = Connection.get_connection_from_secrets(conn_id)
     extra = conn.extra_dejson if conn.extra else {}

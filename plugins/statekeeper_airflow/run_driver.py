@@ -1,7 +1,7 @@
 """A DAG run's shared Spark driver: the setup task that starts it and the teardown task that stops it.
 
 Between them, every StatekeeperSparkSubmitOperator of the run on a local master runs its job in this
-driver instead of a spark-submit of its own (statekeeper.warm_driver): one JVM start-up per run, and
+driver instead of a spark-submit of its own (statekeeper.launch.warm_driver): one JVM start-up per run, and
 every job after the first finds the JIT warm. Neither task ever fails the run: without a driver each
 task submits its own spark-submit, as before.
 """
@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from statekeeper.tables.spark import is_local_master
-from statekeeper.warm_driver.client import DriverClient
-from statekeeper.warm_driver.protocol import fingerprint, log_path, run_key, runtime_dir, socket_path
-from statekeeper.jvm_startup import ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, jobs_file, shared_driver_startup
-from statekeeper_airflow.operators import (DRIVER_APPLICATION, _StatekeeperSubmit, driver_command,
-                                           driver_submit_command, with_driver_java_option)
+from statekeeper.launch.session import is_local_master
+from statekeeper.launch.warm_driver.client import DriverClient
+from statekeeper.launch.warm_driver.protocol import fingerprint, log_path, run_key, runtime_dir, socket_path
+from statekeeper.launch.jvm_startup import ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, jobs_file, shared_driver_startup
+from statekeeper_airflow.operators import _StatekeeperSubmit
+from statekeeper_airflow.submission import (DRIVER_APPLICATION, driver_command, driver_submit_command,
+                                            with_driver_java_option)
 
 DEFAULT_IDLE_TIMEOUT_S = 600
 DEFAULT_READY_TIMEOUT_S = 300
@@ -69,7 +70,7 @@ class StartRunDriverOperator(_StatekeeperSubmit):
             # The task's own command (its archive mapped, if one exists), without the files of this submission:
             # the driver outlives this task's temporary directory. Until there is a pipeline archive, the driver
             # maps none and writes that one at its exit instead: it runs every step of the run, so its classes are
-            # every job's. A small process of ours waits for its exit to publish it (statekeeper.jvm_startup).
+            # every job's. A small process of ours waits for its exit to publish it (statekeeper.launch.jvm_startup).
             env = {**os.environ, **(self.env_vars or {})}
             pipeline = shared_driver_startup(sub.jvm, env)
             dropped = (ARCHIVE_WRITE_OPTION,) if pipeline is None else (ARCHIVE_WRITE_OPTION, ARCHIVE_MAP_OPTION)
@@ -80,7 +81,7 @@ class StartRunDriverOperator(_StatekeeperSubmit):
                 command = [*launch, *serve]
             else:
                 assert pipeline.pending is not None and pipeline.archive is not None
-                command = [sys.executable, "-m", "statekeeper.jvm_startup", "--pending", str(pipeline.pending),
+                command = [sys.executable, "-m", "statekeeper.launch.jvm_startup", "--pending", str(pipeline.pending),
                            "--archive", str(pipeline.archive), "--",
                            *with_driver_java_option(launch, pipeline.options), *serve,
                            "--jobs-file", str(jobs_file(pipeline.pending))]

@@ -17,10 +17,10 @@ def test_a_second_checkout_gets_its_own_library_zip_and_settings(tmp_path):
     for part in ("include", "plugins"):
         shutil.copytree(REPO / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
     (other / "include" / MARKER).write_text("")
-    operators = other / "plugins" / "statekeeper_airflow" / "operators.py"
-    source = operators.read_text()
+    submission = other / "plugins" / "statekeeper_airflow" / "submission.py"
+    source = submission.read_text()
     assert '"spark.ui.killEnabled": "false",' in source
-    operators.write_text(source.replace('"spark.ui.killEnabled": "false",',
+    submission.write_text(source.replace('"spark.ui.killEnabled": "false",',
                                         '"spark.ui.killEnabled": "false", "statekeeper.bench.marker": "other",'))
     library_before = sys.modules.get("statekeeper")
 

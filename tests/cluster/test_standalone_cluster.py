@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.jobs import registry
-from statekeeper.jvm_startup import C1_ONLY
+from statekeeper.launch.jvm_startup import C1_ONLY
 from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse
 from statekeeper.tables.reader import TableReader
@@ -90,7 +90,7 @@ def _client_conf(directory: Path) -> Path:
 
     The driver and executor JVMs compile with C1 only (the administrators' `defaultJavaOptions`, which
     the jobs' own extraJavaOptions add to): on this cluster each lives well under a minute, where C2's
-    compiling is CPU the test does not use, as for the DAG's local drivers (statekeeper.jvm_startup).
+    compiling is CPU the test does not use, as for the DAG's local drivers (statekeeper.launch.jvm_startup).
     What the test checks (code, settings and credentials reaching other JVMs) does not depend on it."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "spark-defaults.conf").write_text(
@@ -180,8 +180,7 @@ def _connection_env(conn_id: str, s3_config) -> dict[str, str]:
     """What the operator exports for the storage connection (its own mapping, tests/orchestration)."""
     from tests.orchestration.support import plugin_module
 
-    operators = plugin_module("operators")
-    return operators.storage_env_from_connection(
+    return plugin_module("connections").storage_env_from_connection(
         "aws", s3_config.access_key_id, s3_config.secret_access_key,
         {"endpoint_url": s3_config.endpoint, "region_name": s3_config.region, "addressing_style": "path"})
 

@@ -20,7 +20,7 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from statekeeper.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, jars_identity,
+from statekeeper.launch.jvm_startup import (ARCHIVE_MAP_OPTION, ARCHIVE_WRITE_OPTION, JvmStartup, jars_identity,
                                      jdk_identity)
 from tests.harness._fs import cache_root, file_lock, publish_dir
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from statekeeper.demo import DEMO_FLINK_VERSION
+from statekeeper.dev.demo import DEMO_FLINK_VERSION
 from statekeeper.launch.jars import jar_paths, jars_dir, pinned
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tests.harness as harness
-from statekeeper.jvm_startup import C1_ONLY, mapped_archive_option
+from statekeeper.launch.jvm_startup import C1_ONLY, mapped_archive_option
 from statekeeper.tables import Warehouse
 from tests.index.support import table_rows
 

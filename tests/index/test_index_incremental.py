@@ -162,7 +162,7 @@ def test_missing_root_fails_closed(spark, store, tmp_path):
 def test_concurrent_runs_never_corrupt_the_warehouse(spark, store, tmp_path):
     """Two runs on one warehouse: the loser fails with ConcurrentCommitError (or they serialize);
     either way the tables equal a clean single run and hold no half-committed data."""
-    from statekeeper.tables.spark import activate
+    from statekeeper.launch.session import activate
 
     wh = Warehouse(str(tmp_path / "wh"))
     outcomes: list[object] = []

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.chains.job import ComputeChains
-from statekeeper.jobs.codegen import FACTORY_MODE, INTERPRETED, INTERPRETED_BELOW_OBJECTS, driver_interprets
+from statekeeper.launch.codegen import FACTORY_MODE, INTERPRETED, INTERPRETED_BELOW_OBJECTS, driver_interprets
 from statekeeper.storage import StorageConfig
 from statekeeper.tables import Warehouse
 from statekeeper.tables.cut import latest_cut

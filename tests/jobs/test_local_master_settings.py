@@ -1,7 +1,7 @@
 """The settings a step's session gets on a local master, and what it leaves to the deployment."""
 from __future__ import annotations
 
-from statekeeper.entrypoint import local_master_settings
+from statekeeper.launch.entrypoint import local_master_settings
 
 
 def test_a_local_master_gets_shuffles_sized_to_its_cores() -> None:

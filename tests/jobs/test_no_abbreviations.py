@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper import cli, entrypoint
+from statekeeper import cli
+from statekeeper.launch import entrypoint
 from statekeeper.jobs.registry import JOBS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""`make airflow-ui` (python -m statekeeper.airflow_local) for real, on loopback, started once for
+"""`make airflow-ui` (python -m statekeeper.dev.airflow_local) for real, on loopback, started once for
 the module: the four Airflow components it runs (API server, scheduler, triggerer, DAG processor,
 without the log servers that would bind every interface).
 
@@ -163,7 +163,7 @@ def airflow_local(tmp_path_factory):
     env["STATEKEEPER_WAREHOUSE"] = (work / "wh-from-variables").as_uri()
     log_path = work / "airflow-ui.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "statekeeper.airflow_local", "--home", str(home),
+        proc = subprocess.Popen([sys.executable, "-m", "statekeeper.dev.airflow_local", "--home", str(home),
                                  "--port", str(port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     af = LocalAirflow(proc, home, port, f"http://127.0.0.1:{port}", work)
@@ -210,7 +210,7 @@ def test_airflow_ui_binds_loopback_and_keeps_its_home_private(airflow_local):
 def test_a_second_start_with_the_same_settings_skips_the_migration_and_the_imports(airflow_local):
     """The launcher stamped the home with its Airflow version and settings; a start with the same ones (a
     second `make demo`, `make airflow-ui` again) does not pay ~16 s of subprocesses for nothing."""
-    from statekeeper.airflow_local import local_airflow_env, prepare
+    from statekeeper.dev.airflow_local import local_airflow_env, prepare
 
     base = {**os.environ, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             "STATEKEEPER_WAREHOUSE": (airflow_local.work / "wh-from-variables").as_uri()}
@@ -300,7 +300,7 @@ def test_stopping_the_launcher_stops_what_each_component_started(tmp_path):
     script = tmp_path / "component"
     script.write_text("#!/bin/sh\n( trap '' TERM; sleep 300 ) &\n( trap '' TERM; sleep 300 ) &\nexec sleep 300\n")
     script.chmod(0o755)
-    code = ("import sys; from statekeeper.airflow_local import serve; "
+    code = ("import sys; from statekeeper.dev.airflow_local import serve; "
             f"sys.exit(serve({{}}, grace_seconds=2, components=(('a',), ('b',)), program={str(script)!r}))")
     launcher = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True)
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.airflow_settings import SettingsError, expand, load_settings, parse_settings, write_import_files
+from statekeeper.dev.airflow_settings import SettingsError, expand, load_settings, parse_settings, write_import_files
 
 ROOT = Path(__file__).resolve().parents[2]
 

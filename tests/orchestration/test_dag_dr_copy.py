@@ -134,7 +134,7 @@ def test_dag_shape(dag):
         assert phrase in dag.doc_md, phrase
     jobs = {"dr_copy": registry.DR, "target_index": registry.INDEX, "target_chains": registry.CHAINS,
             "target_gc": registry.GC, "report": registry.REPORT}
-    # the steps run in one shared Spark driver (statekeeper.warm_driver) with the retention steps' settings
+    # the steps run in one shared Spark driver (statekeeper.launch.warm_driver) with the retention steps' settings
     order = ["spark_driver", "dr_copy", "target_index", "target_chains", "target_gc", "report"]
     assert [t.task_id for t in dag.topological_sort()][:len(order)] == order
     for upstream, downstream in zip(order[:-1], order[1:]):
@@ -282,7 +282,7 @@ def test_target_index_indexes_what_dr_copy_wrote(dag, variables):
     args = fields["job_args"]
     index = entry_point("index_checkpoints")
     parsed = index.parser().parse_args(args)
-    from statekeeper import entrypoint as ep
+    from statekeeper.launch import entrypoint as ep
 
     assert ep.roots_from(parsed) == COPY_RESULT["target_roots"]
     assert parsed.warehouse == "file:///dr/warehouse"
@@ -297,7 +297,7 @@ def test_target_index_indexes_what_dr_copy_wrote(dag, variables):
 
 def test_target_index_without_a_copy_result_indexes_nothing(dag, variables):
     """No XCom (a cluster-mode driver returns none): an empty --roots, which the index refuses."""
-    from statekeeper import entrypoint as ep
+    from statekeeper.launch import entrypoint as ep
 
     for xcoms in ({}, {"dr_copy": {"status": "failed"}}):
         args = render(dag, "target_index", "asset_triggered", xcoms=xcoms)["job_args"]

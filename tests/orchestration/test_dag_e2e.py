@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from statekeeper.dag_console import console_to_file, run_dag_quietly
+from statekeeper.dev.dag_console import console_to_file, run_dag_quietly
 from statekeeper.uri import normalize_uri
 from tests.chains.support import oracle_references, relocate_store
 from tests.orchestration.support import runs_unrestorable, table_rows
@@ -163,7 +163,7 @@ def test_dag_fails_without_retry_on_unrestorable_checkpoint(damaged):
     assert "validation run" in outcome.failed_tails["validate"] and "unrestorable" in outcome.failed_tails["validate"]
     assert f"--- validate failed; the end of its output (all of it: {log}) ---" in "\n".join(lines)
     assert "index run" in log.read_text() and "index run" not in "\n".join(lines)
-    # Every step ran in the run's one Spark driver (statekeeper.warm_driver), which the teardown stopped.
+    # Every step ran in the run's one Spark driver (statekeeper.launch.warm_driver), which the teardown stopped.
     text = log.read_text()
     for entry_point in ("index_checkpoints", "compute_chains", "validate_checkpoints", "build_report"):
         assert f"{entry_point} ran in the DAG run's Spark driver" in text, entry_point

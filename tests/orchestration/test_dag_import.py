@@ -32,7 +32,7 @@ def test_maintenance_dag_shape(dagbag):
             "gc": "collect_garbage.py", "compact": "compact_checkpoints.py",
             "maintain_warehouse": "maintain_warehouse.py", "report": "build_report.py"}
     assert {t.task_id for t in dag.tasks} == set(jobs) | {"run_outcome", "spark_driver", "stop_spark_driver"}
-    # one Spark driver for the run (statekeeper.warm_driver): started before the first step, stopped after the
+    # one Spark driver for the run (statekeeper.launch.warm_driver): started before the first step, stopped after the
     # last whatever happened, and never part of the run's outcome
     driver, stop_driver = dag.get_task("spark_driver"), dag.get_task("stop_spark_driver")
     assert driver.is_setup and stop_driver.is_teardown and driver.downstream_task_ids == {"index", "stop_spark_driver"}
@@ -143,3 +143,37 @@ def test_tasks_follow_the_job_registry(dagbag):
         assert spec.name in named, f"no DAG runs {spec.name}"
         assert (ROOT / "spark_jobs" / f"{spec.entry_point}.py").is_file(), spec.entry_point
     assert named[registry.DR.name] == "checkpoint_dr_copy"
+
+
+# Parsing happens in every scheduler and DAG processor loop: what the DAG files and the plugin import then is paid on
+# each parse, and is all a scheduler host needs installed. The storage layer (boto3, the GCS and Azure SDKs), the
+# tables (pyarrow, delta-rs) and Spark are the jobs' business.
+_PARSE_AND_REPORT = """
+import json, os, sys
+from airflow.dag_processing.dagbag import DagBag
+before = set(sys.modules)
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({"errors": {str(k): str(v) for k, v in bag.import_errors.items()},
+                  "dags": sorted(bag.dags), "modules": sorted(set(sys.modules) - before)}))
+"""
+_NOT_AT_PARSE = ("pyarrow", "pyspark", "py4j", "deltalake", "pandas", "boto3", "botocore", "google.cloud", "azure",
+                 "great_expectations", "statekeeper.storage.", "statekeeper.tables", "statekeeper.format",
+                 "statekeeper.jobs", "statekeeper.launch.entrypoint", "statekeeper.launch.warm_driver.server")
+
+
+def test_parsing_the_dags_imports_no_storage_table_or_spark_module(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT)]))
+    proc = subprocess.run([sys.executable, "-c", _PARSE_AND_REPORT, str(ROOT / "dags")], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["errors"] == {} and len(report["dags"]) == 3, report
+    heavy = [m for m in report["modules"] if m == "statekeeper.storage" or m.startswith(_NOT_AT_PARSE)]
+    assert heavy == [], heavy
+    # what it does import of the library: the plugin's own needs (names, settings, the launch plumbing's light parts)
+    assert "statekeeper.launch.session" in report["modules"] and "statekeeper_airflow.operators" in report["modules"]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from statekeeper import jvm_startup
+from statekeeper.launch import jvm_startup
 
 
 def _startup():
@@ -294,7 +294,7 @@ def test_a_job_started_as_python_with_a_local_master_runs_with_the_local_heap(tm
     env = {k: v for k, v in os.environ.items()   # the cache's archive, if any, is only mapped
            if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_DRIVER_MEMORY", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
     expected = js.self_started_heap_conf({}, env)
-    script = ("from statekeeper.entrypoint import spark_session\n"
+    script = ("from statekeeper.launch.entrypoint import spark_session\n"
               "with spark_session('heap-check', 'local[1]') as spark:\n"
               "    jvm = spark.sparkContext._jvm\n"
               "    print('CONF', spark.sparkContext.getConf().get('spark.driver.memory', ''))\n"
@@ -345,7 +345,7 @@ def test_a_local_driver_stays_on_loopback_with_kill_links_off_unless_its_run_or_
 LISTENING_PROBE = """
 import json, os, sys, time
 from pathlib import Path
-from statekeeper.entrypoint import spark_session
+from statekeeper.launch.entrypoint import spark_session
 
 out = Path(sys.argv[1])
 with spark_session('bind-check', 'local[1]') as spark:

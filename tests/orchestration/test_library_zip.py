@@ -18,7 +18,7 @@ PACKAGE = Path(statekeeper.__file__).parent
 
 
 def _zip(tmp_path: Path) -> Path:
-    return Path(plugin_module("operators")._library_zip(str(tmp_path)))
+    return Path(plugin_module("submission").library_zip(str(tmp_path)))
 
 
 def _python(archive: Path, code: str) -> subprocess.CompletedProcess:

@@ -179,11 +179,11 @@ def test_spark_submit_loads_the_written_file_and_the_defaults(cluster_connection
 
 def test_target_connection_maps_onto_what_the_job_reads():
     """Every name prefixed, and StorageConfig.target_from_env (what copy_to_dr calls) reads them back."""
-    operators = plugin_module("operators")
+    connections = plugin_module("connections")
     from statekeeper.storage.config import DR_PREFIX
 
-    assert operators.DR_ENV_PREFIX == DR_PREFIX
-    env = operators.storage_env_from_connection("aws", DR_KEY_ID, DR_SECRET, DR_CONN["extra"], prefix=DR_PREFIX)
+    assert connections.DR_ENV_PREFIX == DR_PREFIX
+    env = connections.storage_env_from_connection("aws", DR_KEY_ID, DR_SECRET, DR_CONN["extra"], prefix=DR_PREFIX)
     assert env == {
         "STATEKEEPER_DR_AWS_ACCESS_KEY_ID": DR_KEY_ID,
         "STATEKEEPER_DR_AWS_SECRET_ACCESS_KEY": DR_SECRET,
@@ -199,8 +199,8 @@ def test_target_connection_maps_onto_what_the_job_reads():
     # The source's settings are not the target's, and vice versa.
     assert StorageConfig.from_env(env) == StorageConfig()
     assert StorageConfig.target_from_env({"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ACCESS_KEY_ID": KEY_ID}) is None
-    with pytest.raises(operators.StatekeeperConfigError, match="target_storage_conn_id empty"):
-        operators.storage_env_from_connection("postgres", "u", "p", {}, prefix=DR_PREFIX)
+    with pytest.raises(connections.StatekeeperConfigError, match="target_storage_conn_id empty"):
+        connections.storage_env_from_connection("postgres", "u", "p", {}, prefix=DR_PREFIX)
 
 
 @pytest.fixture
@@ -310,7 +310,7 @@ def test_local_submit_gets_the_target_connection_in_its_environment(cluster_conn
 @pytest.mark.airflow
 def test_local_submit_writes_the_class_archive_only_without_a_configuration_directory(
         cluster_connections, dr_connection, recording_spark_submit, tmp_path, monkeypatch):
-    """A local driver's class-data-sharing archive (statekeeper.jvm_startup), in a cache of the test's own: whether
+    """A local driver's class-data-sharing archive (statekeeper.launch.jvm_startup), in a cache of the test's own: whether
     an archive exists must not depend on which tests ran before."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("STATEKEEPER_CACHE", str(cache))
@@ -351,11 +351,11 @@ def test_an_operator_executed_again_submits_as_the_first_time(cluster_connection
 def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(cluster_connections, dr_connection,
                                                                                recording_spark_submit, tmp_path,
                                                                                monkeypatch):
-    """Spark's 1 GiB default made a local GC plan at a million objects spill its kept frames (statekeeper.jvm_startup):
+    """Spark's 1 GiB default made a local GC plan at a million objects spill its kept frames (statekeeper.launch.jvm_startup):
     a local driver gets local_driver_memory. The task's driver_memory or conf, or the deployment's spark-defaults.conf
     or SPARK_DRIVER_MEMORY, decide instead, as they would for plain spark-submit (a --conf would silently replace
     the file's value)."""
-    from statekeeper.jvm_startup import local_driver_memory, machine_memory
+    from statekeeper.launch.jvm_startup import local_driver_memory, machine_memory
 
     binary, record = recording_spark_submit
     monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
@@ -385,7 +385,7 @@ def test_a_local_driver_gets_a_heap_sized_to_the_machine_unless_one_was_chosen(c
 @pytest.mark.airflow
 def test_a_local_driver_stays_on_loopback_unless_the_deployment_chose_its_address(cluster_connections, dr_connection,
                                                                                  recording_spark_submit, monkeypatch):
-    """The rule a job started by hand follows too (statekeeper.jvm_startup.local_network): RPC server and block
+    """The rule a job started by hand follows too (statekeeper.launch.jvm_startup.local_network): RPC server and block
     manager on 127.0.0.1, the UI too (SPARK_LOCAL_IP in the driver's environment), kill links off; an address the
     deployment's spark-defaults.conf or the environment chose stays (a --conf would silently replace the file's)."""
     binary, record = recording_spark_submit

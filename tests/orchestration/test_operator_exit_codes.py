@@ -137,4 +137,4 @@ def test_registry_validates_job_and_final_codes():
 def test_spark_submit_exit_code_from_message(message, code):
     from airflow.sdk.exceptions import AirflowException
 
-    assert _operator_module().spark_submit_exit_code(AirflowException(message)) == code
+    assert plugin_module("submission").spark_submit_exit_code(AirflowException(message)) == code

@@ -1,5 +1,5 @@
 """A spark-submit driver imports PySpark from the installed package (with its bytecode) when SPARK_HOME is
-that package, and from SPARK_HOME's zip in every other case (statekeeper.pyspark_path)."""
+that package, and from SPARK_HOME's zip in every other case (statekeeper.launch.pyspark_path)."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from statekeeper.pyspark_path import installed_package_path
+from statekeeper.launch.pyspark_path import installed_package_path
 
 
 def _site(tmp_path: Path, *, py4j: bool = True) -> tuple[Path, list[str]]:
@@ -56,7 +56,7 @@ def test_a_spark_submit_driver_imports_the_installed_package(tmp_path):
     script = tmp_path / "where.py"
     script.write_text("import sys\n"
                       "print('BEFORE', any(p.endswith('pyspark.zip') for p in sys.path))\n"
-                      "from statekeeper.pyspark_path import prefer_installed_pyspark\n"
+                      "from statekeeper.launch.pyspark_path import prefer_installed_pyspark\n"
                       "prefer_installed_pyspark()\n"
                       "import pyspark, py4j\n"
                       "print('PYSPARK', pyspark.__file__)\n"
@@ -77,11 +77,11 @@ def test_a_spark_submit_driver_imports_the_installed_package(tmp_path):
 
 def test_a_sessions_python_workers_import_the_installed_package(spark):
     """A session on a local master whose JVM this process starts (configure_builder, as the test session and a
-    job run with --master local[N] are built): its Python workers fork from statekeeper.pyspark_daemon, which
+    job run with --master local[N] are built): its Python workers fork from statekeeper.launch.pyspark_daemon, which
     applies the same rule before PySpark is imported. A task sees PySpark from the installed package, not from
     SPARK_HOME's zip (Spark puts the zip first on the workers' path; from it, every worker compiled PySpark
     from source)."""
-    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "statekeeper.pyspark_daemon"
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "statekeeper.launch.pyspark_daemon"
     seen = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
     assert len(seen) == 1 and ".zip" not in seen[0], seen
     assert Path(seen[0]).parent.name == "pyspark" and Path(seen[0]).is_file()

@@ -1,4 +1,4 @@
-"""A DAG run's shared Spark driver (statekeeper.warm_driver; the setup/teardown operators of
+"""A DAG run's shared Spark driver (statekeeper.launch.warm_driver; the setup/teardown operators of
 statekeeper_airflow.run_driver).
 
 * which tasks run in it: the setup task and a task with the same settings compute the same digest; one
@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from statekeeper.launch.jars import spark_conf, submit_args
-from statekeeper.warm_driver.client import Declined, DriverClient
-from statekeeper.warm_driver.protocol import fingerprint, run_key, socket_path
-from statekeeper.warm_driver.server import EXIT_TASK_GONE, Driver
+from statekeeper.launch.warm_driver.client import Declined, DriverClient
+from statekeeper.launch.warm_driver.protocol import fingerprint, run_key, socket_path
+from statekeeper.launch.warm_driver.server import EXIT_TASK_GONE, Driver
 from tests.orchestration.support import plugin_module
 
 # Delta Lake's jars and settings, as the operator gives every submission
@@ -53,7 +53,7 @@ def connections(monkeypatch):
 
 def _settings(op) -> str:
     with op.prepared_submission():
-        return fingerprint(op.driver_settings(plugin_module("operators").driver_submit_command(op._get_hook())))
+        return fingerprint(op.driver_settings(plugin_module("submission").driver_submit_command(op._get_hook())))
 
 
 @pytest.mark.airflow
@@ -79,28 +79,28 @@ def test_a_task_runs_in_the_driver_only_with_the_drivers_settings(connections):
 
 
 def test_driver_command_keeps_the_settings_and_drops_one_submissions_files():
-    operators = plugin_module("operators")
-    app = str(operators.DRIVER_APPLICATION)
+    submission = plugin_module("submission")
+    app = str(submission.DRIVER_APPLICATION)
     command = ["spark-submit", "--master", "local[2]", "--conf",
                "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1 "
                "-XX:ArchiveClassesAtExit=/c/.a.jsa.1.tmp", "--py-files", "/tmp/x/statekeeper.zip", "--name", "job",
                app, "--warehouse", "/w"]
-    assert operators.driver_command(command, operators.SUBMISSION_JAVA_OPTIONS, drop=("--name", "--py-files")) == [
+    assert submission.driver_command(command, submission.SUBMISSION_JAVA_OPTIONS, drop=("--name", "--py-files")) == [
         "spark-submit", "--master", "local[2]", "--conf",
         "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1"]
     # The driver's own launch keeps a mapped archive and its name, never an archive written at exit.
     mapped = [*command[:4], command[4].replace("ArchiveClassesAtExit=/c/.a.jsa.1.tmp", "SharedArchiveFile=/c/a.jsa"),
               *command[5:]]
-    assert operators.driver_command(mapped, (operators.ARCHIVE_WRITE_OPTION,), drop=("--py-files",))[4:] == [
+    assert submission.driver_command(mapped, (submission.ARCHIVE_WRITE_OPTION,), drop=("--py-files",))[4:] == [
         "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1 "
         "-XX:SharedArchiveFile=/c/a.jsa", "--name", "job"]
     # Until a pipeline archive exists, the driver maps none and writes one at its exit.
-    launch = operators.driver_command(mapped, (operators.ARCHIVE_WRITE_OPTION, operators.ARCHIVE_MAP_OPTION),
+    launch = submission.driver_command(mapped, (submission.ARCHIVE_WRITE_OPTION, submission.ARCHIVE_MAP_OPTION),
                                       drop=("--py-files",))
-    assert operators.with_driver_java_option(launch, "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp")[4] == (
+    assert submission.with_driver_java_option(launch, "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp")[4] == (
         "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:/l -XX:TieredStopAtLevel=1 "
         "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp")
-    assert operators.with_driver_java_option(["spark-submit"], "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp") == [
+    assert submission.with_driver_java_option(["spark-submit"], "-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp") == [
         "spark-submit", "--conf", "spark.driver.extraJavaOptions=-XX:ArchiveClassesAtExit=/c/.p.jsa.2.tmp"]
 
 
@@ -158,7 +158,7 @@ def test_a_driver_declines_other_settings_survives_garbage_and_stops_when_asked(
 
 
 def test_a_private_directory_is_required(tmp_path, monkeypatch):
-    from statekeeper.warm_driver.protocol import runtime_dir
+    from statekeeper.launch.warm_driver.protocol import runtime_dir
 
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
@@ -248,7 +248,7 @@ def test_jobs_in_a_real_driver_busy_and_a_task_gone(driver_dir, flink_store_for_
 
 
 def test_the_pipeline_archive_is_published_only_after_a_normal_exit_of_a_driver_that_ran_enough_jobs(tmp_path):
-    from statekeeper import jvm_startup as js
+    from statekeeper.launch import jvm_startup as js
 
     archive = tmp_path / "spark-driver-k-pipeline.jsa"
 
@@ -272,7 +272,7 @@ def test_the_pipeline_archive_is_published_only_after_a_normal_exit_of_a_driver_
 @pytest.mark.flink
 def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_it(driver_dir, flink_store_for_airflow,
                                                                                    tmp_path):
-    from statekeeper import jvm_startup as js
+    from statekeeper.launch import jvm_startup as js
 
     cache_env = {**os.environ, "STATEKEEPER_CACHE": str(tmp_path / "cache")}
     archive = js.pipeline_archive(js.archive_for(DELTA_CONF, cache_env))
@@ -287,7 +287,7 @@ def test_a_driver_writes_the_pipeline_archive_at_its_exit_and_local_drivers_map_
     log = tmp_path / "driver.log"
     # as the run's setup task starts it (run_driver.StartRunDriverOperator)
     process = _launched(
-        [sys.executable, "-m", "statekeeper.jvm_startup", "--pending", str(pipeline.pending), "--archive",
+        [sys.executable, "-m", "statekeeper.launch.jvm_startup", "--pending", str(pipeline.pending), "--archive",
          str(archive), "--min-jobs", "1", "--",
          spark_submit, "--master", "local[2]", *DELTA_ARGS,
          "--conf", f"spark.driver.extraJavaOptions={java} {pipeline.options}",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.airflow_local import local_airflow_env
+from statekeeper.dev.airflow_local import local_airflow_env
 
 _HOME = Path(tempfile.mkdtemp(prefix="statekeeper-airflow-"))
 os.environ.update(local_airflow_env(_HOME))
@@ -31,7 +31,7 @@ def airflow_db(airflow_home: Path) -> Path:
     env = dict(os.environ)
     proc = subprocess.run([AIRFLOW_BIN, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = subprocess.run([sys.executable, "-m", "statekeeper.airflow_settings", "airflow_settings.yaml"],
+    proc = subprocess.run([sys.executable, "-m", "statekeeper.dev.airflow_settings", "airflow_settings.yaml"],
                           env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from statekeeper.airflow_local import PRIVATE_UMASK, airflow_bin, local_airflow_env, prepare
+from statekeeper.dev.airflow_local import PRIVATE_UMASK, airflow_bin, local_airflow_env, prepare
 from tests.plugins.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 `local[2]` (the machine has two cores), Spark UI off, few shuffle partitions, quiet log4j, a
 modest driver heap, and Python workers that import this checkout's `statekeeper` (PYTHONPATH is
-set before the JVM starts, see `statekeeper.tables.spark.configure_builder`). Stopped at the end.
+set before the JVM starts, see `statekeeper.launch.session.configure_builder`). Stopped at the end.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.jvm_startup import C1_ONLY
+from statekeeper.launch.jvm_startup import C1_ONLY
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -39,8 +39,8 @@ def build_local_session(work_dir: Path, *, app_name: str = "statekeeper-tests", 
                         c1_only: bool = False):
     from pyspark.sql import SparkSession
 
-    from statekeeper.entrypoint import local_master_settings
-    from statekeeper.tables.spark import configure_builder
+    from statekeeper.launch.entrypoint import local_master_settings
+    from statekeeper.launch.session import configure_builder
 
     log4j = quiet_log4j(work_dir)
     builder = (SparkSession.builder
@@ -82,7 +82,7 @@ def job_process_env(*first_on_path: Path, **variables: str) -> dict[str, str]:
     """The environment of a job a test runs as its own process (`python spark_jobs/<job>.py --master
     local[N]`, mostly to SIGKILL it): this checkout importable (after `first_on_path`, e.g. the fault
     injector's sitecustomize), `variables` set, and the driver JVM compiling with C1 only, as the DAG's
-    local tasks do (statekeeper.jvm_startup). Such a process lives 10-60 s: measured on the crash test
+    local tasks do (statekeeper.launch.jvm_startup). Such a process lives 10-60 s: measured on the crash test
     of the index (2 cores, 2 runs of 3 kills each), C1 took 25% off the CPU of each killed run
     (13 s against 16 s wall alone). The entry point itself keeps C2 for users' ad-hoc runs, which can
     be long; JAVA_TOOL_OPTIONS reaches its JVM without touching what the test runs."""

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from statekeeper.format import extract_references, open_metadata, read_metadata
-from statekeeper.entrypoint import snapshots_from
+from statekeeper.launch.entrypoint import snapshots_from
 from statekeeper.replicate.options import DrMode, DrOptions, DrOptionsError, TargetSpec, parse_allowed
 from statekeeper.replicate.relocate import RelocateError, external_target, relocate, target_of
 from statekeeper.uri import normalize_uri

@@ -50,7 +50,7 @@ def writer_rows(writer: str) -> pa.Table:
 def _session(work: Path, writer: str, conf: dict[str, str]):
     from pyspark.sql import SparkSession
 
-    from statekeeper.tables.spark import configure_builder
+    from statekeeper.launch.session import configure_builder
     from tests.plugins.spark import quiet_log4j
 
     builder = (SparkSession.builder.master("local[1]").appName(f"s3a-writer-{writer}")

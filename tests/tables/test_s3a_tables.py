@@ -217,7 +217,8 @@ def warehouse(request, tmp_path):
 
 
 def test_two_writers_from_one_version_one_commits_the_other_conflicts(spark, warehouse, tmp_path):
-    from statekeeper.tables.spark import activate, spark_schema
+    from statekeeper.launch.session import activate
+    from statekeeper.tables.spark import spark_schema
 
     engine = DeltaSparkEngine()
     base = rows("r1", "j1", [1, 2], "base")

@@ -111,7 +111,7 @@ def test_concurrent_writers_one_commit_wins_and_the_other_loses_nothing_it_did_n
     outcomes: dict[str, BaseException | int] = {}
 
     def writer(name: str, n: int) -> None:
-        from statekeeper.tables.spark import activate
+        from statekeeper.launch.session import activate
 
         activate(spark)
         rows = df_of(spark, arrow_rows("r", "a", [n]))
@@ -261,7 +261,7 @@ class _ConfOnlySession:
 
 def test_a_session_without_delta_is_refused_with_what_to_add(spark, monkeypatch):
     import statekeeper.tables.engine as engine_mod
-    from statekeeper.launch.jars import DELTA_EXTENSION
+    from statekeeper.tables.engine import DELTA_EXTENSION
 
     assert delta_spark_available(spark) is True
     assert select_engine(spark, "auto").name == select_engine(spark, "delta-spark").name == "delta-spark"

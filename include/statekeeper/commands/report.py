@@ -16,7 +16,7 @@ def configure(parser) -> None:
 def run(args) -> int:
     import os
 
-    from statekeeper.entrypoint import run
+    from statekeeper.launch.entrypoint import run
     from statekeeper.report.entry import ENTRY
 
     warehouse = args.warehouse if "://" in args.warehouse else os.path.abspath(args.warehouse)

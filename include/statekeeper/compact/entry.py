@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.compact.options import CompactMode, CompactOptions
 from statekeeper.compact.plan import Placement
 from statekeeper.defaults import COMPACT_MAX_METADATA_SIZE, COMPACT_MAX_METADATA_SIZE_TEXT

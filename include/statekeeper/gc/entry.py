@@ -5,7 +5,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.defaults import GC_GRACE, GC_GRACE_TEXT
 from statekeeper.gc.options import GcOptions, RetentionPolicy, parse_duration
 from statekeeper.registry import GC, ExitCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.index.options import IndexOptions
 from statekeeper.registry import INDEX, ExitCode
 

@@ -125,11 +125,11 @@ class StatekeeperJob(Generic[R, O]):
     # -- the run ---------------------------------------------------------------------------------
 
     def execute(self) -> R:
-        from statekeeper.jobs.codegen import fit_codegen
+        from statekeeper.launch.codegen import fit_codegen
         from statekeeper.jobs.context import RunContext
         from statekeeper.jobs.progress import Heartbeat
         from statekeeper.tables.engine import select_engine
-        from statekeeper.tables.spark import activate
+        from statekeeper.launch.session import activate
 
         if self._warehouse is None:
             raise ValueError("no warehouse given")

@@ -120,7 +120,7 @@ class RunContext:
         row says it failed). Returns each table's new version."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from statekeeper.tables.spark import activate
+        from statekeeper.launch.session import activate
 
         def one(item: tuple[TableSpec, Any]) -> int:
             spec, df = item

@@ -33,7 +33,7 @@ def run_side_by_side(spark: Any, beat: Heartbeat, parts: Mapping[str, Callable[[
 def run_part(spark: Any, beat: Heartbeat, name: str, part: Callable[[], T]) -> T:
     """`part()` in a thread other than the one that started the session: the session made active on the
     JVM side of the thread and its Spark jobs named `name`."""
-    from statekeeper.tables.spark import activate
+    from statekeeper.launch.session import activate
 
     activate(spark)
     beat.name_jobs(name)

@@ -35,9 +35,6 @@ LOG_STORE_CLASS = "statekeeper.delta.S3ConditionalLogStore"
 LOG_STORE_JAR_PREFIX = "statekeeper-logstore-"
 S3A_LOG_STORE_CONF = "spark.delta.logStore.s3a.impl"
 
-DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
-DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-
 
 class MissingJarsError(ConfigurationError):
     """The JVM parts are not installed in this environment, or one differs from its pinned sha256."""
@@ -167,6 +164,10 @@ def build_log_store(directory: Path, *, log=print) -> Path:
 def spark_conf(deployment: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings that put the JVM parts in a session: its jars and Delta's extension and catalog, each added to
     what `deployment` (the session's existing conf) already holds rather than replacing it."""
+    # Here, not at import: the Airflow plugin imports this module while DAGs are parsed, and the table package is
+    # the jobs' (pyarrow, storage).
+    from statekeeper.tables.engine import DELTA_CATALOG, DELTA_EXTENSION
+
     deployment = deployment or {}
     jars = [j for j in (deployment.get("spark.jars") or "").split(",") if j]
     jars += [j for j in jar_paths() if j not in jars]
@@ -204,7 +205,7 @@ def submit_args(deployment: Mapping[str, str] | None = None) -> list[str]:
 def maven_repo() -> Path:
     """The Maven repository every Statekeeper fetch uses: in the cache, outside any checkout, so a fresh clone
     resolves offline what an earlier one downloaded."""
-    from statekeeper.jvm_startup import cache_dir
+    from statekeeper.launch.jvm_startup import cache_dir
 
     return cache_dir(os.environ).parent / "m2"
 

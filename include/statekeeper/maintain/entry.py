@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.defaults import WAREHOUSE_RETENTION_TEXT
 from statekeeper.maintain.options import MaintainOptions
 from statekeeper.registry import MAINTAIN, ExitCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.registry import DR, ExitCode
 from statekeeper.replicate.options import DrMode, DrOptions, SavepointPolicy, TargetSpec, VerifyMode, parse_allowed
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.registry import REPORT
 from statekeeper.report.options import ReportOptions
 

@@ -1,6 +1,6 @@
 """Which table engine a job's session gets: Delta Lake's Spark integration (`DeltaSparkEngine`), the only one.
 
-A session built by Statekeeper (statekeeper.tables.spark.configure_builder, the operator's spark-submit) has Delta's
+A session built by Statekeeper (statekeeper.launch.session.configure_builder, the operator's spark-submit) has Delta's
 jars, extension and catalog (statekeeper.launch.jars); a session someone else built may not, and is refused here
 with what to add rather than failing at the first table read.
 """
@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from statekeeper.launch.jars import DELTA_CATALOG, DELTA_EXTENSION
 from statekeeper.tables.delta_spark import DeltaSparkEngine
 from statekeeper.tables.errors import EngineUnavailableError, TableError
 
 EngineName = Literal["auto", "delta-spark"]
 ENGINE_NAMES = ("auto", "delta-spark")
 _DELTA_CLASS = "io.delta.tables.DeltaTable"
+# What a session needs to run Delta: its SQL extension and its catalog (statekeeper.launch.jars puts both in every
+# session Statekeeper starts, with the jars).
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
 def delta_spark_available(spark: Any) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from statekeeper import entrypoint as ep
+from statekeeper.launch import entrypoint as ep
 from statekeeper.registry import VALIDATE, ExitCode
 from statekeeper.validate.options import ValidateOptions
 

@@ -177,7 +177,7 @@ class QualitySuite:
         self._computed.append(self._metrics_pool.submit(self._compute, assets))
 
     def _compute(self, assets: list[Asset]) -> dict[str, Any]:
-        from statekeeper.tables.spark import activate
+        from statekeeper.launch.session import activate
         from statekeeper.validate.quality_metrics import compute
 
         activate(self._spark)  # a new thread has no active session on the JVM side

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from statekeeper.tables.spark import deployment_conf, on_local_master
+from statekeeper.launch.session import deployment_conf, on_local_master
 
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 INTERPRETED = "NO_CODEGEN"

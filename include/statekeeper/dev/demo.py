@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from statekeeper.airflow_local import PROJECT_ROOT, local_airflow_env, prepare
-from statekeeper.dag_console import console_to_file, run_dag_quietly
+from statekeeper.dev.airflow_local import PROJECT_ROOT, local_airflow_env, prepare
+from statekeeper.dev.dag_console import console_to_file, run_dag_quietly
 
 DEMO_FLINK_VERSION = "2.3.0"
 # Scenarios whose stores together show every kind of object the pipeline handles.
@@ -269,7 +269,7 @@ def compact_summary(warehouse: str, airflow_run_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.demo",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.dev.demo",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=str(PROJECT_ROOT / ".statekeeper"),
                         help="where the demo's Airflow home and warehouse live (default: .statekeeper/)")

@@ -207,7 +207,7 @@ def import_into_airflow(settings: AirflowSettings, airflow_bin: str = "airflow",
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m statekeeper.airflow_settings",
+        prog="python -m statekeeper.dev.airflow_settings",
         description="Import connections, variables and pools from an Astro-format airflow_settings.yaml.",
     )
     parser.add_argument("file", nargs="?", default="airflow_settings.yaml")

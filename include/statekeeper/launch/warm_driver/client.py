@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statekeeper.warm_driver.protocol import DriverGone, Op, Request, messages
+from statekeeper.launch.warm_driver.protocol import DriverGone, Op, Request, messages
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -72,7 +72,7 @@ def script(entry_point: str, caller: str) -> tuple[Callable[[], argparse.Argumen
     registry); when the script itself runs (`caller`, its `__name__`, is "__main__"), it runs the job and
     exits with its code."""
     if caller == "__main__":
-        from statekeeper.pyspark_path import prefer_installed_pyspark
+        from statekeeper.launch.pyspark_path import prefer_installed_pyspark
 
         prefer_installed_pyspark()   # a driver of its own: before the job's modules import PySpark
     entry = importlib.import_module(registry.job(entry_point).entry_module).ENTRY
@@ -248,7 +248,7 @@ def spark_session(app_name: str, master: str = "") -> Iterator[Any]:
     """The active session (tests, notebooks, spark-submit) or a new one that is stopped afterwards."""
     from pyspark.sql import SparkSession
 
-    from statekeeper.tables.spark import configure_builder, starts_a_local_jvm
+    from statekeeper.launch.session import configure_builder, starts_a_local_jvm
 
     spark = SparkSession.getActiveSession()
     if spark is not None:
@@ -294,10 +294,10 @@ def _fit_local_jvm(builder: Any) -> Any:
     """This process is about to start the driver JVM itself: keep it on loopback with the UI's kill links off, as
     the DAG's local tasks are; give it the heap they get (Spark's 1 GiB default holds neither a large store's kept
     frames nor its joins), and map the class-data-sharing archive they write, a third off a short job's start-up
-    (statekeeper.jvm_startup)."""
+    (statekeeper.launch.jvm_startup)."""
     import os
 
-    from statekeeper.jvm_startup import (mapped_archive_option, self_started_heap_conf, self_started_network,
+    from statekeeper.launch.jvm_startup import (mapped_archive_option, self_started_heap_conf, self_started_network,
                                          with_java_options)
 
     conf = dict(getattr(builder, "_options", {}))
@@ -317,9 +317,9 @@ def local_master_settings(conf: Mapping[str, str], parallelism: int) -> dict[str
     Shuffle partitions sized to the machine: Spark's default of 200 is meant for clusters; on local[2]
     every join of a small warehouse ran hundreds of near-empty tasks (the chains and validation jobs
     spent most of a minute scheduling them). Whether the driver compiles its code is decided per run, by
-    the store's size (statekeeper.jobs.codegen).
+    the store's size (statekeeper.launch.codegen).
     """
-    from statekeeper.tables.spark import on_local_master
+    from statekeeper.launch.session import on_local_master
 
     if not on_local_master(conf):
         return {}
@@ -328,7 +328,7 @@ def local_master_settings(conf: Mapping[str, str], parallelism: int) -> dict[str
 
 
 def _fit_local_master(spark: Any) -> None:
-    from statekeeper.tables.spark import deployment_conf
+    from statekeeper.launch.session import deployment_conf
 
     for key, value in local_master_settings(deployment_conf(spark), spark.sparkContext.defaultParallelism).items():
         spark.conf.set(key, value)

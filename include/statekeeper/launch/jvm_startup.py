@@ -24,7 +24,7 @@ archive.
 The first local run is usually an index run, so its archive holds the index's classes only, and every other
 job loaded the rest of Spark's planner from the jars on each run. A DAG run's shared driver runs every step of
 the run in one JVM: until there is one, it writes the *pipeline* archive at its exit (`shared_driver_startup`;
-`python -m statekeeper.jvm_startup` runs it and publishes the archive after a normal exit of a driver that ran
+`python -m statekeeper.launch.jvm_startup` runs it and publishes the archive after a normal exit of a driver that ran
 MIN_PIPELINE_JOBS jobs), and from then on every local driver maps that one instead (sample store, 3 runs each
 with an archive of seven jobs against the index's: chains 7.8 -> 7.3 s, validation without the quality suite
 8.7 -> 7.6 s, the DR copy 9.7 -> 9.0 s, the index as before; an archive of the DR job's own classes gave it no
@@ -331,15 +331,15 @@ def run_and_publish(command: Sequence[str], startup: JvmStartup, min_jobs: int =
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """python -m statekeeper.jvm_startup --pending P --archive A [--min-jobs N] -- COMMAND...: run_and_publish."""
+    """python -m statekeeper.launch.jvm_startup --pending P --archive A [--min-jobs N] -- COMMAND...: run_and_publish."""
     import argparse
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
     split = args.index("--") if "--" in args else len(args)
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.jvm_startup",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.launch.jvm_startup",
                                 description="Run a shared Spark driver's spark-submit and publish the class archive "
-                                            "its JVM writes at exit (statekeeper.jvm_startup).")
+                                            "its JVM writes at exit (statekeeper.launch.jvm_startup).")
     p.add_argument("--pending", type=Path, required=True, help="the file the JVM writes (-XX:ArchiveClassesAtExit)")
     p.add_argument("--archive", type=Path, required=True, help="where to publish it")
     p.add_argument("--min-jobs", type=int, default=MIN_PIPELINE_JOBS,

@@ -1,7 +1,7 @@
 """The driver's side: one Spark session, jobs run one at a time as tasks send them.
 
 Started under spark-submit by a DAG run's setup task (`spark_jobs/spark_driver.py`), so its JVM, conf
-and environment are exactly a task's. Each job runs through `statekeeper.entrypoint.run`, the code a
+and environment are exactly a task's. Each job runs through `statekeeper.launch.entrypoint.run`, the code a
 job's own spark-submit runs, in the main thread; its stdout, stderr and log records go to the task
 that sent it (and to this driver's log). Between jobs the session's cached data is dropped.
 """
@@ -24,9 +24,9 @@ from typing import Any
 
 from statekeeper import registry
 from statekeeper.registry import ExitCode
-from statekeeper.warm_driver.protocol import Op, Refusal, Request, encode, messages
+from statekeeper.launch.warm_driver.protocol import Op, Refusal, Request, encode, messages
 
-log = logging.getLogger("statekeeper.warm_driver")
+log = logging.getLogger("statekeeper.launch.warm_driver")
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 # The exit status when the task whose job is running goes away: what a killed spark-submit's would be.
@@ -209,7 +209,7 @@ class Driver:
         log.info("%s exited %d after %.1f s", request.entry_point, code, time.monotonic() - started)
 
     def _execute(self, request: Request) -> int:
-        from statekeeper.entrypoint import run
+        from statekeeper.launch.entrypoint import run
 
         handler = _SinkHandler(self.sink)
         root = logging.getLogger()
@@ -228,7 +228,7 @@ class Driver:
                     print(f"{exc.args[0]}: not a Statekeeper job", file=sys.stderr)
                     return ExitCode.USAGE
                 except Exception:  # noqa: BLE001 - run() reports its own; this is the driver failing around it
-                    logging.getLogger("statekeeper.warm_driver").exception("%s failed in the driver",
+                    logging.getLogger("statekeeper.launch.warm_driver").exception("%s failed in the driver",
                                                                            request.entry_point)
                     return ExitCode.INTERNAL
                 finally:
@@ -259,22 +259,22 @@ def parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         prog="spark_driver",
         description="Serve Statekeeper jobs from one Spark driver for a DAG run (started by the run's setup task; "
-                    "statekeeper.warm_driver).")
+                    "statekeeper.launch.warm_driver).")
     p.add_argument("--socket", required=True, help="the Unix socket to listen on (in a private directory)")
     p.add_argument("--fingerprint", required=True, help="the settings digest a task's must equal")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
                    help="exit after this many seconds without a job (default %(default)s)")
     p.add_argument("--jobs-file", type=Path, default=None,
                    help="when stopped or idle, write how many jobs ran here (what decides whether the class archive "
-                        "its JVM writes at exit is published; statekeeper.jvm_startup)")
+                        "its JVM writes at exit is published; statekeeper.launch.jvm_startup)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    from statekeeper.pyspark_path import prefer_installed_pyspark
+    from statekeeper.launch.pyspark_path import prefer_installed_pyspark
 
     prefer_installed_pyspark()   # before anything imports PySpark
-    from statekeeper.entrypoint import configure_logging, spark_session
+    from statekeeper.launch.entrypoint import configure_logging, spark_session
 
     args = parser().parse_args(argv)
     configure_logging()

@@ -11,7 +11,7 @@ zips from its path before anything imports PySpark, and imports the package.
 Nothing changes when SPARK_HOME is a Spark distribution (its zip may be another release than any
 installed package), when the package's directory is not on the path, or when PySpark or py4j is
 already imported. Executors' Python workers get the same rule from the daemon they fork from
-(statekeeper.pyspark_daemon).
+(statekeeper.launch.pyspark_daemon).
 """
 from __future__ import annotations
 

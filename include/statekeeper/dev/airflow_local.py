@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _fernet_key(home: Path) -> str:
@@ -118,7 +118,7 @@ def prepare(airflow_home: str | os.PathLike, env: dict[str, str]) -> bool:
     from dataclasses import asdict
     from importlib.metadata import version
 
-    from statekeeper.airflow_settings import import_into_airflow, load_settings
+    from statekeeper.dev.airflow_settings import import_into_airflow, load_settings
 
     home = Path(airflow_home)
     settings = load_settings(PROJECT_ROOT / "airflow_settings.yaml", env)
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     """`make airflow-ui`: the Airflow UI on http://127.0.0.1:8080 with this project's DAGs."""
     import argparse
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.airflow_local",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m statekeeper.dev.airflow_local",
                                      description=main.__doc__)
     parser.add_argument("--home", default=str(PROJECT_ROOT / ".statekeeper" / "airflow"),
                         help="AIRFLOW_HOME (default: .statekeeper/airflow in the project)")
