@@ -11,7 +11,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from statekeeper.tables.catalog.index import PARTITION_BY  # (root_id, bucket), as the index tables
-from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.catalog.audit import (RUN_ID, WAREHOUSE, RUN_AND_STATUS, RUN_TIMES, RELEASE_AND_VERSIONS,
+                                              AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
 
@@ -23,7 +24,7 @@ _EDGE = [
     _f("files", pa.int64()),
     _f("directories", pa.int64()),
     _f("bytes", pa.int64()),
-    _f("run_id", pa.string(), False),
+    RUN_ID,
 ]
 
 DEPENDENCIES = TableSpec(
@@ -75,14 +76,10 @@ PINS = TableSpec(
 CHAINS_RUNS = TableSpec(
     "chains_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        *RUN_AND_STATUS,
+        *RUN_TIMES,
+        WAREHOUSE,
+        *RELEASE_AND_VERSIONS,
         _f("snapshots", pa.int64(), False),
         _f("unparsed_snapshots", pa.int64(), False),
         _f("unparsed_examples", pa.list_(pa.string()), False),
@@ -90,8 +87,7 @@ CHAINS_RUNS = TableSpec(
         _f("transitive_rows", pa.int64(), False),
         _f("cross_directory_rows", pa.int64(), False),
         _f("max_depth", pa.int32(), False),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
     ]),
     (),
     "Audit row per chains run. `unparsed_snapshots` > 0 means some `_metadata` could not be read: "

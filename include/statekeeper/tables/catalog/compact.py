@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.catalog.audit import (FINISHED_AT, WAREHOUSE, MODE, OPTIONS, RUN_AND_STATUS, RUN_TIMES,
+                                              RELEASE_AND_VERSIONS, AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
 
 COMPACTIONS = TableSpec(
     "compactions",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
+        *RUN_AND_STATUS,
         _f("placement", pa.string(), False),
         _f("source_metadata_uri", pa.string(), False),
         _f("source_etag", pa.string()),
@@ -36,7 +36,7 @@ COMPACTIONS = TableSpec(
         _f("result_sha256", pa.string()),
         _f("problem", pa.string()),
         _f("seconds", pa.float64()),
-        _f("finished_at", TS, False),
+        FINISHED_AT,
     ]),
     (),
     "One row per snapshot a compaction run looked at: the result, sizes before and after, files written.",
@@ -52,16 +52,12 @@ REPORT_ROW = pa.struct([
 COMPACTION_RUNS = TableSpec(
     "compaction_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("mode", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("options", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        *RUN_AND_STATUS,
+        MODE,
+        *RUN_TIMES,
+        WAREHOUSE,
+        OPTIONS,
+        *RELEASE_AND_VERSIONS,
         _f("selected", pa.int64(), False),
         _f("compacted", pa.int64(), False),
         _f("failed", pa.int64(), False),
@@ -75,8 +71,7 @@ COMPACTION_RUNS = TableSpec(
         # Maintenance is a job of its own now (maintenance_runs); no run writes this any more, and the
         # column stays so that warehouses written before keep their schema and rows.
         _f("maintenance", pa.string()),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
     ]),
     (),
     "Audit row per compaction run: counts and the inline-state report.",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from statekeeper.tables.catalog.gc import STORE_PROTECTION
+from statekeeper.tables.catalog.audit import (RUN_ID, WAREHOUSE, ROOTS, MODE, OPTIONS, ERROR, RUN_AND_STATUS,
+                                              RUN_TIMES, RELEASE_AND_VERSIONS, AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
@@ -18,8 +20,7 @@ from statekeeper.tables.spec import column as _f
 DR_COPIES = TableSpec(
     "dr_copies",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
+        *RUN_AND_STATUS,
         _f("source_metadata_uri", pa.string(), False),
         _f("target_metadata_uri", pa.string()),
         _f("source_root", pa.string(), False),
@@ -39,9 +40,8 @@ DR_COPIES = TableSpec(
         _f("metadata_sha256", pa.string()),
         _f("metadata_bytes", pa.int64()),
         _f("problem", pa.string()),
-        _f("error", pa.string()),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
+        ERROR,
+        *RUN_TIMES,
         # Added after the first release (nullable, last; older rows read null): the copy's recovery point.
         _f("source_completed_at", TS),   # when the source snapshot completed: its `_metadata`'s mtime at the source
         _f("published_at", TS),          # when the target `_metadata` was written: its mtime at the target
@@ -55,7 +55,7 @@ DR_COPIES = TableSpec(
 DR_FILES = TableSpec(
     "dr_files",
     pa.schema([
-        _f("run_id", pa.string(), False),
+        RUN_ID,
         _f("source_metadata_uri", pa.string(), False),
         _f("target_metadata_uri", pa.string(), False),
         _f("source_uri", pa.string(), False),
@@ -87,18 +87,14 @@ DR_REFUSAL = pa.struct([
 DR_RUNS = TableSpec(
     "dr_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("mode", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("roots", pa.list_(pa.string()), False),
+        *RUN_AND_STATUS,
+        MODE,
+        *RUN_TIMES,
+        WAREHOUSE,
+        ROOTS,
         _f("targets", pa.map_(pa.string(), pa.string())),
-        _f("options", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        OPTIONS,
+        *RELEASE_AND_VERSIONS,
         _f("snapshots", pa.int64(), False),
         _f("verified", pa.int64(), False),
         _f("failed", pa.int64(), False),
@@ -109,8 +105,7 @@ DR_RUNS = TableSpec(
         _f("bytes_skipped", pa.int64(), False),
         _f("problems", pa.list_(pa.string()), False),
         _f("notes", pa.list_(pa.string()), False),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
         # Added after the first release (nullable, last): per target store and precondition the copy may rely on,
         # its self-test's verdict and the protection used (STORE_PROTECTION: precondition, source_recheck or
         # existence_check); null in rows written before the column existed.

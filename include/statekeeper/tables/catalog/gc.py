@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from statekeeper.tables.catalog.audit import (RUN_ID, WAREHOUSE, ROOTS, MODE, OPTIONS, STATEKEEPER_VERSION,
+                                              SOURCE_VERSIONS, TABLE_VERSIONS, RUN_AND_STATUS, RUN_TIMES,
+                                              AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
@@ -60,7 +63,7 @@ STORE_PROTECTION = pa.struct([
 GC_ACTIONS = TableSpec(
     "gc_actions",
     pa.schema([
-        _f("run_id", pa.string(), False),
+        RUN_ID,
         _f("uri", pa.string(), False),
         _f("root", pa.string(), False),
         _f("root_id", pa.string(), False),
@@ -86,18 +89,16 @@ GC_ACTIONS = TableSpec(
 GC_RUNS = TableSpec(
     "gc_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("mode", pa.string(), False),
+        *RUN_AND_STATUS,
+        MODE,
         _f("plan_run_id", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("roots", pa.list_(pa.string()), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("options", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        *RUN_TIMES,
+        WAREHOUSE,
+        ROOTS,
+        STATEKEEPER_VERSION,
+        OPTIONS,
+        SOURCE_VERSIONS,
+        TABLE_VERSIONS,
         _f("blocked", pa.list_(pa.string()), False),
         _f("expired_snapshots", pa.int64(), False),
         _f("planned", pa.int64(), False),
@@ -110,8 +111,7 @@ GC_RUNS = TableSpec(
         _f("retries", pa.int64(), False),
         _f("new_snapshots", pa.int64(), False),
         _f("breakdown", pa.list_(GC_BREAKDOWN), False),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
         # Added after the table's first release: last and nullable, so a gc_runs table created before
         # gains them on the next append (delta_log.add_missing_columns) and its older rows read as null.
         _f("ownerless", pa.list_(GC_OWNERLESS)),

@@ -16,7 +16,10 @@ import zlib
 
 import pyarrow as pa
 
+from statekeeper.tables.catalog.audit import (STATUS, WAREHOUSE, ROOTS, STATEKEEPER_VERSION, TABLE_VERSIONS,
+                                              AIRFLOW_RUN_ID, ERROR, RUN_AND_STATUS, RUN_TIMES)
 from statekeeper.tables.spec import TableSpec
+from statekeeper.tables.spec import column as _f
 
 TS = pa.timestamp("us", tz="UTC")
 PARTITION_BY = ("root_id", "bucket")
@@ -31,10 +34,6 @@ def job_bucket(job_dir: str) -> str:
     """The `bucket` partition value of a job directory: CRC-32 of its UTF-8 name mod JOB_BUCKETS,
     two digits ("00".."15"). CRC-32 is stable across processes and Python versions (unlike hash())."""
     return f"{zlib.crc32(job_dir.encode()) % JOB_BUCKETS:02d}"
-
-
-def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable)
 
 
 def _location_fields() -> list[pa.Field]:
@@ -79,8 +78,8 @@ SNAPSHOTS = TableSpec(
         _f("job_id", pa.string()),
         _f("layout_kind", pa.string(), False),
         _f("dir_checkpoint_id", pa.int64()),
-        _f("status", pa.string(), False),
-        _f("error", pa.string()),
+        STATUS,
+        ERROR,
         _f("metadata_version", pa.int32()),
         _f("checkpoint_id", pa.int64()),
         _f("snapshot_type", pa.string()),
@@ -158,14 +157,12 @@ INLINE_STATE = TableSpec(
 INDEX_RUNS = TableSpec(
     "index_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("roots", pa.list_(pa.string()), False),
-        _f("warehouse", pa.string(), False),
+        *RUN_AND_STATUS,
+        *RUN_TIMES,
+        ROOTS,
+        WAREHOUSE,
         _f("engine", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
+        STATEKEEPER_VERSION,
         _f("units", pa.int64(), False),
         _f("units_rewritten", pa.int64(), False),
         _f("units_unchanged", pa.int64(), False),
@@ -177,10 +174,10 @@ INDEX_RUNS = TableSpec(
         _f("metadata_reused", pa.int64(), False),
         _f("metadata_failed", pa.int64(), False),
         _f("errors", pa.list_(pa.string()), False),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        TABLE_VERSIONS,
         _f("data_interval_start", TS),
         _f("data_interval_end", TS),
-        _f("airflow_run_id", pa.string()),
+        AIRFLOW_RUN_ID,
         _f("options", pa.string()),
     ]),
     (),

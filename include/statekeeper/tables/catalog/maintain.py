@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.catalog.audit import (WAREHOUSE, MODE, OPTIONS, STATEKEEPER_VERSION, TABLE_VERSIONS,
+                                              RUN_AND_STATUS, RUN_TIMES, AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
 
@@ -34,16 +35,14 @@ MAINTAINED_TABLE = pa.struct([
 MAINTENANCE_RUNS = TableSpec(
     "maintenance_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("mode", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("options", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
+        *RUN_AND_STATUS,
+        MODE,
+        *RUN_TIMES,
+        WAREHOUSE,
+        OPTIONS,
+        STATEKEEPER_VERSION,
         _f("retention_seconds", pa.float64()),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        TABLE_VERSIONS,
         _f("files_before", pa.int64(), False),
         _f("files_after", pa.int64(), False),
         _f("files_compacted", pa.int64(), False),
@@ -54,8 +53,7 @@ MAINTENANCE_RUNS = TableSpec(
         _f("stored_files_after", pa.int64(), False),
         _f("tables", pa.list_(MAINTAINED_TABLE), False),
         _f("problems", pa.list_(pa.string()), False),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
     ]),
     (),
     "Audit row per warehouse maintenance run: per table, what compaction, vacuum and the checkpoint did.",

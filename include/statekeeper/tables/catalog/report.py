@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from statekeeper.tables.spec import TIMESTAMP as TS
+from statekeeper.tables.catalog.audit import (WAREHOUSE, RUN_AND_STATUS, RUN_TIMES, RELEASE_AND_VERSIONS,
+                                              AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TableSpec
 from statekeeper.tables.spec import column as _f
 
 REPORT_RUNS = TableSpec(
     "report_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        *RUN_AND_STATUS,
+        *RUN_TIMES,
+        WAREHOUSE,
+        *RELEASE_AND_VERSIONS,
         _f("index_run_id", pa.string()),
         _f("report_uri", pa.string()),
         _f("directories", pa.int64(), False),
@@ -29,8 +26,7 @@ REPORT_RUNS = TableSpec(
         _f("bytes_inline", pa.int64(), False),
         _f("jobs", pa.int64(), False),
         _f("jobs_unrestorable", pa.int64(), False),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
     ]),
     (),
     "Audit row per report run: where the page is and the totals it showed (the next report's trend).",

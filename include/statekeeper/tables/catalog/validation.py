@@ -9,6 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from statekeeper.tables.catalog.index import PARTITION_BY  # (root_id, bucket), as the index tables
+from statekeeper.tables.catalog.audit import (RUN_ID, STATUS, WAREHOUSE, ROOTS, RUN_AND_STATUS, RUN_TIMES,
+                                              RELEASE_AND_VERSIONS, AIRFLOW_RUN_AND_ERROR)
 from statekeeper.tables.spec import TIMESTAMP as TS
 from statekeeper.tables.spec import TableSpec, snapshot_columns
 from statekeeper.tables.spec import column as _f
@@ -18,7 +20,7 @@ from statekeeper.tables.spec import column as _f
 VALIDATION_RESULTS = TableSpec(
     "validation_results",
     pa.schema([
-        _f("run_id", pa.string(), False),
+        RUN_ID,
         *snapshot_columns(),
         _f("check", pa.string(), False),
         _f("severity", pa.string(), False),
@@ -38,7 +40,7 @@ VALIDATION_RESULTS = TableSpec(
 VALIDATION_JOBS = TableSpec(
     "validation_jobs",
     pa.schema([
-        _f("run_id", pa.string(), False),
+        RUN_ID,
         _f("root", pa.string(), False),
         _f("root_id", pa.string(), False),
         _f("job_dir", pa.string(), False),
@@ -46,7 +48,7 @@ VALIDATION_JOBS = TableSpec(
         _f("location", pa.string(), False),
         _f("kind", pa.string(), False),
         _f("job_id", pa.string()),
-        _f("status", pa.string(), False),
+        STATUS,
         _f("snapshots", pa.int64(), False),
         _f("snapshots_with_errors", pa.int64(), False),
         _f("snapshots_with_warnings", pa.int64(), False),
@@ -66,15 +68,11 @@ VALIDATION_JOBS = TableSpec(
 VALIDATION_RUNS = TableSpec(
     "validation_runs",
     pa.schema([
-        _f("run_id", pa.string(), False),
-        _f("status", pa.string(), False),
-        _f("started_at", TS, False),
-        _f("finished_at", TS, False),
-        _f("warehouse", pa.string(), False),
-        _f("roots", pa.list_(pa.string()), False),
-        _f("statekeeper_version", pa.string(), False),
-        _f("source_versions", pa.map_(pa.string(), pa.int64())),
-        _f("table_versions", pa.map_(pa.string(), pa.int64())),
+        *RUN_AND_STATUS,
+        *RUN_TIMES,
+        WAREHOUSE,
+        ROOTS,
+        *RELEASE_AND_VERSIONS,
         _f("snapshots", pa.int64(), False),
         _f("snapshots_with_errors", pa.int64(), False),
         _f("snapshots_with_warnings", pa.int64(), False),
@@ -86,8 +84,7 @@ VALIDATION_RUNS = TableSpec(
         _f("quality_success", pa.bool_()),
         _f("quality_failures", pa.list_(pa.string())),
         _f("report_uri", pa.string()),
-        _f("airflow_run_id", pa.string()),
-        _f("error", pa.string()),
+        *AIRFLOW_RUN_AND_ERROR,
     ]),
     (),
     "Audit row per validation run.",
