@@ -2,7 +2,7 @@
 
 The figures of one scope (maintenance: what checkpoint_maintenance pushes; dr_copy and dr_follow: what the DR
 DAGs push) read from the warehouse's tables now, with the default thresholds. Storage settings come from the
-environment, as for every command (README, "Storage settings"). Exit codes: 0 printed, 2 a bad warehouse or
+environment, as for every command (docs/storage-schemes.md, "Settings"). Exit codes: 0 printed, 2 a bad warehouse or
 setting, 3 anything else.
 """
 from __future__ import annotations

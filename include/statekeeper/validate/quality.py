@@ -156,7 +156,7 @@ class QualitySuite:
     checks. `close` hands every metric to GX, which decides each expectation with its own `_validate`
     and builds its results and Data Docs as its engine would, while the job writes its own tables.
     (Measured on the sample store, the suite's own cost came out lower in two comparisons and unchanged
-    in a third: README, "The suite beside the checks".)
+    in a third: docs/benchmarks.md, "The suite beside the checks".)
     """
 
     def __init__(self, spark: Any, warehouse: Warehouse, run_id: str) -> None:
