@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 import tests.harness as harness
 from statekeeper.chains import graph
-from statekeeper.chains.explain import explain
+from statekeeper.inspect.explain import explain
 from statekeeper.chains.job import SUCCEEDED, ComputeChains
 from statekeeper.storage import StorageConfig
 from statekeeper.tables import Warehouse

@@ -19,7 +19,7 @@ import pytest
 from deltalake import DeltaTable
 
 import tests.harness as harness
-from statekeeper.chains.explain import explain
+from statekeeper.inspect.explain import explain
 from statekeeper.chains.job import SUCCEEDED, ComputeChains
 from statekeeper.storage import RoutingFileIO
 from statekeeper.tables import Warehouse

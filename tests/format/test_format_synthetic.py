@@ -282,7 +282,7 @@ def test_codec_imports_no_spark_airflow_or_boto():
     from pathlib import Path
 
     code = (
-        "import sys, statekeeper.format, statekeeper.inspect\n"
+        "import sys, statekeeper.format, statekeeper.inspect.metadata\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'airflow', 'boto3', 'botocore', 'deltalake', 'statekeeper.storage'))\n"
         "bad += [m for m in sys.modules if m.startswith('statekeeper.storage')]\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.format import to_bytes
-from statekeeper.inspect import JSON_SCHEMA_VERSION
+from statekeeper.inspect.metadata import JSON_SCHEMA_VERSION
 from tests.format.support.samples import sample_model
 
 REPO = Path(__file__).resolve().parents[2]

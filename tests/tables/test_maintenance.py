@@ -27,7 +27,7 @@ import pyarrow as pa
 import pytest
 
 import tests.harness as harness
-from statekeeper.chains.explain import explain
+from statekeeper.inspect.explain import explain
 from statekeeper.tables import TableSpec, Warehouse, cut, delta_log
 from statekeeper.tables.catalog import ALL_TABLES, INDEX_RUNS, INDEX_TABLES, job_bucket
 from statekeeper.tables.errors import MaintenanceOptionsError, RetentionFloorError

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from statekeeper.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from statekeeper.errors import StatekeeperError
+from statekeeper.cli import EXIT_OK, CommandUsageError
 
 NAME = "explain"
 HELP = (
@@ -22,7 +21,7 @@ def configure(parser) -> None:
                              "directory or file (local path, or a file://, s3://, oss://, gs:// or abfss:// URI)")
     parser.add_argument("--warehouse", required=True,
                         help="where the Delta tables live (the index and chains jobs' --warehouse)")
-    parser.add_argument("--json", action="store_true", help="emit the report as JSON (statekeeper.chains.explain)")
+    parser.add_argument("--json", action="store_true", help="emit the report as JSON (statekeeper.inspect.explain)")
     parser.add_argument("--inactive-after", metavar="DURATION",
                         help="instead of a URI: list the job directories with no checkpoint newer than DURATION "
                              "(e.g. 7d; a directory with no checkpoint left: no object newer), their objects and "
@@ -38,7 +37,7 @@ def run(args) -> int:
     import json
     import os
 
-    from statekeeper.chains.explain import explain, render_text
+    from statekeeper.inspect.explain import explain, render_text
 
     if args.inactive_after is not None or args.uri is None:
         return _idle(args)
@@ -46,14 +45,9 @@ def run(args) -> int:
     if "://" not in target and not target.startswith("file:"):
         target = os.path.abspath(target)
     try:
-        warehouse = _open_warehouse(args)
-        report = explain(target, warehouse)
-    except ValueError as exc:
-        print(f"statekeeper explain: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StatekeeperError as exc:
-        print(f"statekeeper explain: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        report = explain(target, _open_warehouse(args))
+    except ValueError as exc:   # a target or warehouse that cannot be asked about as given (a bad spelling, scheme)
+        raise CommandUsageError(str(exc)) from exc
     sys.stdout.write(json.dumps(report.to_mapping(), indent=2) + "\n" if args.json else render_text(report))
     if args.check and (report.would_break or report.caveats):
         return EXIT_REFERENCED
@@ -72,30 +66,22 @@ def _open_warehouse(args):
 
 
 def _idle(args) -> int:
-    """--inactive-after: the idle job directories (statekeeper.chains.idle)."""
+    """--inactive-after: the idle job directories (statekeeper.inspect.idle)."""
     import dataclasses
     import json
     from datetime import datetime, timezone
 
-    from statekeeper.chains.idle import idle_job_dirs
+    from statekeeper.inspect.idle import idle_job_dirs
     from statekeeper.jobs.idle import render_text
     from statekeeper.units import DurationError, parse_duration
 
     if args.uri is not None or args.inactive_after is None:
-        print("statekeeper explain: give a URI, or --inactive-after DURATION (without a URI) to list idle job "
-              "directories", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandUsageError("give a URI, or --inactive-after DURATION (without a URI) to list idle job directories")
     try:
         cutoff = datetime.now(timezone.utc) - parse_duration(args.inactive_after)
     except DurationError as exc:
-        print(f"statekeeper explain: --inactive-after: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        warehouse = _open_warehouse(args)
-        dirs = idle_job_dirs(warehouse, cutoff)
-    except StatekeeperError as exc:
-        print(f"statekeeper explain: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        raise CommandUsageError(f"--inactive-after: {exc}") from exc
+    dirs = idle_job_dirs(_open_warehouse(args), cutoff)
     if args.json:
         payload = {"schema_version": 1, "inactive_before": cutoff.isoformat(),
                    "idle_job_dirs": [dataclasses.asdict(d) for d in dirs]}

@@ -5,9 +5,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from statekeeper.cli import EXIT_BAD_METADATA, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from statekeeper.errors import StatekeeperError
-from statekeeper.storage.errors import ObjectNotFoundError
+from statekeeper.cli import EXIT_OK, CommandUsageError, InputNotFoundError
 
 NAME = "inspect"
 HELP = (
@@ -16,13 +14,10 @@ HELP = (
 )
 
 
-class InputNotFoundError(StatekeeperError):
-    """The path/URI given to a command does not exist."""
-
 
 def configure(parser) -> None:
     parser.add_argument("target", help="a `_metadata` file or a snapshot directory (local path, or a file://, s3://, oss://, gs:// or abfss:// URI)")
-    parser.add_argument("--json", action="store_true", help="emit the report as JSON (schema in statekeeper.inspect)")
+    parser.add_argument("--json", action="store_true", help="emit the report as JSON (schema in statekeeper.inspect.metadata)")
     parser.add_argument("--top", type=int, default=5, metavar="N", help="largest inline contributors per operator (default 5)")
 
 
@@ -70,27 +65,13 @@ def open_input(target: str) -> Iterator[tuple[Any, str]]:
 
 
 def run(args) -> int:
-    from statekeeper.format import MetadataFormatError, read_metadata
-    from statekeeper.inspect import build_report, render_text, to_json
+    from statekeeper.format import read_metadata
+    from statekeeper.inspect.metadata import build_report, render_text, to_json
 
     if args.top < 0:
-        print("statekeeper inspect: --top must be >= 0", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        with open_input(args.target) as (source, uri):
-            model = read_metadata(source, uri)
-            report = build_report(model, uri, top=args.top)
-    except InputNotFoundError as exc:
-        print(f"statekeeper inspect: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    except MetadataFormatError as exc:
-        print(f"statekeeper inspect: {exc}", file=sys.stderr)
-        return EXIT_BAD_METADATA
-    except ObjectNotFoundError as exc:
-        print(f"statekeeper inspect: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    except StatekeeperError as exc:
-        print(f"statekeeper inspect: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        raise CommandUsageError("--top must be >= 0")
+    with open_input(args.target) as (source, uri):
+        model = read_metadata(source, uri)
+        report = build_report(model, uri, top=args.top)
     sys.stdout.write(to_json(report) + "\n" if args.json else render_text(report))
     return EXIT_OK

@@ -11,7 +11,7 @@ policy (`--inactive-after D --inactive-retain K`) reclaims; what live jobs pin s
 
 `judge` is the rule, on per-directory aggregates: the report aggregates them in Spark
 (statekeeper.report.idle), `statekeeper explain --inactive-after` streaming the tables without Spark
-(statekeeper.chains.idle). Pure.
+(statekeeper.inspect.idle). Pure.
 """
 from __future__ import annotations
 

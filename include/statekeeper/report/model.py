@@ -235,7 +235,7 @@ class ReportData:
     notes: tuple[str, ...] = ()                  # caveats the reader must see (stale tables, missing steps)
     airflow_run_id: str | None = None            # the caller's run (the DAG run that wrote it)
     limits: dict[str, int] = field(default_factory=dict)
-    # Job directories with no checkpoint since `idle_before` (statekeeper.chains.idle): the largest, all of
+    # Job directories with no checkpoint since `idle_before` (statekeeper.inspect.idle): the largest, all of
     # them counted, and their bytes.
     idle_before: datetime | None = None
     idle_jobs: tuple[IdleJobDir, ...] = ()

@@ -23,7 +23,7 @@ class Limits:
 class ReportOptions:
     out: str | None = None                          # also write the page to this local directory
     limits: Limits = field(default_factory=Limits)
-    # Job directories with no checkpoint newer than this are listed as idle (statekeeper.chains.idle).
+    # Job directories with no checkpoint newer than this are listed as idle (statekeeper.inspect.idle).
     inactive_after: timedelta = timedelta(days=7)
 
     def check(self) -> None:
