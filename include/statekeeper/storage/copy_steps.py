@@ -7,7 +7,6 @@ no longer the version pinned (`SourceChanged`), or the bytes moved are not the p
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import uuid
@@ -207,29 +206,6 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-_libc: Any = None
-
-
-def sync_filesystem(path: str) -> None:
-    """Flush the file system holding `path` to stable storage: its files' data, inodes and directory entries, in one
-    call (syncfs(2) on Linux; else sync(2), every file system)."""
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-            _libc.syncfs  # noqa: B018 - present?
-        except (OSError, AttributeError):
-            _libc = False
-    if _libc:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if _libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    os.sync()
 
 
 # -- S3 targets -----------------------------------------------------------------------------------------------

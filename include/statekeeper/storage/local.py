@@ -13,6 +13,7 @@ and reversible: `local_path` turns it back into the exact bytes, so the object s
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -22,7 +23,7 @@ import stat as stat_mod
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from statekeeper.storage.base import FileIO
 from statekeeper.storage.errors import (
@@ -68,6 +69,29 @@ def file_uri(path: str) -> str:
         except UnicodeEncodeError:
             path = _SURROGATE.sub(lambda m: f"\x00{ord(m.group()) - 0xDC00:02x}", path)
     return "file://" + path
+
+
+_libc: Any = None
+
+
+def sync_filesystem(path: str) -> None:
+    """Flush the file system holding `path` to stable storage: its files' data, inodes and directory entries, in one
+    call (syncfs(2) on Linux; else sync(2), every file system)."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+            _libc.syncfs  # noqa: B018 - present?
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if _libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
 
 
 def object_type_of(mode: int) -> ObjectType:
@@ -259,8 +283,6 @@ class LocalFileIO(FileIO):
         # together (compaction's moved payloads, DR copies) are flushed by one sync of their file system
         # instead (syncfs: data, inodes and directory entries; other file systems are left alone).
         if len(uris) > _SYNC_ONE_BY_ONE:
-            from statekeeper.storage.copy_steps import sync_filesystem
-
             by_device: dict[int, str] = {}
             for directory in sorted({os.path.dirname(local_path(u)) for u in uris}):
                 by_device.setdefault(os.stat(directory).st_dev, directory)
